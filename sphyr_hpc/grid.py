@@ -1,0 +1,156 @@
+"""Grids: the first step of the pipeline (SPEC section 1).
+
+A grid is a list of rows of string cells, or text with one row per line and
+cells separated by whitespace.  Tokens, whitespace stripped:
+
+* ``L`` load cell, ``S`` support cell (structure by definition, density 1),
+* ``V`` masked cell (the cells a model is asked to fill in),
+* anything else is a density, parsed as a float and clipped to [0, 1].
+
+Rows are ``nely`` (row 0 is the top of the printed grid), columns ``nelx``.
+Nothing here raises on bad cells: an unparsable token is counted and read as
+density 0, as the published scorer does.  Shape problems (empty, ragged) raise
+:class:`GridError`, which callers turn into data.
+"""
+
+import math
+import re
+
+import numpy as np
+
+LOAD = "L"
+SUPPORT = "S"
+MASK = "V"
+STRUCTURAL = (LOAD, SUPPORT)
+MARKERS = (LOAD, SUPPORT, MASK)
+
+PROMPT_GRID_MARKER = "Below is the input grid with masked regions:"
+
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+class GridError(ValueError):
+    """A grid that does not describe a rectangular array of cells."""
+
+
+def is_cell_token(token):
+    """True for ``L``, ``S``, ``V`` or a plain decimal number."""
+    return token in MARKERS or bool(_NUMBER.match(token))
+
+
+def parse_density(token):
+    """Density of a non-marker token, or None when it is not a finite number.
+
+    ``nan``/``inf`` spellings are rejected: a cell must hold a finite amount of
+    material.  Values outside [0, 1] are clipped, as SPEC section 1 says.
+    """
+    try:
+        value = float(token)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(value):
+        return None
+    return min(max(value, 0.0), 1.0)
+
+
+def _is_grid_line(line):
+    tokens = line.split()
+    return bool(tokens) and all(is_cell_token(t) for t in tokens)
+
+
+def extract_grid_from_text(text):
+    """The grid inside free text: the longest run of consecutive grid lines.
+
+    A line is a grid line when every whitespace-separated token on it is a cell
+    token.  Ties go to the last run (a model's corrected second attempt).
+    Returns a list of rows (lists of str); ``[]`` when the text holds no grid.
+    """
+    if text is None:
+        return []
+    best = []
+    run = []
+    for line in str(text).splitlines():
+        if _is_grid_line(line):
+            run.append(line.split())
+            continue
+        if run and len(run) >= len(best):
+            best = run
+        run = []
+    if run and len(run) >= len(best):
+        best = run
+    return best
+
+
+def prompt_input_grid(prompt):
+    """The masked input grid quoted in a SPhyR prompt ([] if there is none)."""
+    if not prompt or PROMPT_GRID_MARKER not in prompt:
+        return []
+    return extract_grid_from_text(prompt.split(PROMPT_GRID_MARKER, 1)[1])
+
+
+def as_grid(value):
+    """A grid from text or from a list of rows; cells become stripped strings.
+
+    Raises :class:`GridError` for a value that is neither.
+    """
+    if value is None:
+        raise GridError("missing grid")
+    if isinstance(value, str):
+        return extract_grid_from_text(value)
+    if not isinstance(value, (list, tuple)):
+        raise GridError(f"grid must be text or a list of rows, not {type(value).__name__}")
+    rows = []
+    for row in value:
+        if isinstance(row, str):
+            row = row.split()
+        if not isinstance(row, (list, tuple)):
+            raise GridError(f"grid row must be a list of cells, not {type(row).__name__}")
+        rows.append([str(cell).strip() for cell in row])
+    return rows
+
+
+def grid_shape(grid):
+    """(nely, nelx) of a rectangular, non-empty grid; GridError otherwise."""
+    if not grid or not grid[0]:
+        raise GridError("empty grid")
+    nelx = len(grid[0])
+    for r, row in enumerate(grid):
+        if len(row) != nelx:
+            raise GridError(f"ragged grid: row {r} has {len(row)} cells, row 0 has {nelx}")
+    return len(grid), nelx
+
+
+def grid_to_text(grid):
+    return "\n".join(" ".join(row) for row in grid)
+
+
+def densities(grid, mask_density=0.0):
+    """Density array of a rectangular grid plus its bookkeeping counts.
+
+    ``L``/``S`` are 1; ``V`` and unparsable cells are ``mask_density`` and are
+    counted as ``unfilled_cells`` and ``unparsable_cells``.
+    """
+    nely, nelx = grid_shape(grid)
+    rho = np.zeros((nely, nelx))
+    unfilled = unparsable = 0
+    for r, row in enumerate(grid):
+        for c, token in enumerate(row):
+            if token in STRUCTURAL:
+                rho[r, c] = 1.0
+            elif token == MASK:
+                rho[r, c] = mask_density
+                unfilled += 1
+            else:
+                value = parse_density(token)
+                if value is None:
+                    rho[r, c] = mask_density
+                    unparsable += 1
+                else:
+                    rho[r, c] = value
+    return rho, {"unfilled_cells": unfilled, "unparsable_cells": unparsable}
+
+
+def mask_of(grid, token):
+    """Boolean array of the cells holding ``token``."""
+    nely, nelx = grid_shape(grid)
+    return np.array([[cell == token for cell in row] for row in grid], dtype=bool).reshape(nely, nelx)

@@ -1,0 +1,125 @@
+"""Load cases: the boundary conditions a ground-truth grid encodes (SPEC section 2).
+
+Conventions (shared by every later step of the pipeline):
+
+* Nodes form a (nely+1) x (nelx+1) grid, row-major, row 0 at the top:
+  ``node(r, c) = r * (nelx + 1) + c``.
+* Two DOFs a node: ``2*node`` is x (along increasing column), ``2*node + 1``
+  is y (along increasing row, i.e. *down* the printed grid).
+* Supports: both DOFs of the 4 nodes of every ``S`` cell are fixed.
+* Load: a unit resultant, ``1 / (4 * #L)`` onto each of the 4 nodes of every
+  ``L`` cell, along the normalised gravity step ``(dr, dc)``; the x component
+  gets ``share * dc`` and the y component ``share * dr``.  Default (1, 0) is
+  down; folders named ``*1_rotations*``, ``*2_rotations*``, ``*3_rotations*``
+  hold rotated samples whose gravity is (0, -1), (-1, 0), (0, 1).
+
+A :class:`LoadCase` is frozen and hashable so that solvers, solid compliances
+and yardsticks can be cached per problem.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import grid as grids
+
+DOWN = (1.0, 0.0)
+
+_ROTATIONS = (("3_rotations", (0.0, 1.0)), ("2_rotations", (-1.0, 0.0)), ("1_rotations", (0.0, -1.0)))
+
+
+class LoadCaseError(ValueError):
+    """A ground truth that does not describe a structural problem."""
+
+
+def gravity_from_folder(name):
+    """Gravity step (dr, dc) of a result folder name (SPEC section 2)."""
+    for marker, gravity in _ROTATIONS:
+        if marker in name:
+            return gravity
+    return DOWN
+
+
+@dataclass(frozen=True)
+class LoadCase:
+    """Loads and supports of one sample on an nely x nelx grid of unit cells."""
+
+    nely: int
+    nelx: int
+    load_cells: tuple
+    support_cells: tuple
+    gravity: tuple = DOWN
+    total_load: float = 1.0
+
+    @property
+    def n_elements(self):
+        return self.nely * self.nelx
+
+    @property
+    def n_dofs(self):
+        return 2 * (self.nely + 1) * (self.nelx + 1)
+
+    @property
+    def shape(self):
+        return (self.nely, self.nelx)
+
+    def _cell_nodes(self, cells):
+        cells = np.asarray(cells, dtype=np.int64).reshape(-1, 2)
+        top_left = cells[:, 0] * (self.nelx + 1) + cells[:, 1]
+        return np.stack([top_left, top_left + 1, top_left + self.nelx + 2, top_left + self.nelx + 1], axis=1)
+
+    def fixed_dofs(self):
+        """Sorted, unique natural DOF numbers clamped by the supports."""
+        nodes = self._cell_nodes(self.support_cells).ravel()
+        return np.unique(np.concatenate([2 * nodes, 2 * nodes + 1]))
+
+    def force_vector(self):
+        """Natural-ordered nodal force vector (length ``n_dofs``)."""
+        forces = np.zeros(self.n_dofs)
+        if not self.load_cells:
+            return forces
+        direction = np.asarray(self.gravity, dtype=float)
+        norm = np.linalg.norm(direction)
+        if norm == 0.0:
+            raise LoadCaseError("gravity direction must be non-zero")
+        direction = direction / norm
+        share = self.total_load / (4.0 * len(self.load_cells))
+        nodes = self._cell_nodes(self.load_cells).ravel()
+        np.add.at(forces, 2 * nodes, share * direction[1])
+        np.add.at(forces, 2 * nodes + 1, share * direction[0])
+        return forces
+
+    def structural_mask(self):
+        """Cells that are structure by definition (L and S)."""
+        mask = np.zeros(self.shape, dtype=bool)
+        for r, c in self.load_cells + self.support_cells:
+            mask[r, c] = True
+        return mask
+
+    def markers(self):
+        """Cell markers as small integers: 1 load, 2 support, 0 otherwise."""
+        marks = np.zeros(self.shape, dtype=np.int8)
+        for r, c in self.load_cells:
+            marks[r, c] = 1
+        for r, c in self.support_cells:
+            marks[r, c] = 2
+        return marks
+
+
+def from_grid(grid, gravity=DOWN, total_load=1.0):
+    """The load case a (ground-truth) grid encodes.
+
+    Raises :class:`LoadCaseError` for an empty or ragged grid or one without
+    an ``L`` or an ``S`` cell.
+    """
+    try:
+        nely, nelx = grids.grid_shape(grid)
+    except grids.GridError as err:
+        raise LoadCaseError(str(err)) from None
+    loads = tuple((r, c) for r in range(nely) for c in range(nelx) if grid[r][c] == grids.LOAD)
+    supports = tuple((r, c) for r in range(nely) for c in range(nelx) if grid[r][c] == grids.SUPPORT)
+    if not loads:
+        raise LoadCaseError("ground truth has no load ('L') cell")
+    if not supports:
+        raise LoadCaseError("ground truth has no support ('S') cell")
+    return LoadCase(nely, nelx, loads, supports, (float(gravity[0]), float(gravity[1])), float(total_load))

@@ -1,0 +1,258 @@
+"""Metrics of a completion (SPEC section 9), with the published field names.
+
+:class:`Scorer` holds everything that is shared between completions of the
+same sample: the solvers of each load case, the solid compliances and the
+bounded yardstick cache.  :meth:`Scorer.score` never raises on bad grids: a
+problem that SPEC section 9 prescribes metrics for gets them (all zero,
+``physically_valid`` false) plus an ``invalid_reason`` saying why.
+"""
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+import numpy as np
+
+from . import discretisation as fe
+from . import grid as grids
+from . import loadcase as loadcases
+from .analysis import analyse, solid_compliance
+from .optimiser.filter import FILTER_RADIUS
+from .optimiser.yardstick import YardstickCache, YardstickKey, yardstick
+
+STRUCTURAL_METRIC_KEYS = (
+    "topology_score",
+    "structural_efficiency",
+    "material_efficiency",
+    "compliance_efficiency_vs_ground_truth",
+    "load_carrying",
+    "volume_ratio",
+)
+COMPLIANCE_KEYS = ("compliance", "ground_truth_compliance", "optimal_compliance", "own_budget_optimal_compliance")
+LSV_PENALTY = 3
+
+
+def empty_metrics():
+    """The all-zero metrics of a completion that cannot be judged."""
+    return {
+        "physically_valid": False,
+        "load_carrying": False,
+        "compliance": math.inf,
+        "ground_truth_compliance": math.inf,
+        "optimal_compliance": math.inf,
+        "own_budget_optimal_compliance": None,
+        "topology_score": 0.0,
+        "structural_efficiency": 0.0,
+        "structural_efficiency_raw": 0.0,
+        "design_efficiency": None,
+        "material_efficiency": 0.0,
+        "compliance_efficiency_vs_ground_truth": 0.0,
+        "volume_fraction": 0.0,
+        "ground_truth_volume_fraction": 0.0,
+        "volume_ratio": 0.0,
+        "max_displacement": 0.0,
+        "unfilled_cells": 0,
+        "unparsable_cells": 0,
+    }
+
+
+def json_safe(metrics):
+    """Non-finite floats become None (``inf`` is not JSON)."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
+
+
+def clipped_ratio(reference, actual):
+    if not math.isfinite(actual) or actual <= 0.0 or not math.isfinite(reference):
+        return 0.0
+    return float(min(max(reference / actual, 0.0), 1.0))
+
+
+# -- reconstruction metrics ----------------------------------------------------------------------
+def _cell_difference(a, b, marker_weight):
+    if a == b:
+        return 0.0
+    if a in grids.MARKERS or b in grids.MARKERS:
+        return float(marker_weight)
+    try:
+        diff = abs(Decimal(a) - Decimal(b))
+    except (InvalidOperation, ValueError):
+        return 1.0
+    return float(diff) if diff.is_finite() else 1.0
+
+
+def _material(grid):
+    total = 0.0
+    for row in grid:
+        for cell in row:
+            if cell not in grids.MARKERS:
+                value = grids.parse_density(cell)
+                total += float(cell) if value is not None else 0.0
+    return total
+
+
+def _ratio(differences, material):
+    if differences == 0:
+        return 1.0
+    if material == 0.0:
+        # A ground truth without material: the published records store 1.0 here
+        # (results/*/1_random_row_hard.json, sample 2), whatever differs.
+        return 1.0
+    return 1.0 - differences / material
+
+
+def reconstruction_metrics(output, truth):
+    """Cell-by-cell agreement with the ground truth (rows and cells paired by zip)."""
+    pairs = [(a, b) for ra, rb in zip(output, truth) for a, b in zip(ra, rb)]
+    material = _material(truth)
+    plain = sum(1 for a, b in pairs if a != b)
+    return {
+        "exact_match": plain == 0 and len(output) == len(truth) and all(len(a) == len(b) for a, b in zip(output, truth)),
+        "difference_ratio": _ratio(plain, material),
+        "relative_difference_ratio": _ratio(sum(_cell_difference(a, b, 1) for a, b in pairs), material),
+        "penalized_difference_ratio": _ratio(sum(_cell_difference(a, b, LSV_PENALTY) for a, b in pairs), material),
+    }
+
+
+def valid_output_grid(output, truth):
+    """Same shape as the ground truth and every cell L, S or a density in [0, 1]."""
+    for row in output:
+        for cell in row:
+            if cell in grids.STRUCTURAL:
+                continue
+            try:
+                value = float(cell)
+            except ValueError:
+                return False
+            if not 0.0 <= value <= 1.0:
+                return False
+    return len(output) == len(truth) and all(len(a) == len(b) for a, b in zip(output, truth))
+
+
+# -- the scorer ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ScoringConfig:
+    penal: float = fe.PENAL
+    filter_radius: float = FILTER_RADIUS
+    design_efficiency: bool = False
+    analysis_solver: str = "superlu"  # or "petsc"; see sphyr_hpc.solvers.reference
+    solver_prefix: str = "sphyr_"
+
+
+class _Problem:
+    """Solvers and solid compliance of one load case."""
+
+    def __init__(self, lc, config):
+        from .solvers.elasticity import ElasticitySystem
+        from .solvers.reference import ReferenceSystem
+        from ._petsc import petsc
+
+        self.optimiser = ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix=config.solver_prefix)
+        self.analysis = ReferenceSystem(lc) if config.analysis_solver == "superlu" else self.optimiser
+        self.solid = solid_compliance(self.analysis, config.penal)
+
+    def close(self):
+        self.optimiser.close()
+
+
+class Scorer:
+    """Scores completions; caches solvers per load case and yardsticks per sample."""
+
+    def __init__(self, config=None, cache_size=256, problem_cache_size=64):
+        self.config = config or ScoringConfig()
+        if self.config.analysis_solver not in ("superlu", "petsc"):
+            raise ValueError(f"analysis solver must be 'superlu' or 'petsc', not {self.config.analysis_solver!r}")
+        self.yardsticks = YardstickCache(cache_size)
+        self._problems = OrderedDict()
+        self._problem_cache_size = problem_cache_size
+
+    def problem(self, lc):
+        if lc in self._problems:
+            self._problems.move_to_end(lc)
+            return self._problems[lc]
+        prob = _Problem(lc, self.config)
+        self._problems[lc] = prob
+        if len(self._problems) > self._problem_cache_size:
+            self._problems.popitem(last=False)[1].close()
+        return prob
+
+    def optimum(self, lc, free, pinned, volume_fraction, seeds):
+        cfg = self.config
+        key = YardstickKey.of(lc, free, pinned, volume_fraction, seeds, cfg.penal, cfg.filter_radius)
+        return self.yardsticks.get_or_compute(
+            key,
+            lambda: yardstick(self.problem(lc).optimiser, volume_fraction, free, pinned, seeds=seeds,
+                              penal=cfg.penal, radius=cfg.filter_radius),
+        )
+
+    def score(self, completion, ground_truth, input_grid=None, gravity=loadcases.DOWN):
+        """All metrics of one completion (grids as lists of rows of str)."""
+        cfg = self.config
+        metrics = empty_metrics()
+        metrics.update(reconstruction_metrics(completion, ground_truth))
+        metrics["valid_output_grid"] = valid_output_grid(completion, ground_truth)
+        try:
+            lc = loadcases.from_grid(ground_truth, gravity=gravity)
+        except loadcases.LoadCaseError as err:
+            metrics["invalid_reason"] = str(err)
+            return metrics
+        if len(completion) != lc.nely or any(len(row) != lc.nelx for row in completion):
+            shape = f"{len(completion)} rows" if completion else "no grid"
+            widths = sorted({len(row) for row in completion})
+            if completion:
+                shape += f" of {'/'.join(map(str, widths))} cells"
+            metrics["invalid_reason"] = f"completion has {shape}, ground truth is {lc.nely}x{lc.nelx}"
+            return metrics
+
+        structural = lc.structural_mask()
+        rho, counts = grids.densities(completion)
+        rho_gt, _ = grids.densities(ground_truth)
+        rho[structural] = 1.0
+        rho_gt[structural] = 1.0
+        metrics["physically_valid"] = True
+        metrics.update(counts)
+
+        prob = self.problem(lc)
+        out = analyse(prob.analysis, rho, prob.solid, cfg.penal)
+        gt = analyse(prob.analysis, rho_gt, prob.solid, cfg.penal)
+        metrics.update(
+            compliance=out.compliance,
+            ground_truth_compliance=gt.compliance,
+            load_carrying=out.load_carrying,
+            max_displacement=out.max_displacement,
+            volume_fraction=out.volume_fraction,
+            ground_truth_volume_fraction=gt.volume_fraction,
+        )
+
+        free = ~structural
+        if input_grid:
+            try:
+                if grids.grid_shape(input_grid) == lc.shape:
+                    free = grids.mask_of(input_grid, grids.MASK)
+            except grids.GridError:
+                pass
+        optimum = self.optimum(lc, free, rho_gt, gt.volume_fraction, (rho_gt,))
+        metrics["optimal_compliance"] = optimum.compliance
+        if cfg.design_efficiency:
+            own = self.optimum(lc, free, rho_gt, out.volume_fraction, (rho_gt,))
+            metrics["own_budget_optimal_compliance"] = own.compliance
+        if gt.volume_fraction > 0.0:
+            metrics["volume_ratio"] = float(out.volume_fraction / gt.volume_fraction)
+        if not out.load_carrying:
+            return metrics
+
+        metrics["structural_efficiency"] = clipped_ratio(optimum.compliance, out.compliance)
+        if metrics["own_budget_optimal_compliance"] is not None:
+            metrics["design_efficiency"] = clipped_ratio(metrics["own_budget_optimal_compliance"], out.compliance)
+        metrics["compliance_efficiency_vs_ground_truth"] = clipped_ratio(gt.compliance, out.compliance)
+        if math.isfinite(optimum.compliance) and out.compliance > 0.0:
+            metrics["structural_efficiency_raw"] = float(optimum.compliance / out.compliance)
+        if out.volume_fraction > 0.0:
+            metrics["material_efficiency"] = float(min(1.0, gt.volume_fraction / out.volume_fraction))
+        metrics["topology_score"] = float(metrics["structural_efficiency"] * metrics["material_efficiency"])
+        return metrics
+
+    def close(self):
+        for prob in self._problems.values():
+            prob.close()
+        self._problems.clear()

@@ -1,0 +1,1 @@
+"""The SIMP yardstick: filter -> SIMP runs -> binarisation -> swap polish -> best design."""

@@ -1,0 +1,123 @@
+"""One SIMP run: minimum compliance under a volume constraint (SPEC section 5).
+
+Runs on the slabs of an :class:`~sphyr_hpc.solvers.elasticity.ElasticitySystem`
+(any number of ranks): sensitivities and the filter are local/parallel PETSc
+operations and every sum in the optimality-criteria bisection is an
+``allreduce``, so no field is gathered inside the loop.
+
+Inputs and results are natural (nely, nelx) arrays: ``free`` marks the design
+variables, ``pinned`` holds every other cell's density (L/S already forced to 1
+by the caller, see :func:`design_space`).
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from mpi4py import MPI
+
+from .. import discretisation as fe
+
+MAX_ITERATIONS = 500
+TOLERANCE = 1e-3
+MOVE_LIMIT = 0.2
+WARM_START_FLOOR = 1e-3
+OC_BOUNDS = (1e-9, 1e9)
+OC_RELATIVE_GAP = 1e-6
+
+
+@dataclass
+class SimpResult:
+    densities: np.ndarray  # natural (nely, nelx) physical densities
+    compliance: float      # at this run's penalty
+    iterations: int
+    converged: bool
+    history: list = field(default_factory=list)  # (iteration, compliance, volume, change)
+
+
+def design_space(loadcase, free, pinned):
+    """Free cells without L/S, and pinned densities clipped with L/S at 1."""
+    structural = loadcase.structural_mask()
+    free = np.asarray(free, dtype=bool).reshape(loadcase.shape) & ~structural
+    pinned = np.clip(np.asarray(pinned, dtype=float).reshape(loadcase.shape), 0.0, 1.0).copy()
+    pinned[structural] = 1.0
+    return free, pinned
+
+
+def free_budget(free, pinned, volume_fraction):
+    """Material (in cells) left for the free cells once pinned cells are paid for."""
+    n_free = int(free.sum())
+    pinned_volume = float(pinned[~free].sum())
+    budget = min(max(float(volume_fraction) * free.size - pinned_volume, 0.0), float(n_free))
+    return budget, pinned_volume
+
+
+def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PENAL,
+             max_iterations=MAX_ITERATIONS, tolerance=TOLERANCE, move_limit=MOVE_LIMIT,
+             initial=None, callback=None):
+    """Minimise compliance; ``free``/``pinned`` as returned by :func:`design_space`."""
+    mpi = system.comm.tompi4py()
+    budget, pinned_volume = free_budget(free, pinned, volume_fraction)
+    n_free = int(free.sum())
+    if n_free == 0:
+        c = system.solve(system.slab_of(fe.simp_modulus(pinned, penal)))
+        return SimpResult(pinned.copy(), c, 0, True)
+
+    free_s = system.slab_of(free)
+    is_free = free_s > 0.5
+    pinned_s = system.slab_of(pinned)
+    design = pinned_s.copy()
+    if initial is None:
+        design[is_free] = budget / n_free
+    else:
+        warm = np.clip(system.slab_of(initial), WARM_START_FLOOR, 1.0)
+        design[is_free] = warm[is_free]
+    physical = design.copy()
+    dv = density_filter.chain(np.ones_like(design), free_s)
+    target = pinned_volume + budget
+
+    compliance = np.inf
+    iteration = 0
+    converged = False
+    history = []
+    while iteration < max_iterations:
+        iteration += 1
+        compliance = system.solve(fe.simp_modulus(physical, penal))
+        if not np.isfinite(compliance):
+            break
+        energies = system.unit_energies()
+        dc = -penal * np.maximum(physical, 1e-9) ** (penal - 1.0) * energies
+        dc = density_filter.chain(dc, free_s)
+        new_design, physical = _oc_update(mpi, design, dc, dv, is_free, pinned_s, density_filter,
+                                          target, move_limit)
+        local_change = float(np.max(np.abs(new_design[is_free] - design[is_free]))) if is_free.any() else 0.0
+        change = mpi.allreduce(local_change, op=MPI.MAX)
+        design = new_design
+        if callback is not None:
+            callback(iteration, compliance, physical, change)
+        history.append((iteration, compliance, change))
+        if change < tolerance:
+            converged = True
+            break
+
+    compliance = system.solve(fe.simp_modulus(physical, penal))
+    return SimpResult(system.gather(physical), compliance, iteration, converged, history)
+
+
+def _oc_update(mpi, design, dc, dv, is_free, pinned, density_filter, target, move_limit):
+    """Optimality criteria with bisection on the volume multiplier."""
+    lower, upper = OC_BOUNDS
+    new_design = design.copy()
+    physical = design.copy()
+    base = np.maximum(-dc, 0.0) / np.maximum(dv, 1e-12)
+    low = design - move_limit
+    high = design + move_limit
+    while (upper - lower) / (lower + upper) > OC_RELATIVE_GAP:
+        middle = 0.5 * (lower + upper)
+        candidate = np.clip(np.clip(design * np.sqrt(base / middle), low, high), 0.0, 1.0)
+        new_design = np.where(is_free, candidate, pinned)
+        physical = np.where(is_free, density_filter.apply(new_design), pinned)
+        if mpi.allreduce(float(physical.sum()), op=MPI.SUM) > target:
+            lower = middle
+        else:
+            upper = middle
+    return new_design, physical
