@@ -1,0 +1,1 @@
+"""Files in and out: SPhyR result records, JSON Lines results, field output."""

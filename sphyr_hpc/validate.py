@@ -1,0 +1,267 @@
+"""Evidence that the metric ranks what it should (SPEC section 10).
+
+For the first N records of a dataset JSONL file (lines of
+``{"index", "input_grid", "ground_truth"}``) every record yields five probe
+completions whose relative quality is known in advance, built by
+:func:`build_probes` in this order:
+
+* ``dataset answer``: the ground truth itself;
+* ``2 cells flipped`` and ``10 cells flipped``: copies of the ground truth with
+  that many non-L/S cells (``rng.sample`` over them in row-major order)
+  changed; easy: ``"1"`` becomes ``"0"``, anything else ``"1"``; hard: a value
+  drawn by ``rng.choice([0.0, 0.2, 0.5, 0.7, 1.0])``, written with one decimal.
+  The 2-cell probe draws from the rng before the 10-cell probe;
+* ``filled solid`` and ``left empty``: every non-L/S cell ``1``/``0`` (``1.0``/
+  ``0.0`` on hard data).
+
+Seeding: ``rng = random.Random(position)``, the record's 0-based position in
+the file (blank lines are not records; an unreadable record keeps its
+position, so one corrupted line does not change the probes of the others).
+Hardness: the file name without extension ends with ``hard``, unless
+``--hard``/``--easy`` says otherwise.
+
+Each probe is scored by one shared :class:`~sphyr_hpc.metrics.Scorer` against
+the record's ground truth and input grid (so all five probes of a record share
+one cached yardstick), and the table prints, per probe, the mean
+topology_score, structural_efficiency, material_efficiency,
+compliance_efficiency_vs_ground_truth, volume_fraction and load_carrying
+(``None`` counts as 0).  A metric worth trusting ranks the dataset answer
+first, the flipped probes below it in order, and both degenerate answers below
+the dataset answer.  The last line counts the records whose dataset answer
+beats the reference optimiser (``structural_efficiency_raw > 1.0005``): the
+yardstick is seeded with that answer, so the count must be 0.
+
+A record that cannot be read (bad JSON, not an object, no usable
+``ground_truth``) is reported on stderr as ``path:line: reason`` and skipped;
+it is not scored and does not count in the sample total.
+
+This is a serial tool: the scorer works on ``COMM_SELF``.  PETSc options
+(single dash, e.g. ``-sphyr_ksp_type cg``) may follow the arguments.
+
+Example::
+
+    python3 -m sphyr_hpc.validate --dataset data/sphyr/v1/full_easy.jsonl --samples 20
+"""
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from collections import OrderedDict
+
+from . import grid as grids
+
+PROBE_NAMES = ("dataset answer", "2 cells flipped", "10 cells flipped", "filled solid", "left empty")
+FLIP_COUNTS = (("2 cells flipped", 2), ("10 cells flipped", 10))
+HARD_VALUES = (0.0, 0.2, 0.5, 0.7, 1.0)
+
+# (table header, metric key, column width); the published scorer's layout.
+COLUMNS = (
+    ("topo score", "topology_score", 10),
+    ("stiffness", "structural_efficiency", 10),
+    ("material", "material_efficiency", 9),
+    ("vs GT", "compliance_efficiency_vs_ground_truth", 7),
+    ("volume", "volume_fraction", 7),
+    ("carrying", "load_carrying", 9),
+)
+NAME_WIDTH = 18
+
+# structural_efficiency_raw above 1 means the dataset answer is stiffer than the
+# yardstick; the slack absorbs solver round-off on an answer the optimiser ties.
+OPTIMISER_LOSS_THRESHOLD = 1.0005
+
+
+def is_hard_dataset(path):
+    """True when the file name without extension ends with ``hard``."""
+    return os.path.splitext(os.path.basename(path))[0].endswith("hard")
+
+
+def _design_cells(grid):
+    """(row, col) of every non-L/S cell, row-major."""
+    return [(r, c) for r, row in enumerate(grid) for c, cell in enumerate(row) if cell not in grids.STRUCTURAL]
+
+
+def build_probes(ground_truth_rows, rng, hard):
+    """The probe completions of one record, an ordered dict name -> grid.
+
+    ``rng`` is consumed by the flipped probes, 2-cell probe first.  The input
+    grid is not modified; every probe is a fresh list of rows.
+    """
+    truth = [list(row) for row in ground_truth_rows]
+    cells = _design_cells(truth)
+
+    def flipped(count):
+        grid = [row[:] for row in truth]
+        for r, c in rng.sample(cells, min(count, len(cells))):
+            if hard:
+                grid[r][c] = f"{rng.choice(HARD_VALUES):.1f}"
+            else:
+                grid[r][c] = "0" if grid[r][c] == "1" else "1"
+        return grid
+
+    def filled(value):
+        return [[cell if cell in grids.STRUCTURAL else value for cell in row] for row in truth]
+
+    probes = OrderedDict()
+    probes["dataset answer"] = [row[:] for row in truth]
+    for name, count in FLIP_COUNTS:
+        probes[name] = flipped(count)
+    probes["filled solid"] = filled("1.0" if hard else "1")
+    probes["left empty"] = filled("0.0" if hard else "0")
+    return probes
+
+
+def read_records(path, limit=None, errors=None):
+    """(position, record) of the first ``limit`` records of a JSONL file.
+
+    Blank lines are skipped.  Unreadable records are reported on ``errors`` as
+    ``path:line: reason`` and left out, but still take their position and count
+    towards ``limit``.  The ``ground_truth`` (and ``input_grid``, if present) come
+    back as lists of rows of stripped str.  ``errors`` defaults to the current
+    ``sys.stderr``.
+    """
+    errors = sys.stderr if errors is None else errors
+    position = 0
+    with open(path, "r", encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if limit is not None and position >= limit:
+                return
+            if not line.strip():
+                continue
+            here, position = position, position + 1
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                print(f"{path}:{line_number}: skipped, not valid JSON: {err}", file=errors)
+                continue
+            if not isinstance(record, dict):
+                print(f"{path}:{line_number}: skipped, a record must be a JSON object, "
+                      f"not {type(record).__name__}", file=errors)
+                continue
+            try:
+                truth = grids.as_grid(record.get("ground_truth"))
+                grids.grid_shape(truth)
+            except grids.GridError as err:
+                print(f"{path}:{line_number}: skipped, no usable ground_truth: {err}", file=errors)
+                continue
+            input_grid = record.get("input_grid")
+            try:
+                input_grid = grids.as_grid(input_grid) if input_grid is not None else None
+            except grids.GridError as err:
+                # SPEC 9: without a usable input grid every non-L/S cell is free.
+                print(f"{path}:{line_number}: input_grid ignored: {err}", file=errors)
+                input_grid = None
+            yield here, dict(record, ground_truth=truth, input_grid=input_grid)
+
+
+def _mean(values):
+    return sum(float(v or 0.0) for v in values) / max(len(values), 1)
+
+
+def format_table(means):
+    """The probe table (header, rule, one row per probe) as a list of lines."""
+    header = f"{'completion':{NAME_WIDTH}s} " + " ".join(f"{title:>{width}s}" for title, _, width in COLUMNS)
+    lines = [header, "-" * len(header)]
+    for name, row in means.items():
+        lines.append(f"{name:{NAME_WIDTH}s} " + " ".join(f"{row[key]:{width}.3f}" for _, key, width in COLUMNS))
+    return lines
+
+
+def run_validate(dataset_path, samples, hard=None, scorer=None, out=None, errors=None):
+    """Score the probes of the first ``samples`` records and print the table.
+
+    ``hard`` None means "from the file name".  A ``scorer`` passed in is used
+    and left open; otherwise one is created for the run and closed after it.
+    ``out``/``errors`` default to the current ``sys.stdout``/``sys.stderr``
+    (looked up at call time, so redirection and pytest capture work).
+
+    Returns a dict: ``dataset``, ``hard``, ``samples`` (records scored),
+    ``means`` (probe -> metric -> mean, probes in :data:`PROBE_NAMES` order),
+    ``optimiser_losses`` and ``losses`` (positions of the records concerned).
+    """
+    from .metrics import Scorer
+
+    out = sys.stdout if out is None else out
+    if hard is None:
+        hard = is_hard_dataset(dataset_path)
+    own_scorer = scorer is None
+    if own_scorer:
+        scorer = Scorer()
+    rows = OrderedDict((name, []) for name in PROBE_NAMES)
+    losses = []
+    scored = 0
+    started = time.time()
+    try:
+        for position, record in read_records(dataset_path, samples, errors):
+            truth = record["ground_truth"]
+            for name, completion in build_probes(truth, random.Random(position), hard).items():
+                metrics = scorer.score(completion, truth, record["input_grid"])
+                rows[name].append(metrics)
+                if name == "dataset answer" and (metrics["structural_efficiency_raw"] or 0.0) > OPTIMISER_LOSS_THRESHOLD:
+                    losses.append(position)
+            scored += 1
+    finally:
+        if own_scorer:
+            scorer.close()
+
+    means = OrderedDict(
+        (name, OrderedDict((key, _mean([m.get(key) for m in results])) for _, key, _ in COLUMNS))
+        for name, results in rows.items()
+    )
+    subject = os.path.splitext(os.path.basename(dataset_path))[0]
+    print(f"\n{subject}: {scored} samples ({'hard' if hard else 'easy'}), {time.time() - started:.0f}s\n", file=out)
+    for line in format_table(means):
+        print(line, file=out)
+    print(
+        f"\nReference optimiser beaten by the dataset answer on {len(losses)}/{scored} samples "
+        f"(a non-zero count means the yardstick is too weak).",
+        file=out,
+    )
+    return {
+        "dataset": dataset_path,
+        "hard": hard,
+        "samples": scored,
+        "means": means,
+        "optimiser_losses": len(losses),
+        "losses": losses,
+    }
+
+
+def _positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def main(argv=None):
+    """Command line entry point; returns the exit status (1 if nothing was scored)."""
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="PETSc options (single dash) may follow, e.g. -sphyr_ksp_type cg.",
+    )
+    parser.add_argument("--dataset", required=True, metavar="PATH", help="dataset JSONL file")
+    parser.add_argument("--samples", type=_positive_int, default=20, metavar="N",
+                        help="score the first N records (default 20)")
+    level = parser.add_mutually_exclusive_group()
+    level.add_argument("--hard", dest="hard", action="store_true", default=None,
+                       help="hard probes (one-decimal densities) whatever the file name")
+    level.add_argument("--easy", dest="hard", action="store_false", help="easy probes (0/1)")
+    args, rest = parser.parse_known_args(argv)
+    unknown = [token for token in rest if token.startswith("--")]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if not os.path.isfile(args.dataset):
+        parser.error(f"dataset file not found: {args.dataset}")
+
+    from ._petsc import petsc
+
+    petsc([parser.prog] + rest)  # the options database sees the command line (no-op once initialised)
+    result = run_validate(args.dataset, args.samples, hard=args.hard)
+    return 0 if result["samples"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
