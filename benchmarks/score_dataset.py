@@ -228,7 +228,14 @@ def summarise(rows, wall_seconds):
     return {"totals": totals, "comparison": comparison, "wall_seconds": wall_seconds}
 
 
-def machine_info():
+def _loadavg():
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def machine_info(load_before=None):
     return {
         "platform": platform.platform(),
         "machine": platform.machine(),
@@ -237,6 +244,9 @@ def machine_info():
         "python_executable": sys.executable,
         "cpu_count": os.cpu_count(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        # 1/5/15-minute load averages: other work on the machine inflates the times.
+        "load_average_before": load_before,
+        "load_average_after": _loadavg(),
     }
 
 
@@ -374,6 +384,7 @@ def main(argv=None):
             raise SystemExit(f"dataset folder not found: {d}")
 
     rows = []
+    load_before = _loadavg()
     wall0 = time.perf_counter()
     for d in dirs:
         dataset = dataset_label(d)
@@ -388,7 +399,7 @@ def main(argv=None):
     wall = time.perf_counter() - wall0
 
     summary = summarise(rows, wall)
-    machine = machine_info()
+    machine = machine_info(load_before)
     out_md = os.path.splitext(args.out)[0] + ".md"
     result = {
         "benchmark": "score_dataset",

@@ -31,7 +31,7 @@ class SimpResult:
     compliance: float      # at this run's penalty
     iterations: int
     converged: bool
-    history: list = field(default_factory=list)  # (iteration, compliance, volume, change)
+    history: list = field(default_factory=list)  # (iteration, compliance, change)
 
 
 def design_space(loadcase, free, pinned):

@@ -38,6 +38,7 @@ from mpi4py import MPI
 
 from .._petsc import petsc
 from .. import discretisation as fe
+from .multigrid import clear_default_options, configure_mg, set_default_options
 
 RESIDUAL_TOLERANCE = 1e-6
 # Above this many DOFs the default solver is CG + multigrid instead of LU.
@@ -174,15 +175,18 @@ class ElasticitySystem:
         ksp.setOptionsPrefix(self.prefix)
         ksp.setOperators(self.K)
         pc = ksp.getPC()
+        defaults = {}
         if solver == "direct":
             ksp.setType(PETSc.KSP.Type.PREONLY)
             pc.setType(PETSc.PC.Type.LU)
             if self.comm.getSize() > 1:
                 pc.setFactorSolverType(PETSc.Mat.SolverType.MUMPS)
         else:
-            from .multigrid import configure_mg
-
-            configure_mg(ksp, self)
+            defaults = configure_mg(ksp, self)
+        # Defaults go into the options database so the command line can override
+        # them; they are removed after the first set-up (multigrid reads its level
+        # options only then) so that they never leak into another system.
+        self._default_options = set_default_options(self.prefix, defaults)
         ksp.setFromOptions()
         self.ksp = ksp
 
@@ -222,6 +226,10 @@ class ElasticitySystem:
         self.assemble(moduli)
         self.ksp.setOperators(self.K)
         try:
+            if self._default_options is not None:
+                self.ksp.setUp()
+                clear_default_options(self.prefix, self._default_options)
+                self._default_options = None
             self.ksp.solve(self.f, self.u)
         except self.PETSc.Error:
             # A factorisation that breaks down (zero pivot) is a singular design.

@@ -24,6 +24,7 @@ def mg_levels(nelx, nely, max_levels=MAX_LEVELS):
 
 
 def configure_mg(ksp, system):
+    """Set CG + PCMG on ``ksp``; returns the option defaults to apply before setFromOptions."""
     PETSc = system.PETSc
     nely, nelx = system.loadcase.shape
     ksp.setType(PETSc.KSP.Type.CG)
@@ -34,7 +35,6 @@ def configure_mg(ksp, system):
     pc = ksp.getPC()
     pc.setType(PETSc.PC.Type.MG)
     levels = mg_levels(nelx, nely)
-    opts = PETSc.Options(system.prefix)
     defaults = {
         "pc_mg_levels": levels,
         "pc_mg_galerkin": "both",
@@ -44,6 +44,29 @@ def configure_mg(ksp, system):
         "mg_coarse_ksp_type": "preonly",
         "mg_coarse_pc_type": "lu" if system.comm.getSize() == 1 else "redundant",
     }
-    for key, value in defaults.items():
-        if not opts.hasName(key):
-            opts.setValue(key, value)
+    return defaults
+
+
+def set_default_options(prefix, defaults):
+    """Put ``defaults`` into the options database where the user has not.
+
+    Returns the keys added, for :func:`clear_default_options` to remove once
+    ``setFromOptions`` has read them, so they do not leak to later solvers.
+    """
+    opts = system_options(prefix)
+    added = [key for key in defaults if not opts.hasName(key)]
+    for key in added:
+        opts.setValue(key, defaults[key])
+    return added
+
+
+def clear_default_options(prefix, added):
+    opts = system_options(prefix)
+    for key in added:
+        opts.delValue(key)
+
+
+def system_options(prefix):
+    from .._petsc import petsc
+
+    return petsc().Options(prefix)
