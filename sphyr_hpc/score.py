@@ -1,38 +1,57 @@
-"""``python -m sphyr_hpc.score``: score SPhyR completions like the published scorer.
+"""``python -m sphyr_hpc.score``: score SPhyR completions like the published scorer, over MPI ranks.
 
 Usage::
 
-    python -m sphyr_hpc.score [PATH ...] [--out DIR]
-    python -m sphyr_hpc.score validate --dataset D.jsonl --samples N
+    mpirun -n N python -m sphyr_hpc.score [PATH ...] [--out DIR] [--resume]
+    mpirun -n N python -m sphyr_hpc.score --dataset D.jsonl --completions C.jsonl [--model NAME]
+    mpirun -n N python -m sphyr_hpc.score validate --dataset D.jsonl --samples N
 
 PATH is a result file (a JSON array of records with prompt, ground_truth,
-completion) or a folder of model folders of them; with no PATH the bundled
-example data (``examples/results``) is scored.  ``DIR/results.jsonl`` gets one
-object per record: ``model``, ``subject``, ``index``, every metric (infinite
-compliances as null) and, where a record could not be scored, ``error``.  A
-per-model table is printed at the end.
+completion) or a folder of model folders of them; with no input the bundled
+example data (``examples/results``) is scored.  ``--dataset``/``--completions``
+pair dataset records (index, input_grid, ground_truth) with completions (index,
+completion as text or grid) by index.
+
+Work: records are grouped by sample (ground truth, mask, gravity); each group's
+yardstick is computed once, by one rank, and every completion of that sample
+is scored against it.  Groups go to whichever rank is free next (largest
+first), so the records written do not depend on the number of ranks.
+
+Outputs under ``--out`` (default ``out``): ``results.jsonl`` (one object per
+record: model, subject, index, every metric with infinite compliances as null,
+``error`` where a record could not be scored), appended and flushed as records
+finish and sorted when the run ends; ``summary.json`` (per model and subject:
+count, errors and metric means); ``leaderboard.png``; the leaderboard is
+printed.  ``--resume`` keeps what ``results.jsonl`` already holds and scores
+the rest, so a killed run loses at most the records in flight.
 
 PETSc options (``-sphyr_ksp_type``, ``-sphyr_pc_type``, ...) may be given
 anywhere on the command line.
 
-Exit status: 0 when every record was scored, 1 when some record or file could
-not be (each is named on stderr and in results.jsonl), 2 on a usage error.
+Exit status: 0 when every record was scored; 1 when some record or input file
+could not be (each is named on stderr, and records in results.jsonl); 2 on a
+usage error; 3 when an unexpected error on one rank aborted the job (what was
+written stays valid for ``--resume``).
 """
 
 import argparse
-import math
+import json
 import sys
 import traceback
-from collections import defaultdict
 from pathlib import Path
 
+from mpi4py import MPI
+
 from . import grid as grids
-from .io.records import FileProblem, find_result_files, read_result_file, write_jsonl_atomic
-from .metrics import STRUCTURAL_METRIC_KEYS, ScoringConfig, Scorer, json_safe
+from . import loadcase as loadcases
+from .io.records import (FileProblem, ResultsLog, find_result_files, read_dataset_completions,
+                         read_result_file, row_key)
+from .metrics import ScoringConfig, Scorer, json_safe
+from .parallel import run_dynamic
+from .report import format_leaderboard, leaderboard, plot_leaderboard, summarise
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "results"
-TABLE_KEYS = ("topology_score", "structural_efficiency", "material_efficiency",
-              "compliance_efficiency_vs_ground_truth", "load_carrying")
+ABORT_STATUS = 3
 
 
 def _gravity(text):
@@ -48,58 +67,174 @@ def _gravity(text):
 def build_parser():
     parser = argparse.ArgumentParser(prog="python -m sphyr_hpc.score", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", metavar="PATH", help="result files or folders of model folders")
+    parser.add_argument("--dataset", help="dataset JSONL (index, input_grid, ground_truth)")
+    parser.add_argument("--completions", nargs="+", default=[], metavar="C.jsonl",
+                        help="completions JSONL (index, completion) for --dataset")
+    parser.add_argument("--model", help="model name for --completions (default: the file's name)")
     parser.add_argument("--out", default="out", help="output folder (default: ./out)")
+    parser.add_argument("--resume", action="store_true", help="keep the records already in DIR/results.jsonl")
     parser.add_argument("--gravity", type=_gravity, default=None,
                         help="load direction dr,dc for every record (default: from the folder name)")
     parser.add_argument("--design-efficiency", action="store_true",
                         help="also re-optimise at each completion's own budget (slow)")
     parser.add_argument("--analysis-solver", choices=("superlu", "petsc"), default="superlu",
                         help="factorisation for analysing designs (superlu reproduces the published numbers)")
-    parser.add_argument("--quiet", action="store_true", help="no per-file progress lines")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
-def score_samples(samples, scorer):
-    """Metrics rows for samples; a failing record becomes a row with ``error``."""
-    rows = []
-    for sample in samples:
-        row = {"model": sample.model, "subject": sample.subject, "index": sample.index}
-        if sample.error:
-            row["error"] = sample.error
+def read_inputs(args, parser):
+    """(samples, problems) of every input, in input order (rank 0)."""
+    if args.completions and not args.dataset:
+        parser.error("--completions needs --dataset")
+    if args.dataset and not args.completions:
+        parser.error("--dataset needs --completions (to validate a dataset use: score validate --dataset ...)")
+    if args.model and len(args.completions) > 1:
+        parser.error("--model names one completions file; give one --completions file per run")
+    paths = list(args.paths)
+    if not paths and not args.dataset:
+        paths = [EXAMPLES]
+    missing = [str(p) for p in paths + ([args.dataset] if args.dataset else []) + args.completions
+               if not Path(p).exists()]
+    if missing:
+        parser.error(f"no such file or folder: {', '.join(missing)}")
+    samples, problems = [], []
+    for path in find_result_files(paths):
+        read = read_result_file(path, gravity=args.gravity)
+        if isinstance(read, FileProblem):
+            problems.append(read)
         else:
-            try:
-                metrics = scorer.score(sample.completion, sample.ground_truth, sample.input_grid, sample.gravity)
-                row.update(json_safe(metrics))
-            except Exception as err:  # one record must not end the batch; the reason is kept
-                traceback.print_exc(file=sys.stderr)
-                row["error"] = f"{sample.source} record {sample.index}: unexpected {type(err).__name__}: {err}"
-        rows.append(row)
-    return rows
+            samples += read
+    for completions in args.completions:
+        read, trouble = read_dataset_completions(args.dataset, completions, args.model, args.gravity)
+        samples += read
+        problems += trouble
+    if not samples and not problems:
+        parser.error(f"no result files under {', '.join(map(str, paths))}")
+    return samples, problems
 
 
-def summarise(rows):
-    """Per model: records, errors and mean metrics (None counts as 0)."""
-    per_model = defaultdict(list)
-    for row in rows:
-        per_model[row["model"]].append(row)
-    table = {}
-    for model, items in per_model.items():
-        scored = [r for r in items if "error" not in r]
-        table[model] = {"records": len(items), "errors": len(items) - len(scored)}
-        for key in STRUCTURAL_METRIC_KEYS:
-            values = [float(r.get(key) or 0.0) for r in scored]
-            table[model][key] = sum(values) / len(values) if values else math.nan
-    return table
+def sample_key(sample):
+    """What a yardstick depends on: ground truth, masked cells and gravity."""
+    if sample.error:
+        return ("error", sample.key)
+    truth = tuple(tuple(row) for row in sample.ground_truth)
+    mask = tuple(tuple(cell == grids.MASK for cell in row) for row in sample.input_grid or ())
+    return (sample.gravity, truth, mask)
 
 
-def print_table(table, out=None):
-    out = out or sys.stdout
-    header = f"{'model':32s} {'records':>7s} {'errors':>6s} {'topo':>6s} {'struct':>7s} {'material':>8s} {'vs GT':>6s} {'carrying':>8s}"
-    print(header, file=out)
-    print("-" * len(header), file=out)
-    for model, s in sorted(table.items(), key=lambda kv: -(kv[1]["topology_score"] if kv[1]["records"] > kv[1]["errors"] else -1)):
-        vals = " ".join(f"{s[k]:{w}.3f}" for k, w in zip(TABLE_KEYS, (6, 7, 8, 6, 8)))
-        print(f"{model:32s} {s['records']:7d} {s['errors']:6d} {vals}", file=out)
+def _cost(group):
+    sample = group[0]
+    if sample.error or not sample.ground_truth:
+        return 0
+    cells = sum(len(row) for row in sample.ground_truth)
+    masked = sum(cell == grids.MASK for row in (sample.input_grid or ()) for cell in row) or cells
+    return cells * masked
+
+
+def make_tasks(samples):
+    """Samples grouped by yardstick, most expensive group first (ties: input order)."""
+    groups = {}
+    for sample in samples:
+        groups.setdefault(sample_key(sample), []).append(sample)
+    ordered = list(groups.values())
+    ordered.sort(key=_cost, reverse=True)
+    return ordered
+
+
+EXPECTED_RECORD_ERRORS = (grids.GridError, loadcases.LoadCaseError)
+
+
+def score_sample(sample, scorer):
+    """The results row of one sample; bad data becomes ``error``, not an exception."""
+    row = {"model": sample.model, "subject": sample.subject, "index": sample.index}
+    if sample.error:
+        row["error"] = sample.error
+        return row
+    try:
+        metrics = scorer.score(sample.completion, sample.ground_truth, sample.input_grid, sample.gravity)
+    except EXPECTED_RECORD_ERRORS as err:
+        row["error"] = f"{sample.source} record {sample.index}: {err}"
+        return row
+    row.update(json_safe(metrics))
+    return row
+
+
+def _progress_bar(total, quiet):
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="rec", disable=quiet, file=sys.stderr, dynamic_ncols=True, smoothing=0.05)
+
+
+def run_score(args, parser, comm):
+    rank = comm.rank
+    inputs = read_inputs(args, parser) if rank == 0 else None
+    samples, problems = comm.bcast(inputs, root=0)
+    out = Path(args.out)
+    log = ResultsLog(out / "results.jsonl")
+    done = None
+    if rank == 0:
+        for problem in problems:
+            print(f"error: {problem.path}: {problem.reason}", file=sys.stderr)
+        out.mkdir(parents=True, exist_ok=True)
+        if args.resume:
+            done = {row_key(row) for row in log.recover()}
+        else:
+            log.reset()
+            done = set()
+    done = comm.bcast(done, root=0)
+    pending = [s for s in samples if s.key not in done]
+    tasks = make_tasks(pending)
+    if rank == 0 and args.resume and not args.quiet:
+        print(f"resuming: {len(done)} records already in {log.path}, {len(pending)} to score", file=sys.stderr)
+
+    scorer = Scorer(ScoringConfig(design_efficiency=args.design_efficiency, analysis_solver=args.analysis_solver))
+    bar = _progress_bar(len(pending), args.quiet) if rank == 0 else None
+
+    def run(i, counters):
+        for sample in tasks[i]:
+            row = score_sample(sample, scorer)
+            if "error" in row:
+                print(f"error: {row['error']}", file=sys.stderr)
+            log.append(row)
+            counters.add_done(1)
+
+    def progress(count):
+        bar.update(count - bar.n)
+        return count >= len(pending)
+
+    comm.Barrier()
+    run_dynamic(comm, len(tasks), run, progress if bar is not None else None)
+    log.close()
+    scorer.close()
+    if bar is not None:
+        bar.close()
+    comm.Barrier()
+
+    status = None
+    if rank == 0:
+        rows = log.finalise()
+        summary = summarise(rows)
+        board = leaderboard(summary)
+        _write_json_atomic(out / "summary.json", summary)
+        plot_leaderboard(board, out / "leaderboard.png")
+        scored = sum(1 for r in rows if "error" not in r)
+        print(f"\n{len(rows)} records ({scored} scored, {len(rows) - scored} errors) on {comm.size} rank(s) -> {log.path}")
+        print("\n".join(format_leaderboard(board)))
+        failed = len(problems) + len(rows) - scored
+        status = 1 if failed else 0
+    return comm.bcast(status, root=0)
+
+
+def _write_json_atomic(path, obj):
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(obj, handle, indent=2, allow_nan=False)
+        handle.write("\n")
+    os.replace(tmp, path)
 
 
 def main(argv=None):
@@ -118,40 +253,16 @@ def main(argv=None):
     PETSc = petsc()
     if petsc_args:
         PETSc.Options().insertString(" ".join(petsc_args))
-
-    paths = args.paths or [EXAMPLES]
-    missing = [str(p) for p in paths if not Path(p).exists()]
-    if missing:
-        parser.error(f"no such file or folder: {', '.join(missing)}")
-    files = find_result_files(paths)
-    if not files:
-        parser.error(f"no result files under {', '.join(map(str, paths))}")
-
-    scorer = Scorer(ScoringConfig(design_efficiency=args.design_efficiency, analysis_solver=args.analysis_solver))
-    rows = []
-    problems = 0
+    comm = MPI.COMM_WORLD
     try:
-        for path in files:
-            samples = read_result_file(path, gravity=args.gravity)
-            if isinstance(samples, FileProblem):
-                problems += 1
-                print(f"error: {samples.path}: {samples.reason}", file=sys.stderr)
-                continue
-            file_rows = score_samples(samples, scorer)
-            for row in file_rows:
-                if "error" in row:
-                    print(f"error: {row['error']}", file=sys.stderr)
-            rows += file_rows
-            if not args.quiet:
-                print(f"scored {len(file_rows):4d} records  {path}", file=sys.stderr)
-    finally:
-        scorer.close()
-    out = Path(args.out) / "results.jsonl"
-    write_jsonl_atomic(out, rows)
-    print(f"\n{len(rows)} records from {len(files) - problems} files -> {out}")
-    print_table(summarise(rows))
-    failed = problems + sum(1 for r in rows if "error" in r)
-    return 1 if failed else 0
+        return run_score(args, parser, comm)
+    except Exception:
+        if comm.size == 1:
+            raise
+        traceback.print_exc(file=sys.stderr)
+        print(f"sphyr_hpc.score: unexpected error on rank {comm.rank}; aborting all {comm.size} ranks "
+              f"(results.jsonl stays valid for --resume)", file=sys.stderr, flush=True)
+        comm.Abort(ABORT_STATUS)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ A record that cannot be read (bad JSON, not an object, no usable
 ``ground_truth``) is reported on stderr as ``path:line: reason`` and skipped;
 it is not scored and does not count in the sample total.
 
-This is a serial tool: the scorer works on ``COMM_SELF``.  PETSc options
+Records are spread over the MPI ranks (``mpirun -n N``), each scored on
+``COMM_SELF``; rank 0 prints.  PETSc options
 (single dash, e.g. ``-sphyr_ksp_type cg``) may follow the arguments.
 
 Example::
@@ -169,64 +170,89 @@ def format_table(means):
     return lines
 
 
-def run_validate(dataset_path, samples, hard=None, scorer=None, out=None, errors=None):
+def run_validate(dataset_path, samples, hard=None, scorer=None, out=None, errors=None, comm=None):
     """Score the probes of the first ``samples`` records and print the table.
 
+    Records are spread over the ranks of ``comm`` (default ``MPI.COMM_WORLD``;
+    collective), each record's five probes on one rank so they share one
+    yardstick; rank 0 reads the file, reports unreadable records and prints.
     ``hard`` None means "from the file name".  A ``scorer`` passed in is used
     and left open; otherwise one is created for the run and closed after it.
     ``out``/``errors`` default to the current ``sys.stdout``/``sys.stderr``
     (looked up at call time, so redirection and pytest capture work).
 
-    Returns a dict: ``dataset``, ``hard``, ``samples`` (records scored),
-    ``means`` (probe -> metric -> mean, probes in :data:`PROBE_NAMES` order),
-    ``optimiser_losses`` and ``losses`` (positions of the records concerned).
+    Returns, on every rank, a dict: ``dataset``, ``hard``, ``samples`` (records
+    scored), ``means`` (probe -> metric -> mean, probes in :data:`PROBE_NAMES`
+    order), ``optimiser_losses`` and ``losses`` (positions of the records concerned).
     """
-    from .metrics import Scorer
+    from mpi4py import MPI
 
+    from .metrics import Scorer
+    from .parallel import run_dynamic
+
+    comm = MPI.COMM_WORLD if comm is None else comm
     out = sys.stdout if out is None else out
     if hard is None:
         hard = is_hard_dataset(dataset_path)
+    records = list(read_records(dataset_path, samples, errors)) if comm.rank == 0 else None
+    records = comm.bcast(records, root=0)
     own_scorer = scorer is None
     if own_scorer:
         scorer = Scorer()
-    rows = OrderedDict((name, []) for name in PROBE_NAMES)
-    losses = []
-    scored = 0
     started = time.time()
+    mine = {}
+
+    def run(i, counters):
+        position, record = records[i]
+        truth = record["ground_truth"]
+        mine[position] = OrderedDict(
+            (name, scorer.score(completion, truth, record["input_grid"]))
+            for name, completion in build_probes(truth, random.Random(position), hard).items()
+        )
+        counters.add_done(1)
+
     try:
-        for position, record in read_records(dataset_path, samples, errors):
-            truth = record["ground_truth"]
-            for name, completion in build_probes(truth, random.Random(position), hard).items():
-                metrics = scorer.score(completion, truth, record["input_grid"])
-                rows[name].append(metrics)
-                if name == "dataset answer" and (metrics["structural_efficiency_raw"] or 0.0) > OPTIMISER_LOSS_THRESHOLD:
-                    losses.append(position)
-            scored += 1
+        run_dynamic(comm, len(records), run)
     finally:
         if own_scorer:
             scorer.close()
-
-    means = OrderedDict(
-        (name, OrderedDict((key, _mean([m.get(key) for m in results])) for _, key, _ in COLUMNS))
-        for name, results in rows.items()
-    )
-    subject = os.path.splitext(os.path.basename(dataset_path))[0]
-    print(f"\n{subject}: {scored} samples ({'hard' if hard else 'easy'}), {time.time() - started:.0f}s\n", file=out)
-    for line in format_table(means):
-        print(line, file=out)
-    print(
-        f"\nReference optimiser beaten by the dataset answer on {len(losses)}/{scored} samples "
-        f"(a non-zero count means the yardstick is too weak).",
-        file=out,
-    )
-    return {
-        "dataset": dataset_path,
-        "hard": hard,
-        "samples": scored,
-        "means": means,
-        "optimiser_losses": len(losses),
-        "losses": losses,
-    }
+    gathered = comm.gather(mine, root=0)
+    result = None
+    if comm.rank == 0:
+        by_position = {}
+        for part in gathered:
+            by_position.update(part)
+        rows = OrderedDict((name, []) for name in PROBE_NAMES)
+        losses = []
+        for position in sorted(by_position):
+            for name, metrics in by_position[position].items():
+                rows[name].append(metrics)
+            if (by_position[position]["dataset answer"]["structural_efficiency_raw"] or 0.0) > OPTIMISER_LOSS_THRESHOLD:
+                losses.append(position)
+        scored = len(by_position)
+        means = OrderedDict(
+            (name, OrderedDict((key, _mean([m.get(key) for m in results])) for _, key, _ in COLUMNS))
+            for name, results in rows.items()
+        )
+        subject = os.path.splitext(os.path.basename(dataset_path))[0]
+        print(f"\n{subject}: {scored} samples ({'hard' if hard else 'easy'}), {time.time() - started:.0f}s "
+              f"on {comm.size} rank(s)\n", file=out)
+        for line in format_table(means):
+            print(line, file=out)
+        print(
+            f"\nReference optimiser beaten by the dataset answer on {len(losses)}/{scored} samples "
+            f"(a non-zero count means the yardstick is too weak).",
+            file=out,
+        )
+        result = {
+            "dataset": dataset_path,
+            "hard": hard,
+            "samples": scored,
+            "means": means,
+            "optimiser_losses": len(losses),
+            "losses": losses,
+        }
+    return comm.bcast(result, root=0)
 
 
 def _positive_int(text):
@@ -258,7 +284,9 @@ def main(argv=None):
 
     from ._petsc import petsc
 
-    petsc([parser.prog] + rest)  # the options database sees the command line (no-op once initialised)
+    PETSc = petsc()
+    if rest:
+        PETSc.Options().insertString(" ".join(rest))
     result = run_validate(args.dataset, args.samples, hard=args.hard)
     return 0 if result["samples"] else 1
 

@@ -139,3 +139,160 @@ def write_jsonl_atomic(path, rows):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _read_jsonl(path):
+    """(line number, object or None, problem) for every non-blank line of a JSONL file."""
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line), None
+            except json.JSONDecodeError as err:
+                yield number, None, f"not valid JSON: {err}"
+
+
+def read_dataset_completions(dataset, completions, model=None, gravity=None):
+    """Samples pairing dataset records with completions by ``index``.
+
+    Returns ``(samples, problems)``: broken lines and unreadable files are
+    :class:`FileProblem` entries naming file and line; a dataset record with no
+    completion, or a completion whose index is not in the dataset, becomes a
+    sample with an ``error``.
+    """
+    problems = []
+    subject = subject_of(Path(dataset).name[: -len(".jsonl")] if str(dataset).endswith(".jsonl") else dataset)
+    model = model or Path(completions).stem
+    if gravity is None:
+        gravity = gravity_from_folder(Path(completions).parent.name)
+        if gravity == (1.0, 0.0):
+            gravity = gravity_from_folder(Path(dataset).parent.name)
+
+    def load(path, required):
+        records = {}
+        try:
+            for number, obj, problem in _read_jsonl(path):
+                where = f"{path}:{number}"
+                if problem:
+                    problems.append(FileProblem(where, problem))
+                elif not isinstance(obj, dict):
+                    problems.append(FileProblem(where, f"a record must be a JSON object, not {type(obj).__name__}"))
+                elif not isinstance(obj.get("index"), int) or isinstance(obj.get("index"), bool):
+                    problems.append(FileProblem(where, "record has no integer 'index'"))
+                elif obj["index"] in records:
+                    problems.append(FileProblem(where, f"duplicate index {obj['index']}"))
+                else:
+                    missing = [f for f in required if f not in obj]
+                    records[obj["index"]] = (number, obj, missing)
+        except (OSError, UnicodeDecodeError) as err:
+            problems.append(FileProblem(str(path), f"cannot read: {err}"))
+            return None
+        return records
+
+    data = load(dataset, ("ground_truth",))
+    done = load(completions, ("completion",))
+    if data is None or done is None:
+        return [], problems
+    samples = []
+    for index in sorted(set(data) | set(done)):
+        sample = Sample(model, subject, index, str(completions), gravity)
+        samples.append(sample)
+        if index not in data:
+            sample.error = f"{completions}:{done[index][0]}: index {index} is not in {dataset}"
+            continue
+        if index not in done:
+            sample.error = f"{dataset}:{data[index][0]}: index {index} has no completion in {completions}"
+            continue
+        (dline, drec, dmissing), (cline, crec, cmissing) = data[index], done[index]
+        if dmissing or cmissing:
+            where = f"{dataset}:{dline}" if dmissing else f"{completions}:{cline}"
+            sample.error = f"{where}: index {index}: missing field {', '.join(repr(f) for f in dmissing + cmissing)}"
+            continue
+        try:
+            sample.ground_truth = grids.as_grid(drec["ground_truth"])
+        except grids.GridError as err:
+            sample.error = f"{dataset}:{dline}: index {index}: ground_truth: {err}"
+            continue
+        try:
+            sample.completion = grids.as_grid(crec["completion"])
+        except grids.GridError as err:
+            sample.error = f"{completions}:{cline}: index {index}: completion: {err}"
+            continue
+        try:
+            sample.input_grid = grids.as_grid(drec.get("input_grid")) if drec.get("input_grid") else None
+        except grids.GridError:
+            sample.input_grid = None
+    return samples, problems
+
+
+class ResultsLog:
+    """``results.jsonl`` as an append-only log that survives being killed.
+
+    Every rank appends whole lines with one ``write`` on an ``O_APPEND``
+    descriptor and flushes, so lines from several ranks never interleave.  A
+    kill can at worst leave one partial last line: :meth:`recover` drops it
+    (rewriting the file atomically) and returns the rows already written, which
+    ``--resume`` skips.  :meth:`finalise` rewrites the file sorted by
+    (model, subject, index), again atomically.
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self._fd = None
+
+    def recover(self):
+        """Rows already in the log (partial or broken lines dropped)."""
+        if not self.path.exists():
+            return []
+        rows, dropped = [], 0
+        with open(self.path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    dropped += 1
+                    continue
+                if isinstance(row, dict) and "model" in row and "subject" in row and "index" in row:
+                    rows.append(row)
+                else:
+                    dropped += 1
+        if dropped:
+            write_jsonl_atomic(self.path, rows)
+        return rows
+
+    def reset(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl_atomic(self.path, [])
+
+    def append(self, row):
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        data = (json.dumps(row, allow_nan=False) + "\n").encode("utf-8")
+        written = os.write(self._fd, data)
+        if written != len(data):  # regular files do not short-write short of a full disk
+            raise OSError(f"short write to {self.path}")
+
+    def close(self):
+        if self._fd is not None:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
+
+    def finalise(self):
+        """Sorted, de-duplicated rows (last write of a key wins), rewritten atomically."""
+        rows = {}
+        for row in self.recover():
+            rows[row_key(row)] = row
+        ordered = [rows[k] for k in sorted(rows, key=_sort_key)]
+        write_jsonl_atomic(self.path, ordered)
+        return ordered
+
+
+def row_key(row):
+    return (row["model"], row["subject"], row["index"])
+
+
+def _sort_key(key):
+    model, subject, index = key
+    return (str(model), str(subject), (0, index) if isinstance(index, int) else (1, str(index)))

@@ -1,0 +1,87 @@
+"""Summaries of scored records: summary.json, the leaderboard and its picture.
+
+``summarise`` gives, per model and subject, the record count, the number of
+records with an ``error`` and the mean of each headline metric over the scored
+records (``null``, i.e. an infinite compliance's ratio, counts as 0; booleans
+as 0/1).  The leaderboard ranks models by the mean over their subjects of the
+per-subject mean topology_score, so every subject weighs the same.
+"""
+
+import math
+from collections import defaultdict
+
+from .metrics import STRUCTURAL_METRIC_KEYS
+
+LEADERBOARD_KEYS = ("topology_score", "structural_efficiency", "material_efficiency",
+                    "compliance_efficiency_vs_ground_truth", "load_carrying", "volume_ratio")
+_SHORT = {"topology_score": "topo", "structural_efficiency": "struct", "material_efficiency": "material",
+          "compliance_efficiency_vs_ground_truth": "vs GT", "load_carrying": "carrying",
+          "volume_ratio": "vol ratio"}
+
+
+def _mean(values):
+    return sum(values) / len(values) if values else None
+
+
+def summarise(rows):
+    """{model: {subject: {count, errors, <metric>: mean}}}, sorted by name."""
+    groups = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        groups[row["model"]][row["subject"]].append(row)
+    summary = {}
+    for model in sorted(groups):
+        summary[model] = {}
+        for subject in sorted(groups[model]):
+            items = groups[model][subject]
+            scored = [r for r in items if "error" not in r]
+            entry = {"count": len(items), "errors": len(items) - len(scored)}
+            for key in STRUCTURAL_METRIC_KEYS:
+                entry[key] = _mean([float(r.get(key) or 0.0) for r in scored])
+            summary[model][subject] = entry
+    return summary
+
+
+def leaderboard(summary):
+    """Models ranked by mean over subjects of mean topology_score (best first)."""
+    board = []
+    for model, subjects in summary.items():
+        entry = {"model": model, "subjects": len(subjects),
+                 "records": sum(s["count"] for s in subjects.values()),
+                 "errors": sum(s["errors"] for s in subjects.values())}
+        for key in LEADERBOARD_KEYS:
+            entry[key] = _mean([s[key] for s in subjects.values() if s[key] is not None])
+        board.append(entry)
+    board.sort(key=lambda e: (-(e["topology_score"] if e["topology_score"] is not None else -math.inf), e["model"]))
+    return board
+
+
+def format_leaderboard(board):
+    width = max([len("model")] + [len(e["model"]) for e in board])
+    header = (f"{'#':>3s} {'model':{width}s} {'subjects':>8s} {'records':>7s} {'errors':>6s} "
+              + " ".join(f"{_SHORT[k]:>9s}" for k in LEADERBOARD_KEYS))
+    lines = [header, "-" * len(header)]
+    for rank, e in enumerate(board, start=1):
+        values = " ".join(f"{e[k]:9.3f}" if e[k] is not None else f"{'-':>9s}" for k in LEADERBOARD_KEYS)
+        lines.append(f"{rank:3d} {e['model']:{width}s} {e['subjects']:8d} {e['records']:7d} {e['errors']:6d} {values}")
+    return lines
+
+
+def plot_leaderboard(board, path):
+    """Horizontal bars of mean topology_score, best at the top."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [e["model"] for e in board][::-1]
+    values = [e["topology_score"] or 0.0 for e in board][::-1]
+    fig, ax = plt.subplots(figsize=(7.0, 0.9 + 0.35 * len(board)))
+    ax.barh(names, values, color="#3a6ea5")
+    for y, v in enumerate(values):
+        ax.text(v + 0.01, y, f"{v:.3f}", va="center", fontsize=8)
+    ax.set_xlim(0.0, 1.08)
+    ax.set_xlabel("mean topology_score over subjects")
+    ax.set_title("SPhyR leaderboard (sphyr_hpc)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
