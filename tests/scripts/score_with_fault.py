@@ -1,0 +1,27 @@
+"""Run the score command with rank 1 failing unexpectedly on its second record.
+
+Used by tests/test_score_mpi.py to show that one rank's unexpected exception
+ends the whole job (instead of leaving the other ranks waiting) and that what
+was written stays valid for --resume.
+"""
+
+import sys
+
+from mpi4py import MPI
+
+from sphyr_hpc import metrics
+from sphyr_hpc.score import main
+
+if MPI.COMM_WORLD.rank == 1:
+    original = metrics.Scorer.score
+    calls = []
+
+    def failing(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("injected failure for the abort test")
+        return original(self, *args, **kwargs)
+
+    metrics.Scorer.score = failing
+
+sys.exit(main(sys.argv[1:]))

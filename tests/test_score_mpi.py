@@ -1,0 +1,201 @@
+"""The score command over MPI ranks: rank-count invariance, resume after a kill,
+abort on an unexpected error, summaries, and bad dataset/completions input.
+
+The multi-rank runs start ``bin/mpirun`` themselves (so this file runs in the
+serial pass of bin/test) on a subset of the example results: 28 records of 3
+subjects and 2 models.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLE_RESULTS, ROOT
+from sphyr_hpc.report import leaderboard, summarise
+from sphyr_hpc.score import main
+
+SUBJECTS = ("full_easy", "1_random_cell_easy", "10_random_cell_hard")
+MPIRUN = str(ROOT / "bin" / "mpirun")
+
+
+def _subset(tmp_path):
+    root = tmp_path / "results"
+    for model in ("baseline-empty", "baseline-random"):
+        (root / model).mkdir(parents=True)
+        for subject in SUBJECTS:
+            shutil.copy(EXAMPLE_RESULTS / model / f"{subject}.json", root / model / f"{subject}_results.json")
+    return root
+
+
+def _rows(out):
+    return [json.loads(line) for line in (Path(out) / "results.jsonl").read_text().splitlines()]
+
+
+def _by_key(rows):
+    return {(r["model"], r["subject"], r["index"]): r for r in rows}
+
+
+def _env(**extra):
+    # os.environ, not the C-level environment: once this process has initialised
+    # MPI as a singleton, OpenMPI's own variables there would capture a child mpirun.
+    return dict(os.environ, **extra)
+
+
+def _mpirun(n, *args, timeout=600):
+    cmd = [MPIRUN, "-n", str(n), sys.executable, "-m", "sphyr_hpc.score", *args]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=_env())
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The subset scored in-process on 1 rank."""
+    tmp = tmp_path_factory.mktemp("reference")
+    root = _subset(tmp)
+    assert main([str(root), "--out", str(tmp / "out"), "--quiet"]) == 0
+    return root, _rows(tmp / "out")
+
+
+def test_reference_run_scores_every_record_once(reference):
+    root, rows = reference
+    assert len(rows) == 28 == len(_by_key(rows))
+    assert not any("error" in r for r in rows)
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_results_do_not_depend_on_the_number_of_ranks(reference, tmp_path, ranks):
+    root, rows = reference
+    done = _mpirun(ranks, str(root), "--out", str(tmp_path / "out"), "--quiet")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"on {ranks} rank(s)" in done.stdout
+    assert _by_key(_rows(tmp_path / "out")) == _by_key(rows)
+
+
+def test_killed_run_resumes_to_each_record_exactly_once(reference, tmp_path):
+    root, rows = reference
+    out = tmp_path / "out"
+    proc = subprocess.Popen([MPIRUN, "-n", "2", sys.executable, "-m", "sphyr_hpc.score", str(root),
+                             "--out", str(out), "--quiet"], cwd=ROOT, start_new_session=True, env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = out / "results.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if log.exists() and len(log.read_text().splitlines()) >= 6:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # every rank at once
+    proc.wait(timeout=60)
+    written = log.read_text().splitlines()
+    assert 6 <= len(written) < 28, "the kill should land mid-run"
+    with open(log, "a") as handle:  # a line cut short by the kill
+        handle.write('{"model": "baseline-random", "subject": "full_ea')
+    resumed = _mpirun(2, str(root), "--out", str(out), "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming:" in resumed.stderr
+    final = _rows(out)
+    assert len(final) == len(_by_key(final)) == 28
+    assert _by_key(final) == _by_key(rows)
+
+
+def test_unexpected_error_on_one_rank_aborts_the_job_and_resume_finishes_it(reference, tmp_path):
+    root, rows = reference
+    out = tmp_path / "out"
+    script = ROOT / "tests" / "scripts" / "score_with_fault.py"
+    cmd = [MPIRUN, "-n", "2", sys.executable, str(script), str(root), "--out", str(out), "--quiet"]
+    env = _env(PYTHONPATH=str(ROOT))
+    failed = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert failed.returncode != 0
+    assert "injected failure for the abort test" in failed.stderr
+    assert "unexpected error on rank 1; aborting all 2 ranks" in failed.stderr
+    partial = _rows(out)  # every line written is a whole record
+    assert len(partial) < 28
+    assert main([str(root), "--out", str(out), "--resume", "--quiet"]) == 0
+    assert _by_key(_rows(out)) == _by_key(rows)
+
+
+def test_summary_means_equal_a_hand_computation(reference, tmp_path):
+    root, rows = reference
+    assert main([str(root), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    for model in ("baseline-empty", "baseline-random"):
+        for subject in SUBJECTS:
+            mine = [r for r in rows if r["model"] == model and r["subject"] == subject]
+            entry = summary[model][subject]
+            assert entry["count"] == len(mine) and entry["errors"] == 0
+            for key in ("topology_score", "structural_efficiency", "material_efficiency",
+                        "compliance_efficiency_vs_ground_truth", "load_carrying", "volume_ratio"):
+                by_hand = sum(float(r[key] or 0) for r in mine) / len(mine)
+                assert entry[key] == pytest.approx(by_hand, rel=1e-12, abs=1e-15)
+    board = leaderboard(summary)
+    for entry in board:
+        by_hand = sum(summary[entry["model"]][s]["topology_score"] for s in SUBJECTS) / len(SUBJECTS)
+        assert entry["topology_score"] == pytest.approx(by_hand, rel=1e-12)
+    assert board[0]["topology_score"] >= board[1]["topology_score"]
+    assert (tmp_path / "out" / "leaderboard.png").stat().st_size > 1000
+
+
+def test_summary_counts_errors_and_treats_null_as_zero():
+    rows = [
+        {"model": "m", "subject": "s", "index": 0, "topology_score": 0.5, "structural_efficiency": None,
+         "material_efficiency": 1.0, "compliance_efficiency_vs_ground_truth": 0.25, "load_carrying": True,
+         "volume_ratio": 2.0},
+        {"model": "m", "subject": "s", "index": 1, "topology_score": 0.0, "structural_efficiency": 0.0,
+         "material_efficiency": 0.0, "compliance_efficiency_vs_ground_truth": 0.0, "load_carrying": False,
+         "volume_ratio": 1.0},
+        {"model": "m", "subject": "s", "index": 2, "error": "broken"},
+    ]
+    entry = summarise(rows)["m"]["s"]
+    assert entry["count"] == 3 and entry["errors"] == 1
+    assert entry["topology_score"] == 0.25 and entry["structural_efficiency"] == 0.0
+    assert entry["load_carrying"] == 0.5 and entry["volume_ratio"] == 1.5
+
+
+def _dataset(tmp_path, lines):
+    path = tmp_path / "data" / "toy_easy.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_dataset_and_completions_input_with_bad_lines(tmp_path, capsys):
+    records = [json.loads(line) for line in (ROOT / "tests" / "data" / "v1_sample.jsonl").read_text().splitlines()]
+    dataset = _dataset(tmp_path, [json.dumps(r) for r in records] + ['{"index": 7, "ground_truth": [["L"]'])
+    completions = tmp_path / "runs" / "my-model.jsonl"
+    completions.parent.mkdir()
+    gt_text = "\n".join(" ".join(row) for row in records[0]["ground_truth"])
+    completions.write_text("\n".join([
+        json.dumps({"index": 0, "completion": "Answer:\n```\n" + gt_text + "\n```"}),
+        json.dumps({"index": 1, "completion": 12}),               # wrong type
+        "this line is not JSON",                                 # broken line
+        json.dumps({"index": 5, "completion": gt_text}),         # not in the dataset
+        json.dumps([1, 2, 3]),                                   # a list where an object belongs
+    ]) + "\n")
+    status = main(["--dataset", str(dataset), "--completions", str(completions), "--out", str(tmp_path / "out"),
+                   "--quiet"])
+    err = capsys.readouterr().err
+    rows = _by_key(_rows(tmp_path / "out"))
+    assert status == 1
+    assert rows[("my-model", "toy_easy", 0)]["exact_match"] is True
+    assert rows[("my-model", "toy_easy", 0)]["compliance_efficiency_vs_ground_truth"] == 1.0
+    assert "completion" in rows[("my-model", "toy_easy", 1)]["error"]
+    assert "has no completion" in rows[("my-model", "toy_easy", 2)]["error"]
+    assert "is not in" in rows[("my-model", "toy_easy", 5)]["error"]
+    assert f"{completions}:3: not valid JSON" in err
+    assert f"{completions}:5: a record must be a JSON object" in err
+    assert f"{dataset}:4: not valid JSON" in err
+
+
+def test_progress_bar_on_stderr_unless_quiet(reference, tmp_path):
+    root, _ = reference
+    one = root / "baseline-empty" / "10_random_cell_hard_results.json"
+    loud = _mpirun(1, str(one), "--out", str(tmp_path / "a"))
+    quiet = _mpirun(1, str(one), "--out", str(tmp_path / "b"), "--quiet")
+    assert loud.returncode == quiet.returncode == 0
+    assert "4/4" in loud.stderr and "rec/s" in loud.stderr
+    assert "rec/s" not in quiet.stderr
