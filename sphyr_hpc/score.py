@@ -45,7 +45,7 @@ from mpi4py import MPI
 from . import grid as grids
 from . import loadcase as loadcases
 from .io.records import (FileProblem, ResultsLog, find_result_files, read_dataset_completions,
-                         read_result_file, row_key)
+                         read_result_file, row_key, write_text_atomic)
 from .metrics import ScoringConfig, Scorer, json_safe
 from .parallel import run_dynamic
 from .report import format_leaderboard, leaderboard, plot_leaderboard, summarise
@@ -216,7 +216,7 @@ def run_score(args, parser, comm):
         rows = log.finalise()
         summary = summarise(rows)
         board = leaderboard(summary)
-        _write_json_atomic(out / "summary.json", summary)
+        write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, allow_nan=False) + "\n")
         plot_leaderboard(board, out / "leaderboard.png")
         scored = sum(1 for r in rows if "error" not in r)
         print(f"\n{len(rows)} records ({scored} scored, {len(rows) - scored} errors) on {comm.size} rank(s) -> {log.path}")
@@ -224,17 +224,6 @@ def run_score(args, parser, comm):
         failed = len(problems) + len(rows) - scored
         status = 1 if failed else 0
     return comm.bcast(status, root=0)
-
-
-def _write_json_atomic(path, obj):
-    import os
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(obj, handle, indent=2, allow_nan=False)
-        handle.write("\n")
-    os.replace(tmp, path)
 
 
 def main(argv=None):

@@ -123,15 +123,14 @@ def read_result_file(path, gravity=None):
     return [sample_from_record(r, model, subject, i, str(path), g) for i, r in enumerate(records)]
 
 
-def write_jsonl_atomic(path, rows):
-    """Write JSON objects one per line; the file appears complete or not at all."""
+def write_text_atomic(path, text):
+    """Write ``text`` to ``path`` so that the file appears complete or not at all."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json.dumps(row, allow_nan=False) + "\n")
+            handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -139,6 +138,11 @@ def write_jsonl_atomic(path, rows):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_jsonl_atomic(path, rows):
+    """JSON objects one per line, written atomically."""
+    write_text_atomic(path, "".join(json.dumps(row, allow_nan=False) + "\n" for row in rows))
 
 
 def _read_jsonl(path):
