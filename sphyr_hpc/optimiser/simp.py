@@ -104,21 +104,43 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
 
 
 def _oc_update(mpi, design, dc, dv, is_free, pinned, density_filter, target, move_limit):
-    """Optimality criteria with bisection on the volume multiplier (sums are collective)."""
-    lower, upper = OC_BOUNDS
-    new_design = design.copy()
-    physical = design.copy()
+    """Optimality criteria with bisection on the volume multiplier (sums are collective).
+
+    The volume of a candidate is linear in it: sum(physical) = sum of pinned
+    cells + dv . new_design, with dv = H^T (free / Hs) the filtered volume
+    sensitivity.  On one rank the bisection uses that identity and touches only
+    the free cells; the step it settles on is then filtered as SPEC says.  On
+    several ranks every step filters and sums collectively.
+    """
     base = np.maximum(-dc, 0.0) / np.maximum(dv, 1e-12)
     low = design - move_limit
     high = design + move_limit
-    serial = mpi.Get_size() == 1
-    while (upper - lower) / (lower + upper) > OC_RELATIVE_GAP:
-        middle = 0.5 * (lower + upper)
+
+    def step(middle):
         candidate = _clip(_clip(design * np.sqrt(base / middle), low, high), 0.0, 1.0)
         new_design = np.where(is_free, candidate, pinned)
-        physical = np.where(is_free, density_filter.apply(new_design), pinned)
-        volume = float(physical.sum())
-        if (volume if serial else mpi.allreduce(volume, op=MPI.SUM)) > target:
+        return new_design, np.where(is_free, density_filter.apply(new_design), pinned)
+
+    lower, upper = OC_BOUNDS
+    if mpi.Get_size() == 1:
+        fixed = ~is_free
+        offset = float(pinned[fixed].sum() + dv[fixed] @ pinned[fixed])
+        d, b, lo, hi, g = design[is_free], base[is_free], low[is_free], high[is_free], dv[is_free]
+        middle = None
+        while (upper - lower) / (lower + upper) > OC_RELATIVE_GAP:
+            middle = 0.5 * (lower + upper)
+            if offset + g @ _clip(_clip(d * np.sqrt(b / middle), lo, hi), 0.0, 1.0) > target:
+                lower = middle
+            else:
+                upper = middle
+        return step(middle) if middle is not None else (design.copy(), design.copy())
+
+    new_design = design.copy()
+    physical = design.copy()
+    while (upper - lower) / (lower + upper) > OC_RELATIVE_GAP:
+        middle = 0.5 * (lower + upper)
+        new_design, physical = step(middle)
+        if mpi.allreduce(float(physical.sum()), op=MPI.SUM) > target:
             lower = middle
         else:
             upper = middle
