@@ -1,0 +1,10 @@
+"""sphyr_hpc: the SPhyR structural scorer and SIMP topology optimisation on PETSc/MPI.
+
+Pipeline, one module a step: :mod:`~sphyr_hpc.grid` -> :mod:`~sphyr_hpc.loadcase`
+-> :mod:`~sphyr_hpc.discretisation` -> :mod:`~sphyr_hpc.solvers` ->
+:mod:`~sphyr_hpc.analysis` -> :mod:`~sphyr_hpc.optimiser` -> :mod:`~sphyr_hpc.metrics`
+-> command line (:mod:`~sphyr_hpc.score`, :mod:`~sphyr_hpc.validate`) and files
+(:mod:`~sphyr_hpc.io`).  PETSc is imported through :func:`sphyr_hpc._petsc.petsc`.
+"""
+
+__version__ = "0.1.0"
