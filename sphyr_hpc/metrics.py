@@ -131,6 +131,17 @@ def valid_output_grid(output, truth):
 
 # -- the scorer ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class Case:
+    """A completion's problem: load case, densities (L/S solid), free cells, cell counts."""
+
+    loadcase: object
+    rho: np.ndarray
+    truth: np.ndarray
+    free: np.ndarray
+    counts: dict
+
+
+@dataclass(frozen=True)
 class ScoringConfig:
     penal: float = fe.PENAL
     filter_radius: float = FILTER_RADIUS
@@ -185,32 +196,57 @@ class Scorer:
                               penal=cfg.penal, radius=cfg.filter_radius),
         )
 
+    def prepare(self, completion, ground_truth, input_grid=None, gravity=loadcases.DOWN):
+        """The problem a completion poses, or the reason it poses none.
+
+        Returns ``(case, reason)``: ``case`` is a :class:`Case` (load case,
+        completion and ground-truth densities with L/S solid, free cells,
+        completion cell counts) or None with ``reason`` saying why SPEC 9's
+        all-zero metrics apply.
+        """
+        try:
+            lc = loadcases.from_grid(ground_truth, gravity=gravity)
+        except loadcases.LoadCaseError as err:
+            return None, str(err)
+        if len(completion) != lc.nely or any(len(row) != lc.nelx for row in completion):
+            shape = f"{len(completion)} rows" if completion else "no grid"
+            widths = sorted({len(row) for row in completion})
+            if completion:
+                shape += f" of {'/'.join(map(str, widths))} cells"
+            return None, f"completion has {shape}, ground truth is {lc.nely}x{lc.nelx}"
+        structural = lc.structural_mask()
+        rho, counts = grids.densities(completion)
+        rho_gt, _ = grids.densities(ground_truth)
+        rho[structural] = 1.0
+        rho_gt[structural] = 1.0
+        free = ~structural
+        if input_grid:
+            try:
+                if grids.grid_shape(input_grid) == lc.shape:
+                    free = grids.mask_of(input_grid, grids.MASK)
+            except grids.GridError:
+                pass
+        return Case(lc, rho, rho_gt, free, counts), None
+
+    def designs(self, case):
+        """Completion, ground truth and yardstick optimum of a prepared case (natural arrays)."""
+        vf = float(np.clip(case.truth, 0.0, 1.0).mean())
+        optimum = self.optimum(case.loadcase, case.free, case.truth, vf, (case.truth,))
+        return {"completion": case.rho, "ground_truth": case.truth, "optimum": optimum.densities}
+
     def score(self, completion, ground_truth, input_grid=None, gravity=loadcases.DOWN):
         """All metrics of one completion (grids as lists of rows of str)."""
         cfg = self.config
         metrics = empty_metrics()
         metrics.update(reconstruction_metrics(completion, ground_truth))
         metrics["valid_output_grid"] = valid_output_grid(completion, ground_truth)
-        try:
-            lc = loadcases.from_grid(ground_truth, gravity=gravity)
-        except loadcases.LoadCaseError as err:
-            metrics["invalid_reason"] = str(err)
+        case, reason = self.prepare(completion, ground_truth, input_grid, gravity)
+        if case is None:
+            metrics["invalid_reason"] = reason
             return metrics
-        if len(completion) != lc.nely or any(len(row) != lc.nelx for row in completion):
-            shape = f"{len(completion)} rows" if completion else "no grid"
-            widths = sorted({len(row) for row in completion})
-            if completion:
-                shape += f" of {'/'.join(map(str, widths))} cells"
-            metrics["invalid_reason"] = f"completion has {shape}, ground truth is {lc.nely}x{lc.nelx}"
-            return metrics
-
-        structural = lc.structural_mask()
-        rho, counts = grids.densities(completion)
-        rho_gt, _ = grids.densities(ground_truth)
-        rho[structural] = 1.0
-        rho_gt[structural] = 1.0
+        lc, rho, rho_gt, free = case.loadcase, case.rho, case.truth, case.free
         metrics["physically_valid"] = True
-        metrics.update(counts)
+        metrics.update(case.counts)
 
         prob = self.problem(lc)
         out = analyse(prob.analysis, rho, prob.solid, cfg.penal)
@@ -224,13 +260,6 @@ class Scorer:
             ground_truth_volume_fraction=gt.volume_fraction,
         )
 
-        free = ~structural
-        if input_grid:
-            try:
-                if grids.grid_shape(input_grid) == lc.shape:
-                    free = grids.mask_of(input_grid, grids.MASK)
-            except grids.GridError:
-                pass
         optimum = self.optimum(lc, free, rho_gt, gt.volume_fraction, (rho_gt,))
         metrics["optimal_compliance"] = optimum.compliance
         if cfg.design_efficiency:

@@ -22,7 +22,9 @@ record: model, subject, index, every metric with infinite compliances as null,
 ``error`` where a record could not be scored), appended and flushed as records
 finish and sorted when the run ends; ``summary.json`` (per model and subject:
 count, errors and metric means); ``leaderboard.png``; the leaderboard is
-printed.  ``--resume`` keeps what ``results.jsonl`` already holds and scores
+printed.  ``--fields DIR`` also writes, for every scored record, the
+completion, the ground truth and the yardstick's optimum as HDF5 + XDMF (or
+VTU) files for ParaView, named ``model__subject__index__design``.  ``--resume`` keeps what ``results.jsonl`` already holds and scores
 the rest, so a killed run loses at most the records in flight.
 
 PETSc options (``-sphyr_ksp_type``, ``-sphyr_pc_type``, ...) may be given
@@ -79,6 +81,10 @@ def build_parser():
                         help="also re-optimise at each completion's own budget (slow)")
     parser.add_argument("--analysis-solver", choices=("superlu", "petsc"), default="superlu",
                         help="factorisation for analysing designs (superlu reproduces the published numbers)")
+    parser.add_argument("--fields", metavar="DIR",
+                        help="also write each record's completion, ground truth and yardstick optimum for ParaView")
+    parser.add_argument("--fields-format", choices=("xdmf", "xdmf-quad", "vtu"), default="xdmf",
+                        help="format of --fields (default: HDF5 + XDMF 3)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -145,8 +151,12 @@ def make_tasks(samples):
 EXPECTED_RECORD_ERRORS = (grids.GridError, loadcases.LoadCaseError)
 
 
-def score_sample(sample, scorer):
-    """The results row of one sample; bad data becomes ``error``, not an exception."""
+def score_sample(sample, scorer, fields=None, fields_format="xdmf"):
+    """The results row of one sample; bad data becomes ``error``, not an exception.
+
+    With ``fields`` (a folder) the completion, the ground truth and the
+    yardstick optimum are also written there for ParaView.
+    """
     row = {"model": sample.model, "subject": sample.subject, "index": sample.index}
     if sample.error:
         row["error"] = sample.error
@@ -157,6 +167,17 @@ def score_sample(sample, scorer):
         row["error"] = f"{sample.source} record {sample.index}: {err}"
         return row
     row.update(json_safe(metrics))
+    if fields is not None:
+        case, _ = scorer.prepare(sample.completion, sample.ground_truth, sample.input_grid, sample.gravity)
+        if case is not None:
+            from .io.fields import write_record_fields
+
+            masked = None
+            if sample.input_grid and grids.grid_shape(sample.input_grid) == case.loadcase.shape:
+                masked = grids.mask_of(sample.input_grid, grids.MASK)
+            write_record_fields(fields, sample.model, sample.subject, sample.index, case.loadcase,
+                                scorer.designs(case), masked=masked, penal=scorer.config.penal,
+                                fields_format=fields_format)
     return row
 
 
@@ -193,7 +214,7 @@ def run_score(args, parser, comm):
 
     def run(i, counters):
         for sample in tasks[i]:
-            row = score_sample(sample, scorer)
+            row = score_sample(sample, scorer, args.fields, args.fields_format)
             if "error" in row:
                 print(f"error: {row['error']}", file=sys.stderr)
             log.append(row)

@@ -154,3 +154,17 @@ def test_no_argument_scores_the_bundled_examples(tmp_path, capsys, monkeypatch):
 def test_grid_extraction_prefers_the_last_of_equally_long_runs():
     text = "0 1\n1 0\nno wait\n1 1\n0 0\n"
     assert grids.extract_grid_from_text(text) == [["1", "1"], ["0", "0"]]
+
+
+def test_fields_option_writes_completion_truth_and_optimum_for_paraview(tmp_path):
+    import h5py
+    import numpy as np
+
+    completion = "0 L L 0\n0 1 1 0\n0 0 1 0\nS S S 0"
+    _run(tmp_path, {"toy_results.json": [_record(completion=completion)]}, "--fields", str(tmp_path / "fields"))
+    names = sorted(p.name for p in (tmp_path / "fields").glob("*.xdmf"))
+    assert names == [f"model-a__toy__0000__{d}.xdmf" for d in ("completion", "ground_truth", "optimum")]
+    with h5py.File(tmp_path / "fields" / "model-a__toy__0000__completion.h5") as handle:
+        stored = handle["density"][()].reshape(4, 4)[::-1]  # stored bottom row first (y up)
+    expected, _ = grids.densities(grids.as_grid(completion))
+    np.testing.assert_array_equal(stored, expected)
