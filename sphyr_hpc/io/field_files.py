@@ -49,6 +49,8 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
+from .atomic import _umask, write_text_atomic
+
 FORMATS = ("xdmf", "xdmf-quad", "vtu")
 _XDMF_TYPES = {np.dtype(np.float64): ("Float", "8"), np.dtype(np.int8): ("Char", "1"),
                np.dtype(np.int64): ("Int", "8"), np.dtype(np.int32): ("Int", "4")}
@@ -115,26 +117,6 @@ def quad_mesh(shape):
 def y_up(array):
     """A natural grid-oriented (rows top to bottom) array in file order (rows bottom to top)."""
     return np.ascontiguousarray(np.asarray(array)[::-1])
-
-
-def _umask():
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _atomic_write_text(path, text):
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; the index is a normal file
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _h5py_has_mpi():
@@ -318,7 +300,7 @@ def xdmf_document(grids, collection=None):
 
 
 def write_xdmf_index(path, grids, collection=None):
-    _atomic_write_text(path, xdmf_document(grids, collection))
+    write_text_atomic(path, xdmf_document(grids, collection), fsync=False)
 
 
 # -- VTU --------------------------------------------------------------------------------------------
@@ -351,4 +333,4 @@ def write_pvd_index(path, entries):
     for time, name in entries:
         ET.SubElement(coll, "DataSet", timestep=repr(float(time)), part="0", file=name)
     ET.indent(root, space=" ")
-    _atomic_write_text(path, '<?xml version="1.0"?>\n' + ET.tostring(root, encoding="unicode") + "\n")
+    write_text_atomic(path, '<?xml version="1.0"?>\n' + ET.tostring(root, encoding="unicode") + "\n", fsync=False)

@@ -14,12 +14,12 @@ becomes a :class:`Sample` whose ``error`` names the reason.
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import grid as grids
 from ..loadcase import gravity_from_folder
+from .atomic import write_text_atomic
 
 AGGREGATED_SUFFIX = "_aggregated_results.json"
 RESULTS_SUFFIX = "_results"
@@ -121,23 +121,6 @@ def read_result_file(path, gravity=None):
         return FileProblem(str(path), f"expected a JSON array of records, found a {type(records).__name__}")
     g = gravity if gravity is not None else gravity_from_folder(model)
     return [sample_from_record(r, model, subject, i, str(path), g) for i, r in enumerate(records)]
-
-
-def write_text_atomic(path, text):
-    """Write ``text`` to ``path`` so that the file appears complete or not at all."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_jsonl_atomic(path, rows):
