@@ -6,7 +6,10 @@ Conventions (shared by every later step of the pipeline):
   ``node(r, c) = r * (nelx + 1) + c``.
 * Two DOFs a node: ``2*node`` is x (along increasing column), ``2*node + 1``
   is y (along increasing row, i.e. *down* the printed grid).
-* Supports: both DOFs of the 4 nodes of every ``S`` cell are fixed.
+* Supports: both DOFs of the 4 nodes of every ``S`` cell are fixed.  Problems
+  that are not SPhyR grids (the presets of :mod:`sphyr_hpc.problems`, e.g. the
+  rollers of the MBB beam) add single fixed DOFs in ``extra_fixed_dofs``
+  (natural DOF numbers); SPhyR load cases leave it empty.
 * Load: a unit resultant, ``1 / (4 * #L)`` onto each of the 4 nodes of every
   ``L`` cell, along the normalised gravity step ``(dr, dc)``; the x component
   gets ``share * dc`` and the y component ``share * dr``.  Default (1, 0) is
@@ -50,6 +53,7 @@ class LoadCase:
     support_cells: tuple
     gravity: tuple = DOWN
     total_load: float = 1.0
+    extra_fixed_dofs: tuple = ()  # natural DOF numbers fixed besides the S cells' (rollers)
 
     @property
     def n_elements(self):
@@ -69,9 +73,10 @@ class LoadCase:
         return np.stack([top_left, top_left + 1, top_left + self.nelx + 2, top_left + self.nelx + 1], axis=1)
 
     def fixed_dofs(self):
-        """Sorted, unique natural DOF numbers clamped by the supports."""
+        """Sorted, unique natural DOF numbers clamped by the supports (and ``extra_fixed_dofs``)."""
         nodes = self._cell_nodes(self.support_cells).ravel()
-        return np.unique(np.concatenate([2 * nodes, 2 * nodes + 1]))
+        extra = np.asarray(self.extra_fixed_dofs, dtype=np.int64).ravel()
+        return np.unique(np.concatenate([2 * nodes, 2 * nodes + 1, extra]))
 
     def force_vector(self):
         """Natural-ordered nodal force vector (length ``n_dofs``)."""

@@ -12,8 +12,6 @@ import math
 
 import numpy as np
 
-from ..solvers.elasticity import _csr_plan
-
 FILTER_RADIUS = 1.2
 
 
@@ -36,25 +34,29 @@ class DensityFilter:
         (gxs, gxe), (gys, gye) = da.getGhostRanges()
         gxm = gxe - gxs
         n_ghost = gxm * (gye - gys)
-        rows, cols, vals = [], [], []
+        # Offsets with a positive weight, in increasing local column order; every (row,
+        # column) pair occurs once, so the CSR is built directly (no sort, int32 indices).
+        offsets = [(dr, dc, self.radius - math.hypot(dr, dc))
+                   for dr in range(-reach, reach + 1) for dc in range(-reach, reach + 1)]
+        offsets = [(dr, dc, w) for dr, dc, w in offsets if w > 0.0]
+        PETSc = system.PETSc
         er, ec = np.meshgrid(np.arange(ys, ye), np.arange(xs, xe), indexing="ij")
         er, ec = er.ravel(), ec.ravel()
-        for dr in range(-reach, reach + 1):
-            for dc in range(-reach, reach + 1):
-                weight = self.radius - math.hypot(dr, dc)
-                if weight <= 0.0:
-                    continue
-                nr, nc = er + dr, ec + dc
-                ok = (nr >= 0) & (nr < nely) & (nc >= 0) & (nc < nelx)
-                rows.append((er[ok] - gys) * gxm + (ec[ok] - gxs))
-                cols.append((nr[ok] - gys) * gxm + (nc[ok] - gxs))
-                vals.append(np.full(int(ok.sum()), weight))
-        indptr, indices, inverse, nnz = _csr_plan(np.concatenate(rows), np.concatenate(cols), n_ghost)
-        data = np.bincount(inverse, weights=np.concatenate(vals), minlength=nnz)
-        PETSc = system.PETSc
+        inside = np.empty((er.size, len(offsets)), dtype=bool)
+        cols = np.empty((er.size, len(offsets)), dtype=PETSc.IntType)
+        for k, (dr, dc, _) in enumerate(offsets):
+            nr, nc = er + dr, ec + dc
+            inside[:, k] = (nr >= 0) & (nr < nely) & (nc >= 0) & (nc < nelx)
+            cols[:, k] = (nr - gys) * gxm + (nc - gxs)
+        counts = np.zeros(n_ghost, dtype=np.int64)
+        counts[(er - gys) * gxm + (ec - gxs)] = inside.sum(axis=1)
+        indptr = np.zeros(n_ghost + 1, dtype=PETSc.IntType)
+        np.cumsum(counts, out=indptr[1:])
+        indices = cols[inside]
+        data = np.broadcast_to(np.array([w for _, _, w in offsets]), inside.shape)[inside]
+        del inside, cols, er, ec
         self.H = da.createMatrix()
-        self.H.setValuesLocalCSR(indptr.astype(PETSc.IntType), indices.astype(PETSc.IntType), data,
-                                 addv=PETSc.InsertMode.INSERT_VALUES)
+        self.H.setValuesLocalCSR(indptr, indices, data, addv=PETSc.InsertMode.INSERT_VALUES)
         self.H.assemble()
         self._x = da.createGlobalVec()
         self._y = self._x.duplicate()

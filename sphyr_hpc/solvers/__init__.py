@@ -1,3 +1,3 @@
 """PETSc solvers: the linear-elastic system of a load case on a DMDA."""
 
-from .elasticity import ElasticitySystem, SolverError  # noqa: F401
+from .elasticity import ElasticitySystem, PartitionError, SolverError  # noqa: F401

@@ -17,20 +17,45 @@ in :meth:`close` (also a context manager):
 
 Assembly
 --------
-The CSR structure of each rank's element contributions in *local* (ghosted)
-DOF numbering is computed once; assembling a new modulus field is then one
-``np.bincount`` and one ``MatSetValuesLocal``-style CSR call.  Dirichlet
-conditions are imposed symmetrically: every contribution in a fixed row or
-column is dropped and the fixed diagonal is 1, so the operator stays SPD and
-CG/multigrid apply.  The residual of the modified system equals the residual
-on the free DOFs of the original one.
+Two ways, the same matrix up to the order of the sums:
+
+* ``assembly="elements"`` (with the direct solver; the scorer's small grids):
+  the CSR structure of each rank's element contributions in *local* (ghosted)
+  DOF numbering is computed once; assembling a new modulus field is then one
+  ``np.bincount`` over the 64 entries of every element, summed in element
+  order as the published scorer sums them, and one ``MatSetValuesLocal``-style
+  CSR call.  Its index map holds 64 int64 per element (270 MB at 1M DOFs).
+* ``assembly="stencil"`` (with CG + multigrid/GAMG; large grids): every
+  owned node's row is its 3x3-node stencil, 2 x 18 entries, and the entry
+  coupling node n with neighbour n + o is ``sum_a E(element at n - pos(a)) *
+  K0[a, a + o]`` over the (up to 4) elements around n.  So the values of a
+  block of node rows are one (nodes x 4) @ (4 x 36) product of the 4 shifted
+  element-moduli arrays with a constant table (:func:`stencil_table`), in the
+  CSR order of the DMDA matrix, set with one ``MatSetValuesLocal`` call per
+  block of ``ASSEMBLY_BLOCK_NODES`` nodes.  Only owned rows are computed (the
+  element halo comes from the element DMDA), so nothing is sent between
+  ranks.  Column indices are a constant offset pattern; only the nodes on the
+  grid's edge store theirs (neighbours outside the grid point at the row's
+  own diagonal with a zero value, ``ADD_VALUES``).  At 1M DOFs this path needs
+  no index map of its own and 2.4 MB of values at a time.
+
+Dirichlet conditions are imposed symmetrically either way: every
+contribution in a fixed row or column is dropped and the fixed diagonal is 1,
+so the operator stays SPD and CG/multigrid apply.  The residual of the
+modified system equals the residual on the free DOFs of the original one.
 
 Solver
 ------
-``solver="direct"`` (default for small systems): ``preonly`` + LU (MUMPS on
-several ranks).  ``solver="mg"``: CG + geometric multigrid on the DMDA
-hierarchy.  Either way ``setFromOptions`` is called last, so any
-``-<prefix>ksp_*``/``-<prefix>pc_*`` option on the command line wins.
+``solver="direct"`` (default up to ``DIRECT_SOLVER_MAX_DOFS``): ``preonly`` +
+LU (MUMPS on several ranks).  ``solver="mg"`` (default above): CG + geometric
+multigrid on the grid hierarchy of :mod:`sphyr_hpc.solvers.multigrid`;
+``solver="gamg"``: CG + smoothed aggregation with the rigid-body near-null
+space.  Either way ``setFromOptions`` is called last, so any
+``-<prefix>ksp_*``/``-<prefix>pc_*`` option on the command line wins.  The
+KSP is created once and reused: each :meth:`ElasticitySystem.solve` sets the
+new operator, sets the preconditioner up again (event ``sphyr_setup``) and,
+for the iterative solvers, starts from the previous displacement (warm start).
+A CG solve that does not converge raises :class:`SolverError`.
 """
 
 import numpy as np
@@ -38,15 +63,46 @@ from mpi4py import MPI
 
 from .._petsc import petsc
 from .. import discretisation as fe
-from .multigrid import clear_default_options, configure_mg, set_default_options
+from .. import timing
+from . import multigrid
+from .multigrid import clear_default_options, configure_gamg, configure_mg, set_default_options
 
 RESIDUAL_TOLERANCE = 1e-6
 # Above this many DOFs the default solver is CG + multigrid instead of LU.
 DIRECT_SOLVER_MAX_DOFS = 200_000
+SOLVERS = ("direct", "mg", "gamg")
+# Stencil assembly computes the values of about this many nodes at a time (2.4 MB a block).
+ASSEMBLY_BLOCK_NODES = 8192
+ASSEMBLIES = ("elements", "stencil")
+
+# Local node a of an element sits at (row, column) offset _POS[a] from its top-left node.
+_POS = ((0, 0), (0, 1), (1, 1), (1, 0))
+# Neighbour offsets (drow, dcol) of a node's stencil, in increasing local DOF order.
+_OFFSETS = tuple((dr, dc) for dr in (-1, 0, 1) for dc in (-1, 0, 1))
+
+
+def stencil_table(ke):
+    """(4, 36) table: column (d, o, d2) of row a is K0[2a+d, 2b+d2], b the node at offset o of a.
+
+    The value of row (node n, DOF d), neighbour o, DOF d2 is the sum over a of
+    E(element having n as its local node a) * table[a, (d, o, d2)].
+    """
+    table = np.zeros((4, 2, len(_OFFSETS), 2))
+    for a, (ar, ac) in enumerate(_POS):
+        for o, (dr, dc) in enumerate(_OFFSETS):
+            target = (ar + dr, ac + dc)
+            if target in _POS:
+                b = _POS.index(target)
+                table[a, :, o, :] = ke[2 * a:2 * a + 2, 2 * b:2 * b + 2]
+    return table.reshape(4, -1)
 
 
 class SolverError(RuntimeError):
     """An iterative solve that did not converge (never turned into a number)."""
+
+
+class PartitionError(ValueError):
+    """A grid too small to give every rank a part of it."""
 
 
 def _csr_plan(rows, cols, n_rows):
@@ -59,10 +115,18 @@ def _csr_plan(rows, cols, n_rows):
     return indptr, u_cols, inverse, unique.size
 
 
+def _reason_name(PETSc, reason):
+    for name in dir(PETSc.KSP.ConvergedReason):
+        if not name.startswith("_") and getattr(PETSc.KSP.ConvergedReason, name) == reason:
+            return f"{name} ({reason})"
+    return str(reason)
+
+
 class ElasticitySystem:
     """K(E) u = f for one :class:`~sphyr_hpc.loadcase.LoadCase` on ``comm``."""
 
-    def __init__(self, loadcase, comm=None, prefix="sphyr_", nu=fe.NU, solver=None, element_halo=1):
+    def __init__(self, loadcase, comm=None, prefix="sphyr_", nu=fe.NU, solver=None, element_halo=1,
+                 assembly=None):
         PETSc = petsc()
         self.PETSc = PETSc
         self.loadcase = loadcase
@@ -77,12 +141,32 @@ class ElasticitySystem:
         )
         da.setOptionsPrefix(prefix)
         da.setFromOptions()
-        da.setUp()
+        try:
+            da.setUp()
+        except PETSc.Error:
+            da.destroy()
+            raise PartitionError(f"grid {nely}x{nelx} ({nely + 1}x{nelx + 1} nodes) is too small for "
+                                 f"{self.comm.getSize()} ranks") from None
         da.setElementType(PETSc.DMDA.ElementType.Q1)
         da.setUniformCoordinates(0.0, float(nelx), 0.0, float(nely))
         self.da = da
+        if solver is None:
+            solver = "direct" if loadcase.n_dofs <= DIRECT_SOLVER_MAX_DOFS else "mg"
+        if solver not in SOLVERS:
+            raise ValueError(f"unknown solver {solver!r}: expected one of {', '.join(SOLVERS)}")
+        if assembly is None:
+            assembly = "elements" if solver == "direct" else "stencil"
+        if assembly not in ASSEMBLIES:
+            raise ValueError(f"unknown assembly {assembly!r}: expected one of {', '.join(ASSEMBLIES)}")
+        self.solver = solver
+        self.assembly = assembly
+        self.hierarchy = None        # multigrid levels as logged after the first set-up
+        self.last_iterations = 0     # KSP iterations of the last solve
         self._setup_elements(element_halo)
-        self._setup_assembly()
+        if assembly == "elements":
+            self._setup_assembly()
+        else:
+            self._setup_stencil_assembly()
         self._setup_vectors()
         self._setup_ksp(solver)
 
@@ -96,7 +180,8 @@ class ElasticitySystem:
         lx[0] -= 1
         ly[0] -= 1
         if min(lx) < 1 or min(ly) < 1:
-            raise ValueError(f"grid {nely}x{nelx} is too small for {self.comm.getSize()} ranks")
+            raise PartitionError(f"grid {nely}x{nelx} is too small for {self.comm.getSize()} ranks: "
+                                 f"a rank would own no element")
         self.da_elem = PETSc.DMDA().create(
             dim=2, dof=1, sizes=(nelx, nely), proc_sizes=self.da.getProcSizes(),
             ownership_ranges=(lx, ly), stencil_width=max(1, halo),
@@ -114,8 +199,10 @@ class ElasticitySystem:
         want_r, want_c = np.meshgrid(np.arange(ys, ye), np.arange(xs, xe), indexing="ij")
         if rows.size != want_r.size or np.any(rows != want_r.ravel()) or np.any(cols != want_c.ravel()):
             raise RuntimeError("DMDAGetElements does not match the element DMDA ownership")
-        self.local_edofs = fe.nodes_to_dofs(nodes)  # ghosted local DOF numbers, (n_local_elem, 8)
         self.n_local_dofs = 2 * gxm * (gye - gys)
+        # Ghosted local DOF numbers, (n_local_elem, 8); int32 halves the largest index array.
+        index_type = np.int32 if self.n_local_dofs < 2**31 else np.int64
+        self.local_edofs = fe.nodes_to_dofs(nodes).astype(index_type)
 
         # Natural DOF number of every ghosted local DOF.
         gr, gc = np.meshgrid(np.arange(gys, gye), np.arange(gxs, gxe), indexing="ij")
@@ -128,9 +215,7 @@ class ElasticitySystem:
         self.owned_local_dofs = np.repeat(np.flatnonzero(owned.ravel()) * 2, 2) + np.tile([0, 1], int(owned.sum()))
 
     def _setup_assembly(self):
-        lc = self.loadcase
-        fixed_natural = lc.fixed_dofs()
-        self.fixed_local = np.isin(self.local_natural_dofs, fixed_natural)
+        self._fixed_and_sizes()
         edofs = self.local_edofs
         rows = np.repeat(edofs, 8, axis=1).ravel()
         cols = np.tile(edofs, (1, 8)).ravel()
@@ -148,8 +233,79 @@ class ElasticitySystem:
         self._diag = np.bincount(inverse[n_elem_entries:], minlength=nnz).astype(float)
         self.K = self.da.createMatrix()
         self.K.setOption(self.PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
+
+    def _fixed_and_sizes(self):
+        fixed_natural = self.loadcase.fixed_dofs()
+        self.fixed_local = np.isin(self.local_natural_dofs, fixed_natural)
         self.n_fixed = fixed_natural.size
-        self.n_free = lc.n_dofs - fixed_natural.size
+        self.n_free = self.loadcase.n_dofs - fixed_natural.size
+
+    def _setup_stencil_assembly(self):
+        PETSc = self.PETSc
+        nely, nelx = self.loadcase.shape
+        self._fixed_and_sizes()
+        (oxs, oxe), (oys, oye) = self.da.getRanges()
+        (gxs, gxe), (gys, gye) = self.da.getGhostRanges()
+        gxm = gxe - gxs
+        ny, nx = oye - oys, oxe - oxs
+        n_nodes = ny * nx
+        n_cols = 2 * len(_OFFSETS)
+        jj, ii = np.meshgrid(np.arange(oys, oye, dtype=np.int32), np.arange(oxs, oxe, dtype=np.int32),
+                             indexing="ij")
+        jj, ii = jj.ravel(), ii.ravel()
+        own = 2 * ((jj - gys) * gxm + (ii - gxs))  # local x DOF of every owned node, row-major
+        # Columns of row (node, d): neighbour o's DOF d2, i.e. own + 2 * (dr * gxm + dc) + d2,
+        # or the row itself where the neighbour is outside the grid (its value is 0 there).
+        # Only the exceptions (nodes on the grid's edge) are stored; see _stencil_columns.
+        pattern = np.array([[2 * (dr * gxm + dc) + d2 for (dr, dc) in _OFFSETS for d2 in (0, 1)]] * 2,
+                           dtype=PETSc.IntType).reshape(-1)
+        edge = np.flatnonzero((jj == 0) | (jj == nely) | (ii == 0) | (ii == nelx))
+        edge_cols = np.empty((edge.size, 2, len(_OFFSETS), 2), dtype=PETSc.IntType)
+        fixed = self.fixed_local
+        zero = np.zeros((n_nodes, 2, len(_OFFSETS), 2), dtype=bool)
+        for o, (dr, dc) in enumerate(_OFFSETS):
+            nj, ni = jj + dr, ii + dc
+            inside = (nj >= 0) & (nj <= nely) & (ni >= 0) & (ni <= nelx)
+            neighbour = np.where(inside, 2 * ((nj - gys) * gxm + (ni - gxs)), own)
+            for d2 in (0, 1):
+                zero[:, :, o, d2] = (inside & fixed[neighbour + d2])[:, None]
+                edge_cols[:, 0, o, d2] = np.where(inside, neighbour + d2, own)[edge]
+                edge_cols[:, 1, o, d2] = np.where(inside, neighbour + d2, own + 1)[edge]
+            del nj, ni, inside, neighbour
+        # Dirichlet: zero fixed rows and fixed (in-grid) columns, 1 on the fixed diagonals.
+        row_fixed = np.stack([fixed[own], fixed[own + 1]], axis=1)  # (nodes, d)
+        zero |= row_fixed[:, :, None, None]
+        centre = _OFFSETS.index((0, 0))
+        self._zero_entries = np.flatnonzero(zero.ravel())
+        del zero
+        unit = np.flatnonzero(row_fixed.ravel())  # fixed rows, numbered node * 2 + d
+        self._unit_entries = unit * (len(_OFFSETS) * 2) + centre * 2 + unit % 2
+        self._own = own.astype(PETSc.IntType)
+        self._pattern = pattern
+        self._edge = edge
+        self._edge_cols = edge_cols.reshape(edge.size, -1)
+        self._rows = np.stack([own, own + 1], axis=1).reshape(-1).astype(PETSc.IntType)  # local row of each row
+        self._stencil = stencil_table(self.ke)
+        self._n_cols = n_cols
+        self._node_box = (ny, nx)
+        # Assembly runs over blocks of node rows, so only a block of values is ever held.
+        self._block_rows = max(1, ASSEMBLY_BLOCK_NODES // max(nx, 1))
+        self._moduli_box = np.zeros((ny + 1, nx + 1))  # elements (oys-1 .. oye-1) x (oxs-1 .. oxe-1)
+        # Where the element halo lands in the moduli box (elements outside the grid stay 0).
+        (exs, exe), (eys, eye) = self.da_elem.getGhostRanges()
+        r0, r1 = max(oys - 1, 0), min(oye, nely)
+        c0, c1 = max(oxs - 1, 0), min(oxe, nelx)
+        if r0 < eys or r1 > eye or c0 < exs or c1 > exe:
+            raise RuntimeError("element halo does not cover the elements around the owned nodes")
+        self._box_dst = (slice(r0 - (oys - 1), r1 - (oys - 1)), slice(c0 - (oxs - 1), c1 - (oxs - 1)))
+        self._box_src = (slice(r0 - eys, r1 - eys), slice(c0 - exs, c1 - exs))
+        self._elem_global = self.da_elem.createGlobalVec()
+        self._elem_local = self.da_elem.createLocalVec()
+        self._elem_ghost_shape = (eye - eys, exe - exs)
+        self._nnz = n_nodes * 2 * n_cols
+        self.K = self.da.createMatrix()
+        self.K.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
+        self.K.setOption(PETSc.Mat.Option.USE_INODES, multigrid.USE_INODES)
 
     def _setup_vectors(self):
         self.f = self.da.createGlobalVec()
@@ -166,11 +322,10 @@ class ElasticitySystem:
 
     def _setup_ksp(self, solver):
         PETSc = self.PETSc
-        if solver is None:
-            solver = "direct" if self.loadcase.n_dofs <= DIRECT_SOLVER_MAX_DOFS else "mg"
-        if solver not in ("direct", "mg"):
-            raise ValueError(f"unknown solver {solver!r}: expected 'direct' or 'mg'")
-        self.solver = solver
+        # -<prefix>pc_type mg|gamg on the command line picks the multigrid flavour itself.
+        requested = PETSc.Options(self.prefix).getString("pc_type", "")
+        if solver != "direct" and requested in ("mg", "gamg"):
+            solver = self.solver = "mg" if requested == "mg" else "gamg"
         ksp = PETSc.KSP().create(comm=self.comm)
         ksp.setOptionsPrefix(self.prefix)
         ksp.setOperators(self.K)
@@ -182,11 +337,18 @@ class ElasticitySystem:
             if self.comm.getSize() > 1:
                 pc.setFactorSolverType(PETSc.Mat.SolverType.MUMPS)
         else:
-            defaults = configure_mg(ksp, self)
+            # The rigid-body modes serve GAMG (also when chosen from the command line).
+            if solver == "gamg":
+                self._near_null = multigrid.rigid_body_modes(self)
+                self.K.setNearNullSpace(self._near_null)
+            defaults = configure_mg(ksp, self) if solver == "mg" else configure_gamg(ksp, self)
+            ksp.setInitialGuessNonzero(True)  # warm start from the previous displacement
         # Defaults go into the options database so the command line can override
         # them; they are removed after the first set-up (multigrid reads its level
         # options only then) so that they never leak into another system.
         self._default_options = set_default_options(self.prefix, defaults)
+        # The multigrid cycle in force (read before the defaults are cleared): for reports.
+        self.mg_cycle = PETSc.Options(self.prefix).getString("pc_mg_cycle_type", "v").lower()
         ksp.setFromOptions()
         self.ksp = ksp
 
@@ -195,9 +357,13 @@ class ElasticitySystem:
         """This rank's slab (row-major, flattened) of a natural (nely, nelx) element array."""
         return np.ascontiguousarray(np.asarray(natural, dtype=float).reshape(self.loadcase.shape)[self.slab]).ravel()
 
-    def gather(self, slab):
-        """Natural (nely, nelx) array of an element field, on every rank."""
-        pieces = self.comm.tompi4py().allgather((self.slab, np.asarray(slab).reshape(self.slab_shape)))
+    def gather(self, slab, root=None):
+        """Natural (nely, nelx) array of an element field, on every rank (or only on ``root``: None elsewhere)."""
+        mpi = self.comm.tompi4py()
+        piece = (self.slab, np.asarray(slab).reshape(self.slab_shape))
+        pieces = mpi.allgather(piece) if root is None else mpi.gather(piece, root=root)
+        if pieces is None:
+            return None
         out = np.empty(self.loadcase.shape, dtype=np.asarray(slab).dtype)
         for where, piece in pieces:
             out[where] = piece
@@ -206,6 +372,53 @@ class ElasticitySystem:
     # -- solve ----------------------------------------------------------------------------------
     def assemble(self, moduli):
         """K for element moduli given as this rank's slab."""
+        with timing.timed(timing.ASSEMBLY):
+            if self.assembly == "elements":
+                self._assemble_elements(moduli)
+            else:
+                self._assemble_stencil(moduli)
+
+    def _assemble_stencil(self, moduli):
+        self._elem_global.array[:] = moduli
+        self.da_elem.globalToLocal(self._elem_global, self._elem_local)
+        ghosted = self._elem_local.array_r.reshape(self._elem_ghost_shape)
+        box = self._moduli_box
+        box[self._box_dst] = ghosted[self._box_src]
+        ny, nx = self._node_box
+        n_cols = self._n_cols
+        per_row = 2 * n_cols  # values of one node: 2 rows of 18
+        insert = self.PETSc.InsertMode.ADD_VALUES
+        K = self.K
+        K.zeroEntries()
+        shifted = np.empty((min(self._block_rows, ny), nx, 4))
+        for j0 in range(0, ny, self._block_rows):
+            j1 = min(j0 + self._block_rows, ny)
+            block = shifted[:j1 - j0]
+            # Node (j, i) is local node a of the element at (j, i) - _POS[a]; box row = element row + 1.
+            for a, (ar, ac) in enumerate(_POS):
+                block[:, :, a] = box[j0 + 1 - ar:j1 + 1 - ar, 1 - ac:nx + 1 - ac]
+            values = (block.reshape(-1, 4) @ self._stencil).reshape(-1)
+            first, last = j0 * nx * per_row, j1 * nx * per_row
+            lo = np.searchsorted(self._zero_entries, first)
+            hi = np.searchsorted(self._zero_entries, last)
+            values[self._zero_entries[lo:hi] - first] = 0.0
+            lo = np.searchsorted(self._unit_entries, first)
+            hi = np.searchsorted(self._unit_entries, last)
+            values[self._unit_entries[lo:hi] - first] = 1.0
+            rows = self._rows[2 * j0 * nx:2 * j1 * nx]
+            indptr = np.arange(0, rows.size * n_cols + 1, n_cols, dtype=self.PETSc.IntType)
+            cols = self._stencil_columns(j0 * nx, j1 * nx)
+            K.setValuesLocalIJV(indptr, cols, values, addv=insert, rowmap=rows)
+        K.assemble()
+
+    def _stencil_columns(self, n0, n1):
+        """Local column indices of the rows of owned nodes n0..n1-1 (row-major, 36 a node)."""
+        cols = self._own[n0:n1, None] + self._pattern[None, :]
+        lo, hi = np.searchsorted(self._edge, (n0, n1))
+        cols[self._edge[lo:hi] - n0] = self._edge_cols[lo:hi]
+        return cols.reshape(-1)
+
+    def _assemble_elements(self, moduli):
         values = (np.asarray(moduli, dtype=float)[:, None] * self.ke.ravel()[None, :]) * self._elem_keep
         data = np.bincount(self._elem_inverse, weights=values.ravel(), minlength=self._nnz) + self._diag
         K = self.K
@@ -226,30 +439,51 @@ class ElasticitySystem:
         self.assemble(moduli)
         self.ksp.setOperators(self.K)
         try:
-            if self._default_options is not None:
+            with timing.timed(timing.SETUP):
                 self.ksp.setUp()
+            if self._default_options is not None:
                 clear_default_options(self.prefix, self._default_options)
                 self._default_options = None
-            self.ksp.solve(self.f, self.u)
-        except self.PETSc.Error:
+                if self.solver != "direct":
+                    multigrid.plain_csr_kernels(self.ksp)
+                    self.hierarchy = multigrid.hierarchy_info(self.ksp)
+            with timing.timed(timing.SOLVE):
+                self.ksp.solve(self.f, self.u)
+        except self.PETSc.Error as err:
+            if self.solver != "direct":
+                self.u.set(0.0)
+                raise SolverError(f"KSP ({self.ksp.getType()}/{self.ksp.getPC().getType()}) failed in PETSc "
+                                  f"(error {err.ierr}); a coarse factorisation breaking down means a "
+                                  f"singular design (severed load path)") from err
             # A factorisation that breaks down (zero pivot) is a singular design.
             self.u.set(0.0)
             return np.inf
         reason = self.ksp.getConvergedReason()
+        self.last_iterations = self.ksp.getIterationNumber()
         if reason < 0:
             if self.solver == "direct":
                 self.u.set(0.0)
                 return np.inf
+            self.u.set(0.0)  # never warm-start from a diverged iterate
             raise SolverError(
-                f"KSP did not converge (reason {reason}) after {self.ksp.getIterationNumber()} iterations"
+                f"KSP ({self.ksp.getType()}/{self.ksp.getPC().getType()}) did not converge: "
+                f"{_reason_name(self.PETSc, reason)} after {self.last_iterations} iterations "
+                f"(rtol {self.ksp.getTolerances()[0]:g}, max_it {self.ksp.getTolerances()[3]}); "
+                f"a severed load path makes K singular, otherwise try -{self.prefix}ksp_max_it or "
+                f"stronger smoothing (-{self.prefix}mg_levels_ksp_max_it)"
             )
         if not mpi.allreduce(bool(np.all(np.isfinite(self.u.array_r))), op=MPI.LAND):
             self.u.set(0.0)
             return np.inf
         self.K.mult(self.u, self.r)
         self.r.axpy(-1.0, self.f)
-        if self.r.norm() > RESIDUAL_TOLERANCE * max(self.f_norm, 1.0):
+        residual = self.r.norm()
+        if residual > RESIDUAL_TOLERANCE * max(self.f_norm, 1.0):
             self.u.set(0.0)
+            if self.solver != "direct":
+                # CG said converged, the true residual disagrees: an accuracy problem, not a design's.
+                raise SolverError(f"KSP converged but ||K u - f|| = {residual:.3e} exceeds "
+                                  f"{RESIDUAL_TOLERANCE:g} * max(||f||, 1); tighten -{self.prefix}ksp_rtol")
             return np.inf
         compliance = self.f.dot(self.u)
         if not np.isfinite(compliance) or compliance < 0.0:
@@ -284,7 +518,11 @@ class ElasticitySystem:
 
     # -- life cycle -----------------------------------------------------------------------------
     def close(self):
-        for name in ("ksp", "K", "f", "u", "r", "_u_local", "da_elem", "da"):
+        for P in getattr(self, "_interpolations", None) or ():
+            P.destroy()
+        self._interpolations = None
+        for name in ("ksp", "K", "_near_null", "f", "u", "r", "_u_local", "_elem_global", "_elem_local",
+                     "da_elem", "da"):
             obj = getattr(self, name, None)
             if obj is not None:
                 obj.destroy()

@@ -1,52 +1,386 @@
-"""CG + geometric multigrid on the DMDA hierarchy for large systems.
+"""CG + multigrid for large systems: geometric multigrid on the DMDA hierarchy, or GAMG.
 
-Defaults (all overridable under the system's options prefix): CG, PCMG with
-Galerkin coarse operators built from the DMDA's interpolation, Chebyshev/Jacobi
-smoothing, LU on the coarsest level (Redundant on several ranks).  The number
-of levels is the largest that keeps the coarsest grid at least 2 elements wide
-and every level an exact coarsening (the element counts divisible by
-2^(levels-1)), capped at 8.
+Geometric multigrid (``solver="mg"``, the default for large systems)
+---------------------------------------------------------------------
+Levels.  Level 0 is the coarsest, as in PCMG.  Going down one level keeps
+every other node along each axis and the last one (:func:`coarse_nodes`): an
+even number of intervals halves exactly, as DMDA coarsening does; an odd
+number n becomes (n+1)/2 intervals, the last one half as wide.  The grids stay
+nested (every coarse node is a fine node), so the Galerkin operators keep the
+3x3-node stencil and the operator complexity stays near 4/3.  An axis shorter
+than 2 * :data:`MIN_ELEMENTS` is not coarsened.  Coarsening stops when the
+coarse grid has at most :data:`COARSE_MAX_DOFS` DOFs (its LU costs
+milliseconds), at :data:`MAX_LEVELS` levels, or when a coarse grid would leave
+a rank without nodes.  300x100 elements gets 4 levels (150x50, 75x25, 38x13),
+1000x500 gets 6 (down to 32x16, 1122 DOFs).
+
+Why the hierarchy is built here and not by ``DMCoarsen``: a non-periodic DMDA
+coarsens ``n`` nodes to ``(n - 1) / 2 + 1`` and its Q1 interpolation needs
+that ratio to be exact on every level, so an odd element count ends the
+hierarchy (1000x500 would stop at 250x125 elements, a 63k-DOF coarse LU).
+(Uniform coarse grids of ceil(n/2) elements are not nested for odd n; their
+Galerkin operators grow to 5x5-node stencils, operator complexity ~1.9.)
+
+Interpolation.  Bilinear (Q1) in the node positions: a fine node between
+coarse nodes at positions p0 < p < p1 takes weights (p1 - p)/(p1 - p0) and
+(p - p0)/(p1 - p0) along each axis.  On even levels this is exactly DMDA's Q1
+interpolation (a fine node is a coarse node, or the mean of 2 or 4).  It
+reproduces linear fields, so the rigid-body modes survive on every level.  The
+two displacement components are interpolated independently.
+
+Partition.  Coarse levels keep the fine DMDA's process grid; a coarse node
+belongs to the rank that owns its position on the fine grid, so P has almost
+all of its entries in the diagonal block.  Numbering is PETSc's DMDA global
+numbering on every level (rank by rank in process-grid order, x fastest,
+the 2 DOFs interleaved); on the fine level it is checked against the DMDA's own
+local-to-global map.
+
+Operators and smoothing (defaults; every one can be overridden under the
+system's options prefix, e.g. ``-sphyr_mg_levels_ksp_max_it 3``): Galerkin
+coarse operators ``P^T A P`` recomputed whenever ``A`` changes (the symbolic
+product is reused), W-cycles, Chebyshev(2)/Jacobi smoothing with eigenvalue estimates
+(10 CG steps) recomputed for every new operator, LU on the coarsest level (``redundant``
+LU on several ranks).  ``-<prefix>pc_mg_levels N`` caps the number of levels
+and ``-<prefix>mg_coarse_max_dofs N`` sets the coarse-grid size target.
+
+Memory: PETSc keeps the intermediate products of the Galerkin ``P^T A P`` for
+reuse; on 2 ranks at 1024x512 elements that is ~200 MB a rank (peak 740 MB a
+rank).  ``-matptap_via allatonce`` keeps none (peak 574 MB a rank) but made
+an iteration 0.66 s slower (2.13 s instead of 1.46 s), so it is not the default.
+
+GAMG (``solver="gamg"``)
+------------------------
+Smoothed aggregation on the assembled matrix (block size 2) with the three
+plane rigid-body modes, from the DMDA's node coordinates, as near-null space.
+
+Dirichlet DOFs are identity rows and columns of A (see
+:mod:`sphyr_hpc.solvers.elasticity`), so A stays SPD and CG applies; their
+Galerkin contribution ``P^T I P`` only adds positive stiffness to coarse nodes
+next to supports.
 """
 
-MAX_LEVELS = 8
-RTOL = 1e-8
+from dataclasses import dataclass
+
+import numpy as np
+
+MAX_LEVELS = 12
+# The coarsest grid is factorised (LU) at every set-up: ~2-4k DOFs costs milliseconds.
+COARSE_MAX_DOFS = 3000
+MIN_ELEMENTS = 2
+# Relative residual reduction of the CG solve.  The SPEC residual check is
+# ||K u - f|| <= 1e-6 * max(||f||, 1) and ||f|| < 1 for a unit load spread
+# over more than one node, so 1e-6 * ||f|| always passes it.
+RTOL = 1e-6
+# A solve that needs this many iterations has stalled: SolverError, not a number.
+MAX_IT = 500
+# PETSc's "inode" AIJ kernels treat the 2 rows of a node as one block.  In the
+# Debian PETSc 3.18 build (-O2, generic x86-64) its MatMult is 1.6x (1M DOFs)
+# to 4.7x (66k DOFs, in cache) slower than the plain CSR kernel on these
+# matrices (benchmarks/results/large_grids.md), so the multigrid operators use
+# the plain one.  The scorer's direct solves keep PETSc's default.
+USE_INODES = False
 
 
-def mg_levels(nelx, nely, max_levels=MAX_LEVELS):
-    """Number of multigrid levels a nelx x nely element grid supports."""
-    levels = 1
-    while levels < max_levels:
-        factor = 2**levels
-        if nelx % factor or nely % factor or nelx // factor < 2 or nely // factor < 2:
+# -- the hierarchy (pure numpy: no PETSc needed) ------------------------------------------------
+@dataclass(frozen=True)
+class Level:
+    """One grid of the hierarchy.
+
+    ``x_pos``/``y_pos``: the node columns/rows of this level as node indices of
+    the finest grid (the levels are nested: every coarse node is a fine node).
+    ``x_starts``/``y_starts``: the first node (index into this level's nodes) of
+    every process column/row, followed by the node count.
+    """
+
+    x_pos: tuple
+    y_pos: tuple
+    x_starts: tuple
+    y_starts: tuple
+
+    @property
+    def nelx(self):
+        return len(self.x_pos) - 1
+
+    @property
+    def nely(self):
+        return len(self.y_pos) - 1
+
+    @property
+    def n_dofs(self):
+        return 2 * len(self.x_pos) * len(self.y_pos)
+
+    @property
+    def proc_sizes(self):
+        return len(self.x_starts) - 1, len(self.y_starts) - 1
+
+    def rank_box(self, rank):
+        """((xs, xe), (ys, ye)): the nodes ``rank`` owns, as indices into this level's nodes."""
+        px, _ = self.proc_sizes
+        pi, pj = rank % px, rank // px
+        return (self.x_starts[pi], self.x_starts[pi + 1]), (self.y_starts[pj], self.y_starts[pj + 1])
+
+    def global_dof0(self, i, j):
+        """PETSc global number of the x DOF of node (row j, column i); the y DOF is +1."""
+        xs = np.asarray(self.x_starts)
+        ys = np.asarray(self.y_starts)
+        px, _ = self.proc_sizes
+        xm = np.diff(xs)
+        ym = np.diff(ys)
+        sizes = 2 * (ym[:, None] * xm[None, :]).ravel()  # rank = pj * px + pi
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        pi = np.searchsorted(xs, i, side="right") - 1
+        pj = np.searchsorted(ys, j, side="right") - 1
+        return offsets[pj * px + pi] + 2 * ((j - ys[pj]) * xm[pi] + (i - xs[pi]))
+
+
+def _starts(counts):
+    return tuple(int(v) for v in np.concatenate([[0], np.cumsum(counts)]))
+
+
+def coarse_nodes(n):
+    """Nodes (indices into 0..n) kept by coarsening an axis of n intervals.
+
+    Every other node and the last one: n even gives n/2 intervals of 2 (the
+    DMDA coarsening); n odd gives (n+1)/2 intervals, the last of them 1 wide,
+    so the grids stay nested and the Galerkin operators keep the 3x3 stencil.
+    An axis shorter than 2 * MIN_ELEMENTS is not coarsened.
+    """
+    if n < 2 * MIN_ELEMENTS:
+        return np.arange(n + 1)
+    return np.unique(np.concatenate([np.arange(0, n + 1, 2), [n]]))
+
+
+def hierarchy(nelx, nely, x_counts=None, y_counts=None, coarse_max_dofs=COARSE_MAX_DOFS,
+              max_levels=MAX_LEVELS):
+    """The levels of the geometric hierarchy, finest first.
+
+    ``x_counts``/``y_counts`` are the fine DMDA's nodes per process column/row
+    (``DMDAGetOwnershipRanges``); default one process.
+    """
+    x_counts = [nelx + 1] if x_counts is None else list(x_counts)
+    y_counts = [nely + 1] if y_counts is None else list(y_counts)
+    levels = [Level(tuple(range(nelx + 1)), tuple(range(nely + 1)), _starts(x_counts), _starts(y_counts))]
+    while len(levels) < max_levels:
+        fine = levels[-1]
+        if fine.n_dofs <= coarse_max_dofs:
             break
-        levels += 1
+        kx, ky = coarse_nodes(fine.nelx), coarse_nodes(fine.nely)
+        if kx.size == fine.nelx + 1 and ky.size == fine.nely + 1:
+            break
+        # A coarse node belongs to the process that owns it on the fine level.
+        xs = tuple(int(v) for v in np.searchsorted(kx, fine.x_starts))
+        ys = tuple(int(v) for v in np.searchsorted(ky, fine.y_starts))
+        if min(np.diff(xs)) < 1 or min(np.diff(ys)) < 1:  # a rank would own no coarse node
+            break
+        levels.append(Level(tuple(np.asarray(fine.x_pos)[kx].tolist()), tuple(np.asarray(fine.y_pos)[ky].tolist()),
+                            xs, ys))
     return levels
 
 
+def mg_levels(nelx, nely, max_levels=MAX_LEVELS, coarse_max_dofs=COARSE_MAX_DOFS):
+    """Number of multigrid levels of a nelx x nely element grid (one process)."""
+    return len(hierarchy(nelx, nely, coarse_max_dofs=coarse_max_dofs, max_levels=max_levels))
+
+
+def _axis_weights(fine_pos, coarse_pos):
+    """For fine node positions: the left coarse node and the linear weights of it and the next."""
+    fine_pos = np.asarray(fine_pos, dtype=float)
+    coarse_pos = np.asarray(coarse_pos, dtype=float)
+    k = np.clip(np.searchsorted(coarse_pos, fine_pos, side="right") - 1, 0, max(coarse_pos.size - 2, 0))
+    if coarse_pos.size == 1:
+        return k, np.ones_like(fine_pos), np.zeros_like(fine_pos)
+    t = (fine_pos - coarse_pos[k]) / (coarse_pos[k + 1] - coarse_pos[k])
+    return k, 1.0 - t, t
+
+
+def interpolation_csr(fine, coarse, rank):
+    """Rows of P (coarse -> fine) owned by ``rank``: local CSR with global coarse columns.
+
+    Rows are the rank's fine DOFs in PETSc order (nodes row-major, x then y);
+    weights are bilinear in the node positions, so linear fields (and the
+    rigid-body modes) are interpolated exactly.
+    """
+    (xs, xe), (ys, ye) = fine.rank_box(rank)
+    ci, wx0, wx1 = _axis_weights(fine.x_pos[xs:xe], coarse.x_pos)
+    cj, wy0, wy1 = _axis_weights(fine.y_pos[ys:ye], coarse.y_pos)
+    cols, weights = [], []
+    for di, wx in ((0, wx0), (1, wx1)):
+        for dj, wy in ((0, wy0), (1, wy1)):
+            w = wy[:, None] * wx[None, :]
+            ii, jj = np.meshgrid(np.minimum(ci + di, coarse.nelx), np.minimum(cj + dj, coarse.nely))
+            cols.append(coarse.global_dof0(ii.ravel(), jj.ravel()))
+            weights.append(w.ravel())
+    cols = np.stack(cols, axis=1)  # (nodes, 4 corners); zero weights are dropped below
+    weights = np.stack(weights, axis=1)
+    cols2 = cols[:, None, :] + np.array([0, 1])[None, :, None]  # (nodes, dof, corner)
+    weights2 = np.broadcast_to(weights[:, None, :], cols2.shape)
+    keep = weights2 > 0.0
+    indptr = np.concatenate([[0], np.cumsum(keep.sum(axis=2).ravel())])
+    return indptr, cols2[keep], weights2[keep]
+
+
+# -- PETSc set-up -----------------------------------------------------------------------------
+def _option_int(PETSc, prefix, name, default):
+    opts = PETSc.Options(prefix)
+    return opts.getInt(name, default) if opts.hasName(name) else default
+
+
+def fine_level(system):
+    lx, ly = system.da.getOwnershipRanges()
+    nely, nelx = system.loadcase.shape
+    return Level(tuple(range(nelx + 1)), tuple(range(nely + 1)), _starts(lx), _starts(ly))
+
+
+def check_fine_numbering(system, level):
+    """The DMDA's global numbering equals :meth:`Level.global_dof0` on this rank's ghosted nodes."""
+    (gxs, gxe), (gys, gye) = system.da.getGhostRanges()
+    jj, ii = np.meshgrid(np.arange(gys, gye), np.arange(gxs, gxe), indexing="ij")
+    expected = level.global_dof0(ii.ravel(), jj.ravel())
+    got = np.asarray(system.da.getLGMap().getIndices()).reshape(-1, 2)[:, 0]
+    if not np.array_equal(expected, got):
+        raise RuntimeError("DMDA global numbering differs from the multigrid hierarchy's")
+
+
+def build_interpolations(system, levels):
+    """PETSc AIJ interpolations, coarse -> fine, one per pair of levels (finest pair last)."""
+    PETSc = system.PETSc
+    rank = system.comm.getRank()
+    mats = []
+    for fine, coarse in zip(levels[:-1], levels[1:]):
+        indptr, cols, vals = interpolation_csr(fine, coarse, rank)
+        (fxs, fxe), (fys, fye) = fine.rank_box(rank)
+        (cxs, cxe), (cys, cye) = coarse.rank_box(rank)
+        rows_local = 2 * (fxe - fxs) * (fye - fys)
+        cols_local = 2 * (cxe - cxs) * (cye - cys)
+        P = PETSc.Mat().createAIJ(
+            size=((rows_local, fine.n_dofs), (cols_local, coarse.n_dofs)),
+            csr=(indptr.astype(PETSc.IntType), cols.astype(PETSc.IntType), vals), comm=system.comm,
+        )
+        P.setOption(PETSc.Mat.Option.USE_INODES, USE_INODES)
+        P.assemble()
+        mats.append(P)
+    return mats[::-1]  # coarsest pair first, as PCMG numbers its levels
+
+
 def configure_mg(ksp, system):
-    """Set CG + PCMG on ``ksp``; returns the option defaults to apply before setFromOptions."""
+    """CG + PCMG on ``ksp``; returns the option defaults to set before setFromOptions."""
     PETSc = system.PETSc
     nely, nelx = system.loadcase.shape
     ksp.setType(PETSc.KSP.Type.CG)
-    ksp.setTolerances(rtol=RTOL, max_it=2000)
-    ksp.setDM(system.da)
-    ksp.setDMActive(False)
+    ksp.setTolerances(rtol=RTOL, max_it=MAX_IT)
     ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
     pc = ksp.getPC()
     pc.setType(PETSc.PC.Type.MG)
-    levels = mg_levels(nelx, nely)
-    defaults = {
-        "pc_mg_levels": levels,
+    prefix = system.prefix
+    max_levels = _option_int(PETSc, prefix, "pc_mg_levels", MAX_LEVELS)
+    coarse_max = _option_int(PETSc, prefix, "mg_coarse_max_dofs", COARSE_MAX_DOFS)
+    fine = fine_level(system)
+    check_fine_numbering(system, fine)
+    lx, ly = system.da.getOwnershipRanges()
+    levels = hierarchy(nelx, nely, lx, ly, coarse_max_dofs=coarse_max, max_levels=max_levels)
+    system.mg_hierarchy = levels
+    if len(levels) == 1:
+        # Small enough for the coarse solver itself (PCMG would smooth a 1-level "hierarchy").
+        pc.setType(PETSc.PC.Type.LU)
+        if system.comm.getSize() > 1:
+            pc.setFactorSolverType(PETSc.Mat.SolverType.MUMPS)
+        return {}
+    pc.setMGLevels(len(levels))
+    system._interpolations = build_interpolations(system, levels)
+    for level, P in enumerate(system._interpolations, start=1):
+        pc.setMGInterpolation(level, P)
+    return {
         "pc_mg_galerkin": "both",
+        # W-cycles: on converged SIMP designs (0/1 with voids) 8-11 CG iterations from
+        # 128x64 to 1024x512 instead of 17-19 with V-cycles, and faster overall
+        # (benchmarks/results/large_grids.md).
+        "pc_mg_cycle_type": "w",
         "mg_levels_ksp_type": "chebyshev",
         "mg_levels_pc_type": "jacobi",
         "mg_levels_ksp_max_it": 2,
+        # The operators are SPD: Lanczos (CG) estimates the extreme eigenvalues for
+        # Chebyshev with 10 MatMults and no Gram-Schmidt (PETSc's default is GMRES).
+        "mg_levels_esteig_ksp_type": "cg",
         "mg_coarse_ksp_type": "preonly",
         "mg_coarse_pc_type": "lu" if system.comm.getSize() == 1 else "redundant",
     }
-    return defaults
 
 
+def plain_csr_kernels(ksp):
+    """Switch the operators of every multigrid level to the plain CSR kernels (see USE_INODES).
+
+    The Galerkin operators are created by the first set-up; later numeric
+    products keep the setting.  The coarsest operator is left alone: its LU
+    factorisation was set up with the inode structure, and it is only factored.
+    """
+    pc = ksp.getPC()
+    if pc.getType() not in ("mg", "gamg"):
+        return
+    for level in range(1, pc.getMGLevels()):
+        A = pc.getMGSmoother(level).getOperators()[0]
+        A.setOption(A.Option.USE_INODES, USE_INODES)
+        A.assemble()
+
+
+def rigid_body_modes(system):
+    """The 3 plane rigid-body modes (2 translations, 1 rotation) as a near-null space."""
+    PETSc = system.PETSc
+    coords = system.da.getCoordinates()
+    return PETSc.NullSpace().createRigidBody(coords)
+
+
+def configure_gamg(ksp, system):
+    """CG + smoothed-aggregation GAMG with the rigid-body near-null space."""
+    PETSc = system.PETSc
+    ksp.setType(PETSc.KSP.Type.CG)
+    ksp.setTolerances(rtol=RTOL, max_it=MAX_IT)
+    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+    ksp.getPC().setType(PETSc.PC.Type.GAMG)
+    return {
+        "pc_gamg_type": "agg",
+        "pc_gamg_agg_nsmooths": 1,
+        "pc_gamg_threshold": 0.01,
+        "pc_gamg_coarse_eq_limit": COARSE_MAX_DOFS,
+        "mg_levels_ksp_type": "chebyshev",
+        "mg_levels_pc_type": "jacobi",
+        "mg_levels_ksp_max_it": 2,
+        "mg_levels_esteig_ksp_type": "cg",
+    }
+
+
+def hierarchy_info(ksp):
+    """Levels of a PCMG/PCGAMG preconditioner after set-up, finest first.
+
+    Returns a list of dicts (``level``, ``rows``, ``nonzeros``) and the operator
+    complexity (sum of nonzeros over the fine level's), or None for another
+    preconditioner.  Collective.
+    """
+    pc = ksp.getPC()
+    if pc.getType() not in ("mg", "gamg"):
+        return None
+    n = pc.getMGLevels()
+    rows = []
+    for level in range(n - 1, -1, -1):
+        smoother = pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)
+        A = smoother.getOperators()[0]
+        info = A.getInfo(A.InfoType.GLOBAL_SUM)
+        rows.append({"level": level, "rows": A.getSize()[0], "nonzeros": int(info["nz_used"])})
+    complexity = sum(r["nonzeros"] for r in rows) / rows[0]["nonzeros"] if rows and rows[0]["nonzeros"] else None
+    return rows, complexity
+
+
+def format_hierarchy(rows, complexity, levels=None):
+    """Lines describing the hierarchy (levels, unknowns, nonzeros, operator complexity)."""
+    lines = [f"multigrid: {len(rows)} levels, operator complexity {complexity:.3f}"]
+    for i, r in enumerate(rows):
+        grid = ""
+        if levels is not None and i < len(levels):
+            grid = f" ({levels[i].nelx}x{levels[i].nely} elements)"
+        lines.append(f"  level {r['level']}: {r['rows']} unknowns{grid}, {r['nonzeros']} nonzeros")
+    return lines
+
+
+# -- options database ---------------------------------------------------------------------------
 def set_default_options(prefix, defaults):
     """Put ``defaults`` into the options database where the user has not.
 
@@ -70,3 +404,13 @@ def system_options(prefix):
     from .._petsc import petsc
 
     return petsc().Options(prefix)
+
+
+def describe_levels(levels):
+    """'1024x512 > 512x256 > ...' for log lines."""
+    return " > ".join(f"{lv.nelx}x{lv.nely}" for lv in levels)
+
+
+__all__ = ["Level", "hierarchy", "mg_levels", "interpolation_csr", "configure_mg", "configure_gamg",
+           "hierarchy_info", "format_hierarchy", "set_default_options", "clear_default_options",
+           "system_options", "describe_levels", "rigid_body_modes"]

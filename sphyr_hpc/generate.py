@@ -1,0 +1,77 @@
+"""``python -m sphyr_hpc.generate``: write problems at any size as grid files.
+
+Usage::
+
+    python -m sphyr_hpc.generate --preset mbb --size 300x100 [--volfrac 0.5] --out mbb.json
+    python -m sphyr_hpc.generate --dataset v1/full_easy.jsonl --index 3 --upscale 32 --out s.json
+    python -m sphyr_hpc.generate --grid ground_truth.txt --upscale 8 --out s.txt
+
+The formats are those of :mod:`sphyr_hpc.problems`: ``.json`` (compact at any
+size; the only one for presets, whose rollers a SPhyR grid cannot express) or,
+for SPhyR samples, any other suffix for the upscaled SPhyR text grid (up to
+``problems.TEXT_MAX_CELLS`` cells).  ``python -m sphyr_hpc.optimize FILE``
+reads either.
+
+Exit status: 0 written, 2 on a usage or problem error (message on stderr).
+"""
+
+import argparse
+import sys
+
+from . import problems
+from .problems import ProblemError
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="python -m sphyr_hpc.generate",
+                                description="Write a preset or an upscaled SPhyR sample as a grid file.")
+    p.add_argument("--preset", help=f"one of {', '.join(problems.PRESETS)}")
+    p.add_argument("--size", help="NELXxNELY for --preset, e.g. 300x100")
+    p.add_argument("--dataset", help="SPhyR dataset file (JSON lines); with --index")
+    p.add_argument("--index", type=int, default=0, help="record index in --dataset (default 0)")
+    p.add_argument("--masked", action="store_true", help="with --dataset: free only the record's V cells")
+    p.add_argument("--grid", help="a SPhyR text grid (or a .json grid file) to upscale")
+    p.add_argument("--upscale", type=int, default=1, help="split every cell into K x K elements")
+    p.add_argument("--volfrac", type=float, help="volume fraction (default: the problem's)")
+    p.add_argument("--gravity", help="gravity step dr,dc (default down)")
+    p.add_argument("--out", required=True, help="output: .json, or a text grid for SPhyR samples")
+    return p
+
+
+def problem_of(args):
+    from .optimize import _gravity
+
+    sources = [s for s in ("preset", "dataset", "grid") if getattr(args, s)]
+    if len(sources) != 1:
+        raise ProblemError("give exactly one of --preset NAME --size NXxNY, --dataset FILE --index I, --grid FILE")
+    gravity = _gravity(args.gravity)
+    if args.preset:
+        if not args.size:
+            raise ProblemError("--preset needs --size NELXxNELY (e.g. 300x100)")
+        problem = problems.preset(args.preset, *problems.parse_size(args.size), args.volfrac)
+        if gravity is not None:
+            from dataclasses import replace
+
+            problem = replace(problem, gravity=gravity)
+        return problem.upscaled(args.upscale)
+    if args.size:
+        raise ProblemError("--size applies to --preset only (use --upscale for samples)")
+    if args.dataset:
+        return problems.dataset_problem(args.dataset, args.index, args.upscale, gravity, args.volfrac, args.masked)
+    return problems.read_problem(args.grid, args.upscale, gravity, args.volfrac)
+
+
+def main(argv=None):
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        problem = problem_of(args)
+        path = problems.write_problem(problem, args.out)
+    except ProblemError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"{problem.name}: {problem.nelx}x{problem.nely} elements, {problem.n_dofs} DOFs -> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

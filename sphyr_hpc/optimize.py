@@ -1,0 +1,602 @@
+"""``python -m sphyr_hpc.optimize``: SIMP topology optimisation of one problem over all MPI ranks.
+
+Usage::
+
+    mpirun -n N python -m sphyr_hpc.optimize PROBLEM [options] [PETSc options]
+    mpirun -n N python -m sphyr_hpc.optimize --preset mbb --size 300x100 [--volfrac 0.5] [options]
+    mpirun -n N python -m sphyr_hpc.optimize --dataset v1/full_easy.jsonl --index 3 --upscale 32
+
+PROBLEM is a grid file (:mod:`sphyr_hpc.problems`: a ``.json`` problem file or
+a SPhyR text grid, optionally ``--upscale K``).  One problem is distributed
+over all ranks (``PETSc.COMM_WORLD``): the stiffness matrix, the CG +
+multigrid solve (``--solver``, default ``mg`` above 200k DOFs), the density
+filter (a parallel Mat) and the optimality-criteria update, whose bisection
+sums are collective.  No field is gathered inside the loop; the final density
+is gathered to rank 0 for ``--png`` / ``--save-density`` / scoring output.
+
+Every iteration logs one line on rank 0: compliance, volume fraction, change,
+penalty, KSP iterations and seconds.  The multigrid hierarchy (levels,
+unknowns, nonzeros, operator complexity) is logged after the first set-up.
+
+Scoring: when the problem carries a ground truth (an upscaled SPhyR sample)
+or ``--ground-truth FILE`` gives one (a grid file of the same size, or one
+that upscales to it by an integer factor), the result is compared with it
+at the same penalty: ``compliance``, ``ground_truth_compliance``,
+``volume_fraction``, ``ground_truth_volume_fraction``,
+``compliance_efficiency_vs_ground_truth = clip(gt_c / c, 0, 1)`` and
+``material_efficiency = min(1, gt_vf / vf)`` (SPEC section 9 names).
+
+Hooks: ``optimise(..., callback=f)`` calls ``f(iteration, system,
+physical_slab, compliance, change)`` every iteration; ``--fields DIR``
+writes the history with :class:`sphyr_hpc.io.fields.HistoryWriter` when that
+module is installed (skipped with a message otherwise).
+
+PETSc options (``-sphyr_ksp_rtol 1e-8``, ``-sphyr_pc_type gamg``,
+``-sphyr_mg_levels_ksp_max_it 3``, ``-sphyr_ksp_monitor``, ``-log_view``)
+may be given anywhere on the command line.
+
+Exit status: 0 done (converged or not), 1 a solve failed (SolverError) or
+the design cannot carry its load, 2 a usage or problem error.
+"""
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+from mpi4py import MPI
+
+from . import discretisation as fe
+from . import problems
+from . import timing
+from .optimiser import simp
+from .optimiser.filter import DensityFilter, filter_reach
+from .problems import ProblemError
+
+DEFAULT_ITERATIONS = 300
+DEFAULT_TOLERANCE = 0.01     # the 88-line code's stopping change
+DEFAULT_RADIUS = 1.5         # in elements; the 88-line code's MBB example (mesh dependent)
+DEFAULT_CONTINUATION = "1,0.5,10"
+BANDWIDTH_BYTES = 400 * 2**20
+USAGE_STATUS, FAILED_STATUS, ABORT_STATUS = 2, 1, 3
+
+
+# -- command line ---------------------------------------------------------------------------------
+def build_parser():
+    p = argparse.ArgumentParser(
+        prog="python -m sphyr_hpc.optimize",
+        description="SIMP topology optimisation of one problem over all MPI ranks (CG + multigrid).",
+        epilog="Unrecognised single-dash options (-sphyr_ksp_rtol 1e-8, -log_view) go to PETSc.",
+    )
+    src = p.add_argument_group("problem")
+    src.add_argument("problem", nargs="?", help="grid file: .json problem or SPhyR text grid")
+    src.add_argument("--preset", choices=None, help=f"preset problem: {', '.join(problems.PRESETS)}")
+    src.add_argument("--size", help="NELXxNELY for --preset, e.g. 300x100")
+    src.add_argument("--dataset", help="SPhyR dataset file (JSON lines); with --index")
+    src.add_argument("--index", type=int, default=0, help="record index in --dataset (default 0)")
+    src.add_argument("--masked", action="store_true",
+                     help="with --dataset: design only the record's V cells (default: the whole grid)")
+    src.add_argument("--upscale", type=int, default=1, help="split every cell into K x K elements")
+    src.add_argument("--volfrac", type=float, help="volume fraction (default: the problem's)")
+    src.add_argument("--gravity", help="gravity step dr,dc (default: the problem's, down)")
+    opt = p.add_argument_group("optimiser")
+    opt.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS, help="at most this many")
+    opt.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
+                     help="stop when the largest density change is below (0: never)")
+    opt.add_argument("--penal", type=float, default=fe.PENAL, help="SIMP penalty (default 3)")
+    opt.add_argument("--continuation", default=DEFAULT_CONTINUATION,
+                     help="p_start,p_step,every (penalty raised every N iterations up to --penal) or 'none'")
+    opt.add_argument("--radius", type=float, default=DEFAULT_RADIUS, help="density filter radius, elements")
+    opt.add_argument("--move", type=float, default=simp.MOVE_LIMIT, help="OC move limit")
+    opt.add_argument("--initial", help="warm start: a .npy density (resampled to the grid)")
+    opt.add_argument("--solver", choices=("mg", "gamg", "direct"), help="default: direct <= 200k DOFs, else mg")
+    out = p.add_argument_group("output")
+    out.add_argument("--ground-truth", help="grid file to score the result against")
+    out.add_argument("--png", help="write the final density as a PNG")
+    out.add_argument("--save-density", help="write the final density as .npy (natural rows x columns)")
+    out.add_argument("--json", help="write the run (history, timings, memory, hierarchy) as JSON")
+    out.add_argument("--fields", help="write the history for ParaView into DIR (needs sphyr_hpc.io.fields)")
+    out.add_argument("--fields-every", type=int, default=10, help="with --fields: every K iterations")
+    out.add_argument("--bandwidth", action="store_true",
+                     help="after the run, measure a 400 MB numpy copy per rank and the fraction of it "
+                          "the MG-CG solve moved")
+    out.add_argument("--quiet", action="store_true", help="no per-iteration lines")
+    return p
+
+
+def _is_number(text):
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def split_petsc_args(argv):
+    """(ours, PETSc's): single-dash options and the value that follows go to PETSc."""
+    ours, theirs = [], []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg.startswith("-") and not arg.startswith("--") and arg != "-h" and len(arg) > 1 and not _is_number(arg):
+            theirs.append(arg)
+            if i + 1 < len(argv) and (not argv[i + 1].startswith("-") or _is_number(argv[i + 1])):
+                theirs.append(argv[i + 1])
+                i += 1
+        else:
+            ours.append(arg)
+        i += 1
+    return ours, theirs
+
+
+def parse_continuation(text):
+    if text is None or str(text).lower() in ("", "none", "off"):
+        return None
+    try:
+        start, step, every = (float(v) for v in str(text).split(","))
+    except ValueError:
+        raise ProblemError(f"--continuation {text!r} is not p_start,p_step,every (e.g. 1,0.5,10) or none") from None
+    if step <= 0 or every < 1 or every != int(every) or start < 1:
+        raise ProblemError(f"--continuation {text!r}: need p_start >= 1, p_step > 0, every a positive integer")
+    return (start, step, int(every))
+
+
+def _gravity(text):
+    if text is None:
+        return None
+    try:
+        dr, dc = (float(v) for v in text.split(","))
+    except ValueError:
+        raise ProblemError(f"--gravity {text!r} is not dr,dc (e.g. 1,0)") from None
+    return (dr, dc)
+
+
+def load_problem(args):
+    """The problem the arguments describe (ProblemError with a message otherwise)."""
+    sources = [s for s in ("problem", "preset", "dataset") if getattr(args, s)]
+    if len(sources) != 1:
+        raise ProblemError("give exactly one of PROBLEM (a grid file), --preset NAME --size NXxNY, "
+                           "or --dataset FILE --index I")
+    gravity = _gravity(args.gravity)
+    if args.preset:
+        if not args.size:
+            raise ProblemError("--preset needs --size NELXxNELY (e.g. 300x100)")
+        nelx, nely = problems.parse_size(args.size)
+        problem = problems.preset(args.preset, nelx, nely, args.volfrac)
+        if gravity is not None:
+            from dataclasses import replace
+
+            problem = replace(problem, gravity=gravity)
+        return problem.upscaled(args.upscale)
+    if args.size:
+        raise ProblemError("--size applies to --preset only (use --upscale for grid files)")
+    if args.dataset:
+        return problems.dataset_problem(args.dataset, args.index, args.upscale, gravity, args.volfrac, args.masked)
+    return problems.read_problem(args.problem, args.upscale, gravity, args.volfrac)
+
+
+def _check_settings(args):
+    if args.iterations < 1:
+        raise ProblemError(f"--iterations {args.iterations} must be at least 1")
+    if args.tolerance < 0:
+        raise ProblemError(f"--tolerance {args.tolerance} must be >= 0")
+    if not args.radius > 0:
+        raise ProblemError(f"--radius {args.radius} must be positive")
+    if not 0 < args.move <= 1:
+        raise ProblemError(f"--move {args.move} must be in (0, 1]")
+    if not args.penal >= 1:
+        raise ProblemError(f"--penal {args.penal} must be >= 1")
+    if args.fields_every < 1:
+        raise ProblemError(f"--fields-every {args.fields_every} must be at least 1")
+    continuation = parse_continuation(args.continuation)
+    if continuation is not None and continuation[0] > args.penal:
+        raise ProblemError(f"--continuation starts at p={continuation[0]} above --penal {args.penal}")
+    return continuation
+
+
+def ground_truth_of(args, problem):
+    """Natural ground-truth densities for scoring, or None."""
+    if args.ground_truth:
+        truth_problem = problems.read_problem(args.ground_truth)
+        rho = truth_problem.ground_truth()
+        if rho is None:
+            raise ProblemError(f"{args.ground_truth}: a ground truth must be a grid of densities (no V cells)")
+        ny, nx = rho.shape
+        if (problem.nely % ny or problem.nelx % nx or problem.nely // ny != problem.nelx // nx):
+            raise ProblemError(f"{args.ground_truth}: a {nx}x{ny} ground truth does not upscale to the "
+                               f"{problem.nelx}x{problem.nely} problem by an integer factor")
+        k = problem.nely // ny
+        return np.repeat(np.repeat(rho, k, axis=0), k, axis=1)
+    return problem.ground_truth()
+
+
+# -- the run --------------------------------------------------------------------------------------
+def _fields_writer(directory, problem, system, every, log):
+    try:
+        from .io.fields import HistoryWriter
+    except ImportError as err:
+        log(f"--fields: sphyr_hpc.io.fields.HistoryWriter is not available ({err}); no fields written")
+        return None
+    comm = system.comm.tompi4py()
+    if comm.rank == 0:
+        os.makedirs(directory, exist_ok=True)
+    comm.Barrier()
+    stem = os.path.join(directory, f"{_safe(problem.name)}_{problem.nelx}x{problem.nely}")
+    return HistoryWriter(stem, system, every=every)
+
+
+def _safe(name):
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in str(name)) or "problem"
+
+
+def _rank0_logger(comm, quiet=False):
+    def log(line):
+        if comm.rank == 0 and not quiet:
+            print(line, flush=True)
+    return log
+
+
+def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAULT_ITERATIONS,
+             tolerance=DEFAULT_TOLERANCE, penal=fe.PENAL, continuation=None, radius=DEFAULT_RADIUS,
+             move=simp.MOVE_LIMIT, initial=None, callback=None, log=None, fields_dir=None, fields_every=10,
+             truth=None, keep_system=False):
+    """Run SIMP on ``problem`` over ``comm`` (default PETSc.COMM_WORLD); collective.
+
+    Returns a dict (the same on every rank except ``density``, the natural
+    final density on rank 0 and None elsewhere) with the history (one dict per
+    iteration: iteration, compliance, volume, change, penal, ksp_iterations,
+    seconds and this rank's event seconds), the final compliance, the
+    multigrid hierarchy and, with ``truth``, the comparison with it.
+    ``callback(iteration, system, physical_slab, compliance, change)`` runs
+    every iteration.
+    """
+    from ._petsc import petsc
+    from .solvers.elasticity import ElasticitySystem
+
+    PETSc = petsc()
+    timing.start_logging()
+    comm = comm if comm is not None else PETSc.COMM_WORLD
+    mpi = comm.tompi4py()
+    log = log or _rank0_logger(mpi)
+    lc = problem.loadcase()
+    free, pinned = simp.design_space(lc, *problem.design())
+    volume_fraction = problem.target_volume_fraction()
+    started = time.perf_counter()
+    system = ElasticitySystem(lc, comm=comm, prefix=prefix, solver=solver,
+                              element_halo=max(1, filter_reach(radius)))
+    density_filter = DensityFilter(system, radius)
+    setup_seconds = time.perf_counter() - started
+    log(f"{problem.name}: {lc.nelx}x{lc.nely} elements, {lc.n_dofs} DOFs, volume fraction "
+        f"{volume_fraction:.4g}, {int(free.sum())} free cells, {mpi.size} rank(s), solver {system.solver} "
+        f"({system.ksp.getType()}/{system.ksp.getPC().getType()}), filter radius {radius:g}, "
+        f"set-up {setup_seconds:.2f} s")
+    if initial is not None:
+        initial = problems.resize_nearest(initial, lc.shape)
+    writer = _fields_writer(fields_dir, problem, system, fields_every, log) if fields_dir else None
+    history = []
+    clock = {"last": time.perf_counter(), "events": {n: timing.seconds(n) for n in timing.EVENTS}}
+    penalty = simp._penalty_schedule(penal, continuation)
+
+    def on_iteration(iteration, compliance, physical, change):
+        now = time.perf_counter()
+        events = {n: timing.seconds(n) for n in timing.EVENTS}
+        volume = mpi.allreduce(float(np.sum(physical)), op=MPI.SUM) / lc.n_elements
+        row = {"iteration": iteration, "compliance": float(compliance), "volume": volume, "change": float(change),
+               "penal": penalty(iteration), "ksp_iterations": int(system.last_iterations),
+               "seconds": now - clock["last"]}
+        row.update({f"{n}_seconds": events[n] - clock["events"][n] for n in timing.EVENTS})
+        history.append(row)
+        if iteration == 1 and system.hierarchy:
+            from .solvers.multigrid import format_hierarchy
+
+            for line in format_hierarchy(*system.hierarchy, getattr(system, "mg_hierarchy", None)):
+                log(line)
+        log(f"it {iteration:4d}  c {compliance:.6e}  vol {volume:.4f}  change {change:.4f}  p {row['penal']:.2f}  "
+            f"ksp {row['ksp_iterations']:3d}  {row['seconds']:.2f} s")
+        if callback is not None:
+            callback(iteration, system, physical, compliance, change)
+        if writer is not None:
+            writer.write_step(iteration, physical, compliance=compliance, change=change)
+        clock["last"] = time.perf_counter()
+        clock["events"] = {n: timing.seconds(n) for n in timing.EVENTS}
+
+    try:
+        result = simp.run_simp(system, density_filter, volume_fraction, free, pinned, penal=penal,
+                               max_iterations=iterations, tolerance=tolerance, move_limit=move, initial=initial,
+                               callback=on_iteration, volume_sums="linear", continuation=continuation,
+                               gather=False)
+        slab = result.densities
+        volume = mpi.allreduce(float(np.sum(slab)), op=MPI.SUM) / lc.n_elements
+        out = {
+            "problem": problem.name, "nelx": lc.nelx, "nely": lc.nely, "dofs": lc.n_dofs, "ranks": mpi.size,
+            "solver": system.solver, "volume_fraction_target": volume_fraction, "compliance": result.compliance,
+            "volume_fraction": volume, "iterations": result.iterations, "converged": result.converged,
+            "history": history, "setup_seconds_once": setup_seconds,
+            "hierarchy": _hierarchy_json(system),
+        }
+        if writer is not None:
+            writer.write_step(result.iterations, slab, compliance=result.compliance, force=True)
+        if truth is not None:
+            out["score"] = score_against(system, slab, truth, penal, result.compliance)
+            log("score: " + ", ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
+                                      for k, v in out["score"].items()))
+        out["density"] = system.gather(slab, root=0)
+        if keep_system:
+            out["system"] = system
+        return out
+    finally:
+        if writer is not None:
+            writer.close()
+        density_filter.close()
+        if not keep_system:
+            system.close()
+
+
+def _hierarchy_json(system):
+    if not system.hierarchy:
+        return None
+    rows, complexity = system.hierarchy
+    return {"levels": rows, "operator_complexity": complexity}
+
+
+def score_against(system, slab, truth, penal, compliance):
+    """Compare a result (this rank's slab) with natural ground-truth densities at the same penalty."""
+    mpi = system.comm.tompi4py()
+    n = system.loadcase.n_elements
+    truth = np.clip(np.asarray(truth, dtype=float), 0.0, 1.0).copy()
+    truth[system.loadcase.structural_mask()] = 1.0
+    gt_compliance = system.solve(system.slab_of(fe.simp_modulus(truth, penal)))
+    vf = mpi.allreduce(float(np.sum(slab)), op=MPI.SUM) / n
+    gt_vf = float(truth.mean())
+    finite = np.isfinite(compliance) and compliance > 0 and np.isfinite(gt_compliance)
+    return {
+        "compliance": float(compliance),
+        "ground_truth_compliance": float(gt_compliance),
+        "volume_fraction": vf,
+        "ground_truth_volume_fraction": gt_vf,
+        "compliance_efficiency_vs_ground_truth": min(1.0, gt_compliance / compliance) if finite else 0.0,
+        "compliance_ratio_raw": gt_compliance / compliance if finite else 0.0,
+        "material_efficiency": min(1.0, gt_vf / vf) if vf > 0 else 0.0,
+    }
+
+
+# -- measurements ------------------------------------------------------------------------------------
+def peak_memory_mb():
+    """This process's peak resident set size, MB (ru_maxrss is in kB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def copy_bandwidth(mpi, nbytes=BANDWIDTH_BYTES, repeats=3):
+    """Aggregate bandwidth (bytes/s, read + write) of every rank copying its own ``nbytes`` array at once."""
+    src = np.ones(nbytes // 8)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)  # first touch
+    best = np.inf
+    for _ in range(repeats):
+        mpi.Barrier()
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        mpi.Barrier()
+        best = min(best, time.perf_counter() - t0)
+    return mpi.size * 2.0 * src.nbytes / best
+
+
+def mg_cg_bytes_per_iteration(system):
+    """Bytes the MatMults of one MG-CG iteration move (a lower bound: vector updates not counted).
+
+    CG: one MatMult on the fine level.  A cycle visits the level d below the
+    finest once (V-cycle) or 2^d times (W-cycle); every visit of a level but
+    the coarsest does m Chebyshev steps down and m up (one MatMult each), one
+    residual, and the restriction and interpolation to the level below.  A
+    MatMult moves the matrix (8-byte values, 4-byte column indices) and reads
+    x / writes y once.  The smoothers' vector updates and the coarse solves are
+    not counted.
+    """
+    if not system.hierarchy or not system.hierarchy[0]:
+        return None
+    PETSc = system.PETSc
+    pc = system.ksp.getPC()
+    rows = system.hierarchy[0]  # finest first
+    n_levels = len(rows)
+
+    def mat_bytes(nnz, m, n):
+        return 12.0 * nnz + 8.0 * (m + n)
+
+    w_cycle = getattr(system, "mg_cycle", "v") == "w"
+    interps = (getattr(system, "_interpolations", None) or [])[::-1]  # finest pair first
+    total = mat_bytes(rows[0]["nonzeros"], rows[0]["rows"], rows[0]["rows"])  # CG's MatMult
+    for depth, level in enumerate(rows[:-1]):
+        visits = 2**depth if w_cycle else 1
+        steps = pc.getMGSmoother(n_levels - 1 - depth).getTolerances()[3]
+        total += visits * (2 * steps + 1) * mat_bytes(level["nonzeros"], level["rows"], level["rows"])
+        if depth < len(interps):
+            info = interps[depth].getInfo(PETSc.Mat.InfoType.GLOBAL_SUM)
+            m, n = interps[depth].getSize()
+            total += visits * 2 * mat_bytes(info["nz_used"], m, n)
+    return total
+
+
+def run_summary(out, mpi, warmup=1):
+    """Steady-state means over iterations after ``warmup`` (max over ranks), and memory per rank."""
+    hist = out["history"]
+    steady = hist[warmup:] if len(hist) > warmup else hist
+    summary = {"iterations_timed": len(steady), "first_iteration_seconds": hist[0]["seconds"] if hist else None}
+    local = {k: float(np.mean([h[k] for h in steady])) if steady else 0.0
+             for k in ["seconds"] + [f"{n}_seconds" for n in timing.EVENTS]}
+    for key, value in local.items():
+        summary[key] = mpi.allreduce(value, op=MPI.MAX)
+    summary["ksp_iterations_mean"] = float(np.mean([h["ksp_iterations"] for h in steady])) if steady else 0.0
+    summary["ksp_iterations_max"] = int(max([h["ksp_iterations"] for h in steady], default=0))
+    memory = mpi.allgather(peak_memory_mb())
+    summary["peak_memory_mb_per_rank"] = memory
+    return summary
+
+
+# -- output ----------------------------------------------------------------------------------------
+def save_png(density, path, title=None):
+    """The density as a grey image (black = material), row 0 at the top, square cells.
+
+    Every cell is the same whole number of pixels (at least 800 pixels across
+    for small grids, one pixel a cell from 800 columns on).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    density = np.asarray(density, dtype=float)
+    ny, nx = density.shape
+    scale = max(1, -(-800 // nx))  # pixels a cell
+    dpi = 100.0
+    title_px = 30 if title else 0
+    width, height = nx * scale, ny * scale
+    fig = plt.figure(figsize=(width / dpi, (height + title_px) / dpi), dpi=dpi)
+    ax = fig.add_axes([0.0, 0.0, 1.0, height / (height + title_px)])
+    ax.imshow(density, cmap="gray_r", vmin=0.0, vmax=1.0, interpolation="nearest", origin="upper", aspect="equal")
+    ax.set_axis_off()
+    if title:
+        fig.text(0.5, 1.0 - 0.5 * title_px / (height + title_px), title, ha="center", va="center", fontsize=9)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+
+
+def _json_safe(value):
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        return _json_safe(value.item())
+    return value
+
+
+def write_json(path, data):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(_json_safe(data), indent=1) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def run(args, comm, petsc_args=()):
+    from .solvers.elasticity import PartitionError, SolverError
+
+    mpi = comm.tompi4py()
+    log = _rank0_logger(mpi)
+    quiet_log = _rank0_logger(mpi, args.quiet)
+    try:
+        continuation = _check_settings(args)
+        problem = load_problem(args)
+        truth = ground_truth_of(args, problem)
+        initial = np.load(args.initial) if args.initial else None
+    except (ProblemError, OSError, ValueError) as err:
+        log(f"error: {err}")
+        return USAGE_STATUS
+    load_start = list(os.getloadavg())
+    if mpi.rank == 0:
+        print(f"load average at start: {' '.join(f'{v:.2f}' for v in load_start)}", flush=True)
+
+    def iteration_log(line):
+        if line.startswith("it "):
+            quiet_log(line)
+        else:
+            log(line)
+
+    try:
+        out = optimise(problem, comm=comm, solver=args.solver, iterations=args.iterations,
+                       tolerance=args.tolerance, penal=args.penal, continuation=continuation, radius=args.radius,
+                       move=args.move, initial=initial, log=iteration_log, fields_dir=args.fields,
+                       fields_every=args.fields_every, truth=truth, keep_system=args.bandwidth)
+    except PartitionError as err:
+        log(f"error: {err}")
+        return USAGE_STATUS
+    except SolverError as err:
+        log(f"error: the solve failed: {err}")
+        return FAILED_STATUS
+    summary = run_summary(out, mpi)
+    out["summary"] = summary
+    system = out.pop("system", None)
+    if system is not None:
+        try:
+            bytes_per_it = mg_cg_bytes_per_iteration(system)
+        finally:
+            system.close()
+        bandwidth = copy_bandwidth(mpi)
+        solve_total = mpi.allreduce(sum(h["sphyr_solve_seconds"] for h in out["history"][1:]), op=MPI.MAX)
+        its_total = sum(h["ksp_iterations"] for h in out["history"][1:])
+        achieved = bytes_per_it * its_total / solve_total if bytes_per_it and solve_total > 0 else None
+        out["bandwidth"] = {"copy_bytes_per_second": bandwidth, "mg_cg_bytes_per_iteration": bytes_per_it,
+                            "mg_cg_bytes_per_second": achieved,
+                            "fraction_of_copy": achieved / bandwidth if achieved else None}
+    out["load_average_start"] = load_start
+    out["load_average_end"] = list(os.getloadavg())
+    density = out.pop("density")
+    out["petsc_options"] = list(petsc_args)
+    if mpi.rank == 0:
+        status = "converged" if out["converged"] else "stopped"
+        print(f"{status} after {out['iterations']} iterations: compliance {out['compliance']:.6e}, volume "
+              f"{out['volume_fraction']:.4f}; mean {summary['seconds']:.3f} s/iteration (after the first), "
+              f"{summary['ksp_iterations_mean']:.1f} KSP iterations/solve, peak memory "
+              f"{max(summary['peak_memory_mb_per_rank']):.0f} MB/rank", flush=True)
+        if "bandwidth" in out and out["bandwidth"]["fraction_of_copy"]:
+            b = out["bandwidth"]
+            print(f"bandwidth: numpy copy {b['copy_bytes_per_second'] / 1e9:.1f} GB/s, MG-CG MatMults "
+                  f"{b['mg_cg_bytes_per_second'] / 1e9:.1f} GB/s ({100 * b['fraction_of_copy']:.0f}%)", flush=True)
+        if args.png:
+            title = (f"{problem.name} {problem.nelx}x{problem.nely}, c = {out['compliance']:.4g}, "
+                     f"vf = {out['volume_fraction']:.3f}")
+            save_png(density, args.png, title)
+            print(f"density -> {args.png}", flush=True)
+        if args.save_density:
+            np.save(args.save_density, density)
+        if args.json:
+            out["problem_spec"] = problem.to_dict()
+            out["arguments"] = {k: v for k, v in vars(args).items()}
+            write_json(args.json, out)
+    ok = np.isfinite(out["compliance"])
+    return 0 if ok else FAILED_STATUS
+
+
+def main(argv=None):
+    given = argv
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ours, petsc_args = split_petsc_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(ours)
+    from . import _petsc
+
+    in_process = _petsc._PETSc is not None or given is not None
+    # Only PETSc's own options reach its database (so -options_left lists just the unused ones).
+    PETSc = _petsc.petsc([sys.argv[0]] + petsc_args)
+    opts = PETSc.Options()
+    inserted = []
+    if in_process and petsc_args:  # PETSc was initialised before: add them, and remove them after
+        names = [a[1:] for a in petsc_args if a.startswith("-") and not _is_number(a)]
+        inserted = [name for name in names if not opts.hasName(name)]
+        opts.insertString(" ".join(petsc_args))
+    timing.start_logging()
+    comm = PETSc.COMM_WORLD
+    try:
+        return run(args, comm, petsc_args)
+    except Exception:
+        if comm.getSize() == 1:
+            raise
+        traceback.print_exc(file=sys.stderr)
+        print(f"sphyr_hpc.optimize: unexpected error on rank {comm.getRank()}; aborting all ranks",
+              file=sys.stderr, flush=True)
+        comm.tompi4py().Abort(ABORT_STATUS)
+    finally:
+        for name in inserted:  # main() may run again in this process (tests): no leaking options
+            opts.delValue(name)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

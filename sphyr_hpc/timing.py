@@ -1,0 +1,56 @@
+"""PETSc log events of one optimisation iteration, and reading them back.
+
+Four events split an iteration (they nest in nothing and do not overlap):
+
+* ``sphyr_assembly``: K from the element moduli (:meth:`ElasticitySystem.assemble`);
+* ``sphyr_setup``: KSP/PC set-up for the new K (Galerkin products, smoother
+  eigenvalue estimates, coarse or full factorisation);
+* ``sphyr_solve``: the Krylov iterations (or the triangular solves);
+* ``sphyr_update``: sensitivities, filter and the optimality-criteria update.
+
+Events are registered once per process (:func:`event`).  Their times are only
+collected while PETSc logging is on (``PETSc.Log.begin()``, or ``-log_view``);
+:func:`seconds` reads them, and is 0 otherwise.
+"""
+
+from contextlib import contextmanager
+
+from ._petsc import petsc
+
+ASSEMBLY = "sphyr_assembly"
+SETUP = "sphyr_setup"
+SOLVE = "sphyr_solve"
+UPDATE = "sphyr_update"
+EVENTS = (ASSEMBLY, SETUP, SOLVE, UPDATE)
+
+_registered = {}
+_logging = []
+
+
+def event(name):
+    """The process's ``PETSc.Log.Event`` called ``name`` (registered on first use)."""
+    if name not in _registered:
+        _registered[name] = petsc().Log.Event(name)
+    return _registered[name]
+
+
+@contextmanager
+def timed(name):
+    ev = event(name)
+    ev.begin()
+    try:
+        yield
+    finally:
+        ev.end()
+
+
+def start_logging():
+    """Turn PETSc's default logging on (once a process) so that the events collect times."""
+    if not _logging:
+        petsc().Log.begin()
+        _logging.append(True)
+
+
+def seconds(name):
+    """Seconds spent in event ``name`` on this rank so far (needs :func:`start_logging`)."""
+    return float(event(name).getPerfInfo().get("time", 0.0))

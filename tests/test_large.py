@@ -1,0 +1,563 @@
+"""Large grids: problems at any size, the multigrid solver, the distributed SIMP loop, the commands.
+
+Serial tests run under plain ``pytest`` (one rank, ``PETSc.COMM_SELF`` or a
+1-rank ``COMM_WORLD``).  Tests marked ``mpi`` need 2 ranks
+(``mpirun -n 2 python -m pytest -m mpi tests/test_large.py``): each computes
+on every rank, gathers what every rank got (an exception on one rank is
+reported on all), and only then asserts, so every rank reaches every
+assertion; a barrier ends each test.
+"""
+
+import importlib.util
+import json
+import os
+import sys
+import traceback
+import warnings
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from sphyr_hpc import discretisation as fe  # noqa: E402
+from sphyr_hpc import generate, optimize, problems, scaling  # noqa: E402
+from sphyr_hpc import loadcase as lcs  # noqa: E402
+from sphyr_hpc._petsc import petsc  # noqa: E402
+from sphyr_hpc.optimiser import simp  # noqa: E402
+from sphyr_hpc.optimiser.filter import DensityFilter  # noqa: E402
+from sphyr_hpc.problems import ProblemError  # noqa: E402
+from sphyr_hpc.solvers import elasticity, multigrid  # noqa: E402
+from sphyr_hpc.solvers.elasticity import ElasticitySystem, PartitionError, SolverError  # noqa: E402
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
+    MPI_MARK = pytest.mark.mpi
+
+WORLD = MPI.COMM_WORLD
+TWO_RANKS = [MPI_MARK, pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: "
+                                          "mpirun -n 2 python -m pytest -m mpi tests/test_large.py")]
+ONE_RANK = pytest.mark.skipif(WORLD.size > 1, reason="serial test")
+DATASET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "v1_sample.jsonl")
+
+
+def two_ranks(fn):
+    for mark in TWO_RANKS:
+        fn = mark(fn)
+    return fn
+
+
+@pytest.fixture(autouse=True)
+def _barrier_after_each_test():
+    yield
+    WORLD.Barrier()
+
+
+def _options(prefix, **values):
+    """Set per-prefix PETSc options; returns a function that removes them."""
+    opts = petsc().Options(prefix)
+    for key, value in values.items():
+        opts.setValue(key, value)
+
+    def clear():
+        for key in values:
+            opts.delValue(key)
+    return clear
+
+
+def _simp_design(nelx=64, nely=32, iterations=40):
+    """A real SIMP design of the MBB beam (0/1 with voids; modulus contrast 1e-9..1)."""
+    problem = problems.preset("mbb", nelx, nely, 0.4)
+    lc = problem.loadcase()
+    free, pinned = simp.design_space(lc, *problem.design())
+    with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix="large_design_", solver="direct") as system:
+        dfilter = DensityFilter(system, 1.5)
+        try:
+            result = simp.run_simp(system, dfilter, 0.4, free, pinned, max_iterations=iterations, tolerance=0.0)
+        finally:
+            dfilter.close()
+    return lc, result.densities
+
+
+# -- 1. problems ------------------------------------------------------------------------------------
+@ONE_RANK
+def test_loadcase_without_extra_fixed_dofs_is_unchanged():
+    a = lcs.LoadCase(4, 5, ((0, 1),), ((3, 0),))
+    b = lcs.LoadCase(4, 5, ((0, 1),), ((3, 0),), extra_fixed_dofs=())
+    assert a == b and hash(a) == hash(b)
+    nodes = a._cell_nodes(a.support_cells).ravel()
+    np.testing.assert_array_equal(a.fixed_dofs(), np.unique(np.concatenate([2 * nodes, 2 * nodes + 1])))
+    c = lcs.LoadCase(4, 5, ((0, 1),), ((3, 0),), extra_fixed_dofs=(1, 2))
+    assert c != a and set(c.fixed_dofs()) == set(a.fixed_dofs()) | {1, 2}
+
+
+@ONE_RANK
+def test_mbb_preset_is_the_classic_half_beam():
+    nelx, nely = 12, 4
+    lc = problems.preset("mbb", nelx, nely).loadcase()
+    left_x = {2 * (r * (nelx + 1)) for r in range(nely + 1)}  # symmetry rollers: x fixed
+    bottom_right_y = {2 * (nely * (nelx + 1) + nelx) + 1}      # roller: y fixed
+    assert set(lc.fixed_dofs()) == left_x | bottom_right_y
+    assert lc.support_cells == () and lc.load_cells == ((0, 0),)
+    f = lc.force_vector()
+    assert f.sum() == pytest.approx(1.0) and np.all(f[0::2] == 0)  # unit load, straight down
+    assert set(np.flatnonzero(f)) == {1, 3, 2 * (nelx + 1) + 1, 2 * (nelx + 2) + 1}  # top-left cell's nodes
+
+
+@ONE_RANK
+def test_cantilever_and_bridge_presets_are_symmetric_with_a_unit_load():
+    lc = problems.preset("cantilever", 10, 6).loadcase()
+    fixed = set(lc.fixed_dofs())
+    assert fixed == {2 * r * 11 + d for r in range(7) for d in (0, 1)}  # clamped left edge
+    f = lc.force_vector().reshape(7, 11, 2)
+    np.testing.assert_allclose(f[:, :, 1], f[::-1, :, 1])  # mirror-symmetric about mid-height
+    assert f[:, -2:, 1].sum() == pytest.approx(1.0)  # on the right-edge cells' nodes only
+    lc = problems.preset("bridge", 10, 6).loadcase()
+    assert len(lc.load_cells) == 10 and lc.force_vector().sum() == pytest.approx(1.0)
+    corners = {2 * (6 * 11), 2 * (6 * 11) + 1, 2 * (6 * 11 + 10), 2 * (6 * 11 + 10) + 1}
+    assert set(lc.fixed_dofs()) == corners
+
+
+@ONE_RANK
+def test_upscaled_sphyr_sample_spreads_loads_and_supports_and_keeps_densities():
+    small = problems.dataset_problem(DATASET, 0)
+    big = problems.dataset_problem(DATASET, 0, upscale=3)
+    lc_small, lc_big = small.loadcase(), big.loadcase()
+    assert (big.nelx, big.nely) == (3 * small.nelx, 3 * small.nely)
+    assert len(lc_big.load_cells) == 9 * len(lc_small.load_cells)
+    assert len(lc_big.support_cells) == 9 * len(lc_small.support_cells)
+    assert lc_big.force_vector().sum() == pytest.approx(1.0)
+    rho_small, rho_big = small.ground_truth(), big.ground_truth()
+    np.testing.assert_array_equal(rho_big, np.kron(rho_small, np.ones((3, 3))))
+    assert big.target_volume_fraction() == pytest.approx(small.target_volume_fraction())
+    # Every node of an upscaled S block is clamped.
+    r, c = lc_big.support_cells[0]
+    node = r * (big.nelx + 1) + c
+    assert {2 * node, 2 * node + 1} <= set(lc_big.fixed_dofs())
+    # The text grid of the upscaled sample is the same problem.
+    free, pinned = big.design()
+    assert not np.any(free & lc_big.structural_mask()) and np.all(pinned[lc_big.structural_mask()] == 1)
+
+
+@ONE_RANK
+def test_grid_files_round_trip(tmp_path):
+    mbb = problems.preset("mbb", 30, 10, 0.45)
+    assert problems.read_problem(problems.write_problem(mbb, tmp_path / "mbb.json")) == mbb
+    sample = problems.dataset_problem(DATASET, 2, upscale=2)
+    assert problems.read_problem(problems.write_problem(sample, tmp_path / "s.json")) == sample
+    text = problems.read_problem(problems.write_problem(sample, tmp_path / "s.txt"))
+    assert text.loadcase() == sample.loadcase()
+    np.testing.assert_array_equal(text.ground_truth(), sample.ground_truth())
+    # Upscaling the small text grid on reading gives the same problem again.
+    small = problems.write_problem(problems.dataset_problem(DATASET, 2), tmp_path / "small.txt")
+    assert problems.read_problem(small, upscale=2).loadcase() == sample.loadcase()
+    # A preset upscaled keeps its supports at the larger size and spreads its load over k x k cells.
+    up, direct = mbb.upscaled(3).loadcase(), problems.preset("mbb", 90, 30, 0.45).loadcase()
+    np.testing.assert_array_equal(up.fixed_dofs(), direct.fixed_dofs())
+    assert up.load_cells == tuple((r, c) for r in range(3) for c in range(3))
+
+
+@ONE_RANK
+def test_generate_writes_grid_files_the_other_commands_read(tmp_path, capsys):
+    out = tmp_path / "mbb.json"
+    assert generate.main(["--preset", "mbb", "--size", "60x20", "--volfrac", "0.5", "--out", str(out)]) == 0
+    assert problems.read_problem(out) == problems.preset("mbb", 60, 20, 0.5)
+    out = tmp_path / "sample.txt"
+    assert generate.main(["--dataset", DATASET, "--index", "1", "--upscale", "4", "--out", str(out)]) == 0
+    assert problems.read_problem(out).loadcase() == problems.dataset_problem(DATASET, 1, upscale=4).loadcase()
+    assert generate.main(["--preset", "mbb", "--size", "60x20", "--out", str(tmp_path / "x.txt")]) == 2
+    assert "no SPhyR text form" in capsys.readouterr().err
+
+
+@ONE_RANK
+@pytest.mark.parametrize("argv, message", [
+    (["--preset", "mbb", "--size", "0x5"], "at least 1"),
+    (["--preset", "mbb", "--size", "big"], "is not NELXxNELY"),
+    (["--preset", "wing", "--size", "20x10"], "unknown preset 'wing'"),
+    (["--preset", "mbb"], "needs --size"),
+    (["--preset", "mbb", "--size", "20x10", "--volfrac", "1.5"], "not in (0, 1]"),
+    (["--preset", "mbb", "--size", "20x10", "--upscale", "0"], "positive integer"),
+    (["--preset", "mbb", "--size", "20x10", "--continuation", "3,0"], "--continuation"),
+    (["--preset", "mbb", "--size", "20x10", "--radius", "0"], "--radius"),
+    (["no/such/file.json"], "cannot read"),
+    ([], "give exactly one of"),
+])
+def test_bad_options_sizes_and_presets_give_clear_errors(argv, message, capsys):
+    assert optimize.main(argv) == 2
+    assert message in capsys.readouterr().out
+
+
+@ONE_RANK
+def test_bad_problem_files_give_clear_errors(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "other"}')
+    with pytest.raises(ProblemError, match="not a sphyr_hpc.problem file"):
+        problems.read_problem(bad)
+    bad.write_text(json.dumps({"format": "sphyr_hpc.problem", "version": 1, "kind": "preset", "nelx": 4,
+                               "nely": 2, "load_cells": [[0, 1, 0, 9]], "fixed_nodes": [[0, 3, 0, 1, "x"]]}))
+    with pytest.raises(ProblemError, match="outside"):
+        problems.read_problem(bad)
+    no_support = tmp_path / "g.txt"
+    no_support.write_text("L 0\n1 1\n")
+    with pytest.raises(ProblemError, match="no support"):
+        problems.read_problem(no_support)
+
+
+# -- 2. the stencil assembly and the multigrid hierarchy ---------------------------------------------
+@ONE_RANK
+@pytest.mark.parametrize("block", [elasticity.ASSEMBLY_BLOCK_NODES, 5])
+def test_stencil_assembly_equals_the_element_assembly(block, monkeypatch):
+    monkeypatch.setattr(elasticity, "ASSEMBLY_BLOCK_NODES", block)
+    lc = problems.preset("mbb", 23, 9).loadcase()
+    rng = np.random.default_rng(5)
+    rho = rng.uniform(0.0, 1.0, lc.shape)
+    rho[rho < 0.4] = 0.0
+    moduli = fe.simp_modulus(rho)
+    PETSc = petsc()
+    with ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix="large_el_", solver="direct") as a, \
+            ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix="large_st_", solver="direct",
+                             assembly="stencil") as b:
+        a.assemble(a.slab_of(moduli))
+        b.assemble(b.slab_of(moduli))
+        diff = a.K.copy()
+        diff.axpy(-1.0, b.K)
+        assert diff.norm(PETSc.NormType.INFINITY) <= 1e-14 * a.K.norm(PETSc.NormType.INFINITY)
+        assert a.K.getInfo()["nz_used"] == b.K.getInfo()["nz_used"]
+
+
+@ONE_RANK
+@pytest.mark.parametrize("size, levels, coarse", [((300, 100), 4, (38, 13)), ((1000, 500), 6, (32, 16)),
+                                                  ((1024, 512), 6, (32, 16)), ((2048, 1024), 7, (32, 16))])
+def test_hierarchy_coarsens_any_size_to_a_small_coarse_grid(size, levels, coarse):
+    hierarchy = multigrid.hierarchy(*size)
+    assert len(hierarchy) == levels
+    assert (hierarchy[-1].nelx, hierarchy[-1].nely) == coarse
+    assert hierarchy[-1].n_dofs <= multigrid.COARSE_MAX_DOFS
+    for fine, coarser in zip(hierarchy[:-1], hierarchy[1:]):
+        assert set(coarser.x_pos) <= set(fine.x_pos) and set(coarser.y_pos) <= set(fine.y_pos)  # nested
+    # On 2 processes every level keeps a part for each.
+    two = multigrid.hierarchy(*size, x_counts=[size[0] // 2, size[0] + 1 - size[0] // 2])
+    assert len(two) == levels and all(min(np.diff(lv.x_starts)) >= 1 for lv in two)
+
+
+@ONE_RANK
+@pytest.mark.parametrize("size", [(13, 7), (37, 21), (40, 20)])
+def test_interpolation_reproduces_linear_fields(size):
+    fine, coarse = multigrid.hierarchy(*size, coarse_max_dofs=10)[:2]
+    indptr, cols, vals = multigrid.interpolation_csr(fine, coarse, 0)
+    import scipy.sparse as sp
+
+    P = sp.csr_matrix((vals, cols, indptr), shape=(fine.n_dofs, coarse.n_dofs))
+    for a, b, c in [(1.0, 0.0, 0.0), (0.3, 2.0, -1.5)]:
+        def field(level):
+            x, y = np.meshgrid(np.asarray(level.x_pos, float), np.asarray(level.y_pos, float))
+            u = np.zeros((x.size, 2))
+            u[:, 0] = a + b * x.ravel() - c * y.ravel()   # translations + rotation (linear)
+            u[:, 1] = c * x.ravel() + b * y.ravel()
+            return u.ravel()
+        np.testing.assert_allclose(P @ field(coarse), field(fine), atol=1e-12)
+    np.testing.assert_allclose(np.asarray(P.sum(axis=1)).ravel(), 1.0)
+
+
+@ONE_RANK
+def test_pcmg_builds_the_hierarchy_on_a_non_power_of_two_grid():
+    lc = problems.preset("mbb", 300, 100).loadcase()
+    with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix="large_h_", solver="mg") as system:
+        c = system.solve(system.slab_of(np.ones(lc.n_elements)))
+        pc = system.ksp.getPC()
+        assert np.isfinite(c) and pc.getType() == "mg" and pc.getMGLevels() == 4
+        rows, complexity = system.hierarchy
+        assert [r["rows"] for r in rows] == [2 * 301 * 101, 2 * 151 * 51, 2 * 76 * 26, 2 * 39 * 14]
+        assert pc.getMGCoarseSolve().getOperators()[0].getSize()[0] == 2 * 39 * 14
+        assert complexity < 1.4  # nested levels keep the 3x3 stencil
+        lines = multigrid.format_hierarchy(rows, complexity, system.mg_hierarchy)
+        assert lines[0].startswith("multigrid: 4 levels, operator complexity")
+        assert "300x100 elements" in lines[1]
+
+
+# -- 3. multigrid against the direct solver ----------------------------------------------------------
+@ONE_RANK
+def test_multigrid_solution_equals_the_direct_one_on_a_simp_design_with_voids():
+    lc, rho = _simp_design()
+    moduli = fe.simp_modulus(rho)
+    assert moduli.min() <= 1e-8 and moduli.max() == 1.0  # voids: contrast 1e-9 .. 1
+    PETSc = petsc()
+    clear = _options("large_mg_", ksp_rtol=1e-12, mg_coarse_max_dofs=300)
+    try:
+        with ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix="large_direct_", solver="direct") as direct:
+            c_direct = direct.solve(direct.slab_of(moduli))
+            u_direct = direct.natural_displacements()
+        with ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix="large_mg_", solver="mg") as mg:
+            c_mg = mg.solve(mg.slab_of(moduli))
+            u_mg = mg.natural_displacements()
+            assert mg.ksp.getPC().getMGLevels() >= 3
+    finally:
+        clear()
+    assert c_mg == pytest.approx(c_direct, rel=1e-10)
+    assert np.linalg.norm(u_mg - u_direct) <= 1e-8 * np.linalg.norm(u_direct)
+
+
+@ONE_RANK
+def test_gamg_with_rigid_body_modes_solves_the_same_problem():
+    lc, rho = _simp_design(48, 24, 25)
+    moduli = fe.simp_modulus(np.maximum(rho, 1e-2))
+    PETSc = petsc()
+    with ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix="large_direct2_", solver="direct") as direct:
+        c_direct = direct.solve(direct.slab_of(moduli))
+    with ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix="large_gamg_", solver="gamg") as gamg:
+        c_gamg = gamg.solve(gamg.slab_of(moduli))
+        assert gamg.ksp.getPC().getType() == "gamg" and gamg.K.getNearNullSpace() is not None
+        assert gamg.K.getBlockSize() == 2
+    assert c_gamg == pytest.approx(c_direct, rel=1e-6)
+
+
+@ONE_RANK
+def test_a_stalled_solve_raises_instead_of_returning_a_number():
+    lc, rho = _simp_design(48, 24, 25)
+    clear = _options("large_stall_", ksp_max_it=2, mg_coarse_max_dofs=300)
+    try:
+        with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix="large_stall_", solver="mg") as mg:
+            with pytest.raises(SolverError, match="did not converge: DIVERGED"):
+                mg.solve(mg.slab_of(fe.simp_modulus(rho)))
+    finally:
+        clear()
+
+
+@ONE_RANK
+def test_warm_start_reuses_the_previous_displacement():
+    lc, rho = _simp_design(48, 24, 25)
+    moduli = fe.simp_modulus(rho)
+    clear = _options("large_warm_", mg_coarse_max_dofs=300)
+    try:
+        with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix="large_warm_", solver="mg") as mg:
+            ksp = mg.ksp
+            mg.solve(mg.slab_of(moduli))
+            cold = mg.last_iterations
+            mg.solve(mg.slab_of(moduli * 1.001))
+            assert mg.ksp is ksp  # one KSP for the life of the system
+            assert ksp.getInitialGuessNonzero() and 1 <= mg.last_iterations < cold
+    finally:
+        clear()
+
+
+# -- 4. the SIMP loop -------------------------------------------------------------------------------
+@ONE_RANK
+def test_linear_volume_sums_follow_the_scorer_bisection():
+    problem = problems.preset("mbb", 40, 20, 0.5)
+    lc = problem.loadcase()
+    free, pinned = simp.design_space(lc, *problem.design())
+    histories = {}
+    for sums in simp.VOLUME_SUMS:
+        with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix=f"large_{sums}_") as system:
+            dfilter = DensityFilter(system, 1.5)
+            try:
+                histories[sums] = simp.run_simp(system, dfilter, 0.5, free, pinned, max_iterations=30,
+                                                volume_sums=sums)
+            finally:
+                dfilter.close()
+    a, b = histories["scorer"], histories["linear"]
+    for (_, ca, cha), (_, cb, chb) in zip(a.history, b.history):
+        assert ca == pytest.approx(cb, rel=1e-9) and cha == pytest.approx(chb, rel=1e-6, abs=1e-9)
+    np.testing.assert_allclose(a.densities, b.densities, atol=1e-8)
+
+
+@ONE_RANK
+def test_continuation_raises_the_penalty_in_steps_and_converges_only_at_the_end():
+    schedule = simp._penalty_schedule(3.0, (1.0, 0.5, 10))
+    assert [schedule(i) for i in (1, 10, 11, 21, 31, 41, 100)] == [1.0, 1.0, 1.5, 2.0, 2.5, 3.0, 3.0]
+    with pytest.raises(ValueError):
+        simp._penalty_schedule(3.0, (4.0, 0.5, 10))
+    problem = problems.preset("mbb", 30, 10, 0.5)
+    lc = problem.loadcase()
+    free, pinned = simp.design_space(lc, *problem.design())
+    with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix="large_cont_") as system:
+        dfilter = DensityFilter(system, 1.5)
+        try:
+            result = simp.run_simp(system, dfilter, 0.5, free, pinned, max_iterations=60, tolerance=0.5,
+                                   continuation=(1.0, 1.0, 5), volume_sums="linear")
+        finally:
+            dfilter.close()
+    assert result.converged and result.iterations >= 11  # p reaches 3 at iteration 11
+
+
+# -- 5. the optimize and scaling commands -----------------------------------------------------------
+@ONE_RANK
+def test_optimize_runs_the_mbb_preset_with_multigrid_and_writes_its_outputs(tmp_path, capsys):
+    png, npy, out = tmp_path / "mbb.png", tmp_path / "mbb.npy", tmp_path / "run.json"
+    status = optimize.main(["--preset", "mbb", "--size", "60x20", "--iterations", "12", "--solver", "mg",
+                            "--png", str(png), "--save-density", str(npy), "--json", str(out),
+                            "-sphyr_mg_coarse_max_dofs", "400"])
+    text = capsys.readouterr().out
+    assert status == 0
+    lines = [line for line in text.splitlines() if line.startswith("it ")]
+    assert len(lines) == 12 and all("ksp" in line and " s" in line for line in lines)
+    assert "multigrid: 3 levels" in text
+    data = json.loads(out.read_text())
+    assert data["summary"]["ksp_iterations_mean"] > 0 and len(data["history"]) == 12
+    assert set(data["history"][0]) >= {"compliance", "volume", "change", "ksp_iterations", "seconds"}
+    density = np.load(npy)
+    assert density.shape == (20, 60) and density.mean() == pytest.approx(0.5, abs=1e-6)
+    import matplotlib.image
+
+    image = matplotlib.image.imread(png)
+    assert image.shape[1] >= 60 and image.shape[0] < image.shape[1]
+    # The PETSc option given on the command line is gone afterwards (no leaking).
+    assert not petsc().Options().hasName("sphyr_mg_coarse_max_dofs")
+
+
+@ONE_RANK
+def test_optimize_callback_and_fields_hook(tmp_path, capsys):
+    problem = problems.preset("mbb", 30, 10, 0.5)
+    seen = []
+    out = optimize.optimise(problem, comm=petsc().COMM_SELF, iterations=4, tolerance=0.0, log=lambda line: None,
+                            callback=lambda it, system, slab, c, ch: seen.append((it, slab.size, c, ch)))
+    assert [s[0] for s in seen] == [1, 2, 3, 4] and all(s[1] == 300 for s in seen)
+    assert out["density"].shape == (10, 30)
+    status = optimize.main(["--preset", "mbb", "--size", "30x10", "--iterations", "3", "--quiet",
+                            "--fields", str(tmp_path / "fields"), "--fields-every", "1"])
+    text = capsys.readouterr().out
+    assert status == 0
+    has_writer = importlib.util.find_spec("sphyr_hpc.io.fields") is not None and \
+        hasattr(importlib.import_module("sphyr_hpc.io.fields"), "HistoryWriter")
+    if has_writer:
+        assert any((tmp_path / "fields").iterdir())
+    else:
+        assert "not available" in text
+
+
+@ONE_RANK
+def test_optimize_scores_an_upscaled_sample_against_its_ground_truth(capsys):
+    status = optimize.main(["--dataset", DATASET, "--index", "0", "--upscale", "2", "--iterations", "15",
+                            "--radius", "2.4"])
+    text = capsys.readouterr().out
+    assert status == 0
+    score = [line for line in text.splitlines() if line.startswith("score:")]
+    assert score and "ground_truth_compliance" in score[0] and "material_efficiency" in score[0]
+
+
+@ONE_RANK
+def test_scaling_writes_the_table_the_json_and_the_plots(tmp_path):
+    out = tmp_path / "scaling.json"
+    status = scaling.main(["--sizes", "24x12,48x24", "--ranks", "1", "--iterations", "3",
+                           "--design-iterations", "5", "--json", str(out), "--quiet", "--no-bandwidth"])
+    assert status == 0
+    entries = json.loads(out.read_text())
+    assert [(e["nelx"], e["ranks"]) for e in entries] == [(24, 1), (48, 1)]
+    for entry in entries:
+        assert set(scaling.KEYS) <= set(entry)
+        assert entry["dofs"] == 2 * (entry["nelx"] + 1) * (entry["nely"] + 1)
+    assert "| 48x24 | 1 |" in (tmp_path / "scaling.md").read_text()
+    for name in ("time", "ksp", "speedup"):
+        assert (tmp_path / f"scaling_{name}.png").stat().st_size > 0
+
+
+@ONE_RANK
+@pytest.mark.parametrize("argv, message", [
+    (["--sizes", "0x5", "--json", "x.json"], "at least 1"),
+    (["--sizes", "64x32", "--ranks", "0", "--json", "x.json"], "rank counts must be positive"),
+    (["--sizes", "64x32", "--preset", "wing", "--json", "x.json"], "unknown preset"),
+])
+def test_scaling_rejects_bad_sizes_ranks_and_presets(argv, message, capsys):
+    assert scaling.main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+# -- 6. two ranks -----------------------------------------------------------------------------------
+def _collective(compute):
+    """Run ``compute()`` on every rank; every rank's result (or every rank fails)."""
+    try:
+        outcome = (True, compute())
+    except Exception:  # noqa: BLE001 - re-raised below on every rank
+        outcome = (False, f"rank {WORLD.rank}:\n{traceback.format_exc()}")
+    outcomes = WORLD.allgather(outcome)
+    failures = [payload for ok, payload in outcomes if not ok]
+    if failures:
+        pytest.fail("\n".join(failures))
+    return [payload for _, payload in outcomes]
+
+
+def _mg_history(comm, prefix, nelx=96, nely=48, iterations=15):
+    problem = problems.preset("mbb", nelx, nely, 0.5)
+    clear = _options(prefix, mg_coarse_max_dofs=600)
+    try:
+        out = optimize.optimise(problem, comm=comm, prefix=prefix, solver="mg", iterations=iterations,
+                                tolerance=0.0, continuation=(1.0, 0.5, 3), log=lambda line: None)
+    finally:
+        clear()
+    return [h["compliance"] for h in out["history"]], out["hierarchy"]["levels"], out["density"]
+
+
+@two_ranks
+def test_multigrid_simp_history_is_the_same_on_1_and_2_ranks():
+    PETSc = petsc()
+
+    def compute():
+        world, levels, density = _mg_history(PETSc.COMM_WORLD, "large_world_")
+        alone, _, _ = _mg_history(PETSc.COMM_SELF, "large_self_")
+        return world, alone, len(levels), density
+
+    results = _collective(compute)
+    reference = results[0][0]
+    assert len(reference) == 15 and results[0][2] >= 3
+    for world, alone, _, _ in results:
+        assert world == reference  # collective results agree on every rank
+        np.testing.assert_allclose(world, alone, rtol=1e-8)
+    assert results[0][3] is not None and results[1][3] is None  # density gathered on rank 0 only
+
+
+@two_ranks
+def test_multigrid_equals_direct_on_2_ranks():
+    PETSc = petsc()
+
+    def compute():
+        lc, rho = _simp_design(64, 32, 30)
+        moduli = fe.simp_modulus(rho)
+        clear = _options("large_mg2_", ksp_rtol=1e-12, mg_coarse_max_dofs=300)
+        try:
+            with ElasticitySystem(lc, comm=PETSc.COMM_WORLD, prefix="large_direct2r_", solver="direct") as d:
+                c_direct, u_direct = d.solve(d.slab_of(moduli)), d.natural_displacements()
+            with ElasticitySystem(lc, comm=PETSc.COMM_WORLD, prefix="large_mg2_", solver="mg") as m:
+                c_mg, u_mg = m.solve(m.slab_of(moduli)), m.natural_displacements()
+                levels = m.ksp.getPC().getMGLevels()
+        finally:
+            clear()
+        return c_direct, c_mg, float(np.linalg.norm(u_mg - u_direct) / np.linalg.norm(u_direct)), levels
+
+    for c_direct, c_mg, rel, levels in _collective(compute):
+        assert levels >= 3
+        assert c_mg == pytest.approx(c_direct, rel=1e-10) and rel <= 1e-8
+
+
+@two_ranks
+def test_a_grid_too_small_for_the_ranks_is_a_clear_error():
+    PETSc = petsc()
+
+    def compute():
+        lc = lcs.LoadCase(1, 1, ((0, 0),), ((0, 0),))
+        try:
+            ElasticitySystem(lc, comm=PETSc.COMM_WORLD, prefix="large_tiny_")
+        except PartitionError as err:
+            return str(err)
+        return None
+
+    for message in _collective(compute):
+        assert message is not None and "too small for 2 ranks" in message
+
+
+@two_ranks
+def test_optimize_main_on_2_ranks_reports_a_too_small_grid_and_runs_a_real_one(tmp_path, capsys):
+    tiny = tmp_path / "tiny.json"  # every rank writes (and reads) its own copy
+    tiny.write_text(json.dumps({"format": "sphyr_hpc.problem", "version": 1, "kind": "preset", "nelx": 1,
+                                "nely": 1, "volume_fraction": 1.0, "load_cells": [[0, 1, 0, 1]],
+                                "fixed_nodes": [[0, 2, 0, 1, "xy"]]}))
+    statuses = _collective(lambda: optimize.main([str(tiny), "--iterations", "2"]))
+    text = capsys.readouterr().out
+    assert statuses == [2, 2]
+    if WORLD.rank == 0:
+        assert "too small for 2 ranks" in text
+    statuses = _collective(lambda: optimize.main(["--preset", "mbb", "--size", "40x20", "--iterations", "3",
+                                                  "--solver", "mg", "--quiet"]))
+    assert statuses == [0, 0]
