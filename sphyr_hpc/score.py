@@ -193,11 +193,16 @@ def run_score(args, parser, comm):
     samples, problems = comm.bcast(inputs, root=0)
     out = Path(args.out)
     log = ResultsLog(out / "results.jsonl")
+    lock = _lock_output(out) if rank == 0 else None
+    if not comm.bcast(lock is not None if rank == 0 else None, root=0):
+        if rank == 0:
+            print(f"error: another run is writing to {out} (it holds {out / LOCK_NAME}); "
+                  f"wait for it to end or kill it before --resume", file=sys.stderr)
+        return 2
     done = None
     if rank == 0:
         for problem in problems:
             print(f"error: {problem.path}: {problem.reason}", file=sys.stderr)
-        out.mkdir(parents=True, exist_ok=True)
         if args.resume:
             done = {row_key(row) for row in log.recover()}
         else:
@@ -244,7 +249,29 @@ def run_score(args, parser, comm):
         print("\n".join(format_leaderboard(board)))
         failed = len(problems) + len(rows) - scored
         status = 1 if failed else 0
+        lock.close()
     return comm.bcast(status, root=0)
+
+
+LOCK_NAME = ".sphyr_hpc.lock"
+
+
+def _lock_output(out):
+    """An exclusive lock on the output folder for this run (None if another run holds it).
+
+    Two runs appending to and rewriting the same results.jsonl would lose
+    records; the lock dies with its process, so a killed run never blocks --resume.
+    """
+    import fcntl
+
+    out.mkdir(parents=True, exist_ok=True)
+    handle = open(out / LOCK_NAME, "w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
 
 
 def main(argv=None):

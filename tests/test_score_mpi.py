@@ -48,6 +48,31 @@ def _env(**extra):
     return dict(os.environ, **extra)
 
 
+def _session_members(sid):
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z" and int(fields[3]) == sid:  # state, and field 6: the session id
+                pids.append(int(entry.name))
+    return pids
+
+
+def _kill_session(sid):
+    """SIGKILL every process of a session: mpirun gives its ranks process groups of their own."""
+    for pid in _session_members(sid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.time() + 30
+    while [p for p in _session_members(sid) if p != sid] and time.time() < deadline:
+        time.sleep(0.05)
+
+
 def _mpirun(n, *args, timeout=600):
     cmd = [MPIRUN, "-n", str(n), sys.executable, "-m", "sphyr_hpc.score", *args]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=_env())
@@ -89,10 +114,12 @@ def test_killed_run_resumes_to_each_record_exactly_once(reference, tmp_path):
         if log.exists() and len(log.read_text().splitlines()) >= 6:
             break
         time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)  # every rank at once
+    _kill_session(proc.pid)  # mpirun and every rank at once
     proc.wait(timeout=60)
     written = log.read_text().splitlines()
     assert 6 <= len(written) < 28, "the kill should land mid-run"
+    time.sleep(1.0)
+    assert log.read_text().splitlines() == written, "a rank survived the kill"
     with open(log, "a") as handle:  # a line cut short by the kill
         handle.write('{"model": "baseline-random", "subject": "full_ea')
     resumed = _mpirun(2, str(root), "--out", str(out), "--resume")
@@ -199,3 +226,16 @@ def test_progress_bar_on_stderr_unless_quiet(reference, tmp_path):
     assert loud.returncode == quiet.returncode == 0
     assert "4/4" in loud.stderr and "rec/s" in loud.stderr
     assert "rec/s" not in quiet.stderr
+
+
+def test_a_second_run_on_the_same_output_is_refused_while_the_first_holds_it(tmp_path, capsys):
+    import fcntl
+
+    out = tmp_path / "out"
+    out.mkdir()
+    with open(out / ".sphyr_hpc.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        status = main([str(EXAMPLE_RESULTS / "baseline-empty"), "--out", str(out), "--resume", "--quiet"])
+    assert status == 2
+    assert "another run is writing to" in capsys.readouterr().err
+    assert not (out / "results.jsonl").exists()
