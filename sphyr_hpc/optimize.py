@@ -102,6 +102,8 @@ def build_parser():
     out.add_argument("--json", help="write the run (history, timings, memory, hierarchy) as JSON")
     out.add_argument("--fields", help="write the history for ParaView into DIR (needs sphyr_hpc.io.fields)")
     out.add_argument("--fields-every", type=int, default=10, help="with --fields: every K iterations")
+    out.add_argument("--fields-format", choices=("xdmf", "xdmf-quad", "vtu"), default="xdmf",
+                     help="with --fields: HDF5 + XDMF 3 (default), explicit-quad XDMF, or VTU via meshio")
     out.add_argument("--bandwidth", action="store_true",
                      help="after the run, measure a 400 MB numpy copy per rank and the fraction of it "
                           "the MG-CG solve moved")
@@ -216,7 +218,7 @@ def ground_truth_of(args, problem):
 
 
 # -- the run --------------------------------------------------------------------------------------
-def _fields_writer(directory, problem, system, every, log):
+def _fields_writer(directory, problem, system, every, log, fields_format="xdmf"):
     try:
         from .io.fields import HistoryWriter
     except ImportError as err:
@@ -227,7 +229,7 @@ def _fields_writer(directory, problem, system, every, log):
         os.makedirs(directory, exist_ok=True)
     comm.Barrier()
     stem = os.path.join(directory, f"{_safe(problem.name)}_{problem.nelx}x{problem.nely}")
-    return HistoryWriter(stem, system, every=every)
+    return HistoryWriter(stem, system, every=every, fields_format=fields_format)
 
 
 def _safe(name):
@@ -244,7 +246,7 @@ def _rank0_logger(comm, quiet=False):
 def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAULT_ITERATIONS,
              tolerance=DEFAULT_TOLERANCE, penal=fe.PENAL, continuation=None, radius=DEFAULT_RADIUS,
              move=simp.MOVE_LIMIT, initial=None, callback=None, log=None, fields_dir=None, fields_every=10,
-             truth=None, keep_system=False):
+             truth=None, keep_system=False, fields_format="xdmf"):
     """Run SIMP on ``problem`` over ``comm`` (default PETSc.COMM_WORLD); collective.
 
     Returns a dict (the same on every rank except ``density``, the natural
@@ -277,7 +279,7 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
         f"set-up {setup_seconds:.2f} s")
     if initial is not None:
         initial = problems.resize_nearest(initial, lc.shape)
-    writer = _fields_writer(fields_dir, problem, system, fields_every, log) if fields_dir else None
+    writer = _fields_writer(fields_dir, problem, system, fields_every, log, fields_format) if fields_dir else None
     history = []
     clock = {"last": time.perf_counter(), "events": {n: timing.seconds(n) for n in timing.EVENTS}}
     penalty = simp._penalty_schedule(penal, continuation)
@@ -514,7 +516,8 @@ def run(args, comm, petsc_args=()):
         out = optimise(problem, comm=comm, solver=args.solver, iterations=args.iterations,
                        tolerance=args.tolerance, penal=args.penal, continuation=continuation, radius=args.radius,
                        move=args.move, initial=initial, log=iteration_log, fields_dir=args.fields,
-                       fields_every=args.fields_every, truth=truth, keep_system=args.bandwidth)
+                       fields_every=args.fields_every, truth=truth, keep_system=args.bandwidth,
+                       fields_format=args.fields_format)
     except PartitionError as err:
         log(f"error: {err}")
         return USAGE_STATUS
