@@ -39,26 +39,8 @@ def build_parser():
 
 
 def problem_of(args):
-    from .optimize import _gravity
-
-    sources = [s for s in ("preset", "dataset", "grid") if getattr(args, s)]
-    if len(sources) != 1:
-        raise ProblemError("give exactly one of --preset NAME --size NXxNY, --dataset FILE --index I, --grid FILE")
-    gravity = _gravity(args.gravity)
-    if args.preset:
-        if not args.size:
-            raise ProblemError("--preset needs --size NELXxNELY (e.g. 300x100)")
-        problem = problems.preset(args.preset, *problems.parse_size(args.size), args.volfrac)
-        if gravity is not None:
-            from dataclasses import replace
-
-            problem = replace(problem, gravity=gravity)
-        return problem.upscaled(args.upscale)
-    if args.size:
-        raise ProblemError("--size applies to --preset only (use --upscale for samples)")
-    if args.dataset:
-        return problems.dataset_problem(args.dataset, args.index, args.upscale, gravity, args.volfrac, args.masked)
-    return problems.read_problem(args.grid, args.upscale, gravity, args.volfrac)
+    return problems.resolve(args.grid, args.preset, args.size, args.dataset, args.index, args.masked, args.upscale,
+                            args.gravity, args.volfrac, path_option="--grid FILE")
 
 
 def main(argv=None):

@@ -148,38 +148,10 @@ def parse_continuation(text):
     return (start, step, int(every))
 
 
-def _gravity(text):
-    if text is None:
-        return None
-    try:
-        dr, dc = (float(v) for v in text.split(","))
-    except ValueError:
-        raise ProblemError(f"--gravity {text!r} is not dr,dc (e.g. 1,0)") from None
-    return (dr, dc)
-
-
 def load_problem(args):
     """The problem the arguments describe (ProblemError with a message otherwise)."""
-    sources = [s for s in ("problem", "preset", "dataset") if getattr(args, s)]
-    if len(sources) != 1:
-        raise ProblemError("give exactly one of PROBLEM (a grid file), --preset NAME --size NXxNY, "
-                           "or --dataset FILE --index I")
-    gravity = _gravity(args.gravity)
-    if args.preset:
-        if not args.size:
-            raise ProblemError("--preset needs --size NELXxNELY (e.g. 300x100)")
-        nelx, nely = problems.parse_size(args.size)
-        problem = problems.preset(args.preset, nelx, nely, args.volfrac)
-        if gravity is not None:
-            from dataclasses import replace
-
-            problem = replace(problem, gravity=gravity)
-        return problem.upscaled(args.upscale)
-    if args.size:
-        raise ProblemError("--size applies to --preset only (use --upscale for grid files)")
-    if args.dataset:
-        return problems.dataset_problem(args.dataset, args.index, args.upscale, gravity, args.volfrac, args.masked)
-    return problems.read_problem(args.problem, args.upscale, gravity, args.volfrac)
+    return problems.resolve(args.problem, args.preset, args.size, args.dataset, args.index, args.masked,
+                            args.upscale, args.gravity, args.volfrac)
 
 
 def _check_settings(args):

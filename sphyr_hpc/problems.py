@@ -434,3 +434,41 @@ def resize_nearest(field, shape):
     rows = np.minimum(((np.arange(ny) + 0.5) * field.shape[0] / ny).astype(np.int64), field.shape[0] - 1)
     cols = np.minimum(((np.arange(nx) + 0.5) * field.shape[1] / nx).astype(np.int64), field.shape[1] - 1)
     return field[np.ix_(rows, cols)]
+
+
+def parse_gravity(text):
+    """A gravity step "dr,dc" (None stays None: the problem's own)."""
+    if text is None:
+        return None
+    try:
+        dr, dc = (float(v) for v in text.split(","))
+    except ValueError:
+        raise ProblemError(f"--gravity {text!r} is not dr,dc (e.g. 1,0)") from None
+    return (dr, dc)
+
+
+def resolve(path=None, preset_name=None, size=None, dataset=None, index=0, masked=False, upscale=1, gravity=None,
+            volfrac=None, path_option="PROBLEM (a grid file)"):
+    """The problem a command line describes: exactly one of a grid file, a preset or a dataset record.
+
+    Shared by ``generate`` and ``optimize``; ``gravity`` is the "dr,dc" text.
+    """
+    sources = [given for given in (path, preset_name, dataset) if given]
+    if len(sources) != 1:
+        raise ProblemError(f"give exactly one of {path_option}, --preset NAME --size NXxNY, "
+                           "or --dataset FILE --index I")
+    gravity = parse_gravity(gravity)
+    if preset_name:
+        if not size:
+            raise ProblemError("--preset needs --size NELXxNELY (e.g. 300x100)")
+        problem = preset(preset_name, *parse_size(size), volfrac)
+        if gravity is not None:
+            from dataclasses import replace
+
+            problem = replace(problem, gravity=gravity)
+        return problem.upscaled(upscale)
+    if size:
+        raise ProblemError("--size applies to --preset only (use --upscale for grids and samples)")
+    if dataset:
+        return dataset_problem(dataset, index, upscale, gravity, volfrac, masked)
+    return read_problem(path, upscale, gravity, volfrac)
