@@ -10,31 +10,23 @@ assertion; a barrier ends each test.
 
 import json
 import os
-import sys
 import traceback
-import warnings
 
 import numpy as np
 import pytest
 from mpi4py import MPI
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+from sphyr_hpc import discretisation as fe
+from sphyr_hpc import generate, optimize, problems, scaling
+from sphyr_hpc import loadcase as lcs
+from sphyr_hpc._petsc import petsc
+from sphyr_hpc.optimiser import simp
+from sphyr_hpc.optimiser.filter import DensityFilter
+from sphyr_hpc.problems import ProblemError
+from sphyr_hpc.solvers import elasticity, multigrid
+from sphyr_hpc.solvers.elasticity import ElasticitySystem, PartitionError, SolverError
 
-from sphyr_hpc import discretisation as fe  # noqa: E402
-from sphyr_hpc import generate, optimize, problems, scaling  # noqa: E402
-from sphyr_hpc import loadcase as lcs  # noqa: E402
-from sphyr_hpc._petsc import petsc  # noqa: E402
-from sphyr_hpc.optimiser import simp  # noqa: E402
-from sphyr_hpc.optimiser.filter import DensityFilter  # noqa: E402
-from sphyr_hpc.problems import ProblemError  # noqa: E402
-from sphyr_hpc.solvers import elasticity, multigrid  # noqa: E402
-from sphyr_hpc.solvers.elasticity import ElasticitySystem, PartitionError, SolverError  # noqa: E402
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
-    MPI_MARK = pytest.mark.mpi
+MPI_MARK = pytest.mark.mpi  # registered in conftest.py
 
 WORLD = MPI.COMM_WORLD
 TWO_RANKS = [MPI_MARK, pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: "

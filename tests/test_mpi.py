@@ -11,31 +11,20 @@ Under plain ``pytest`` (one rank) the whole module is skipped.
 
 import json
 import os
-import sys
 import traceback
-import warnings
 
 import numpy as np
 import pytest
 from mpi4py import MPI
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from sphyr_hpc import discretisation as fe  # noqa: E402
-from sphyr_hpc import grid as grids  # noqa: E402
-from sphyr_hpc import loadcase as lcs  # noqa: E402
-from sphyr_hpc._petsc import petsc  # noqa: E402
-from sphyr_hpc.optimiser import simp  # noqa: E402
-from sphyr_hpc.optimiser.filter import DensityFilter  # noqa: E402
-from sphyr_hpc.solvers.elasticity import ElasticitySystem  # noqa: E402
-
-# The "mpi" marker is not registered in an ini file (there is none) nor in a conftest;
-# using it must not warn, so create it with the unknown-mark warning silenced.
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
-    _MPI_MARK = pytest.mark.mpi
+from sphyr_hpc import discretisation as fe
+from sphyr_hpc import grid as grids
+from sphyr_hpc import loadcase as lcs
+from sphyr_hpc._petsc import petsc
+from sphyr_hpc.optimiser import simp
+from sphyr_hpc.optimiser.filter import DensityFilter
+from sphyr_hpc.solvers.elasticity import ElasticitySystem
+_MPI_MARK = pytest.mark.mpi  # registered in conftest.py
 
 WORLD = MPI.COMM_WORLD
 pytestmark = [
