@@ -1,6 +1,7 @@
 """Shared fixtures: the repository on sys.path and the parity fixtures' location."""
 
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
@@ -20,3 +21,23 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def example_results():
     return EXAMPLE_RESULTS
+
+
+def collective(compute):
+    """Run ``compute()`` on every rank of COMM_WORLD; return every rank's result.
+
+    An exception on one rank is caught and reported on all ranks (after the
+    allgather), so no rank goes on to the next collective alone.
+    """
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    try:
+        outcome = (True, compute())
+    except Exception:  # noqa: BLE001 - reported below on every rank
+        outcome = (False, f"rank {world.rank}:\n{traceback.format_exc()}")
+    outcomes = world.allgather(outcome)
+    failures = [payload for ok, payload in outcomes if not ok]
+    if failures:
+        pytest.fail("\n".join(failures))
+    return [payload for _, payload in outcomes]

@@ -10,12 +10,12 @@ assertion; a barrier ends each test.
 
 import json
 import os
-import traceback
 
 import numpy as np
 import pytest
 from mpi4py import MPI
 
+from conftest import collective
 from sphyr_hpc import discretisation as fe
 from sphyr_hpc import generate, optimize, problems, scaling
 from sphyr_hpc import loadcase as lcs
@@ -456,19 +456,6 @@ def test_scaling_rejects_bad_sizes_ranks_and_presets(argv, message, capsys):
 
 
 # -- 6. two ranks -----------------------------------------------------------------------------------
-def _collective(compute):
-    """Run ``compute()`` on every rank; every rank's result (or every rank fails)."""
-    try:
-        outcome = (True, compute())
-    except Exception:  # noqa: BLE001 - re-raised below on every rank
-        outcome = (False, f"rank {WORLD.rank}:\n{traceback.format_exc()}")
-    outcomes = WORLD.allgather(outcome)
-    failures = [payload for ok, payload in outcomes if not ok]
-    if failures:
-        pytest.fail("\n".join(failures))
-    return [payload for _, payload in outcomes]
-
-
 def _mg_history(comm, prefix, nelx=96, nely=48, iterations=15):
     problem = problems.preset("mbb", nelx, nely, 0.5)
     clear = _options(prefix, mg_coarse_max_dofs=600)
@@ -489,7 +476,7 @@ def test_multigrid_simp_history_is_the_same_on_1_and_2_ranks():
         alone, _, _ = _mg_history(PETSc.COMM_SELF, "large_self_")
         return world, alone, len(levels), density
 
-    results = _collective(compute)
+    results = collective(compute)
     reference = results[0][0]
     assert len(reference) == 15 and results[0][2] >= 3
     for world, alone, _, _ in results:
@@ -516,7 +503,7 @@ def test_multigrid_equals_direct_on_2_ranks():
             clear()
         return c_direct, c_mg, float(np.linalg.norm(u_mg - u_direct) / np.linalg.norm(u_direct)), levels
 
-    for c_direct, c_mg, rel, levels in _collective(compute):
+    for c_direct, c_mg, rel, levels in collective(compute):
         assert levels >= 3
         assert c_mg == pytest.approx(c_direct, rel=1e-10) and rel <= 1e-8
 
@@ -533,7 +520,7 @@ def test_a_grid_too_small_for_the_ranks_is_a_clear_error():
             return str(err)
         return None
 
-    for message in _collective(compute):
+    for message in collective(compute):
         assert message is not None and "too small for 2 ranks" in message
 
 
@@ -543,11 +530,11 @@ def test_optimize_main_on_2_ranks_reports_a_too_small_grid_and_runs_a_real_one(t
     tiny.write_text(json.dumps({"format": "sphyr_hpc.problem", "version": 1, "kind": "preset", "nelx": 1,
                                 "nely": 1, "volume_fraction": 1.0, "load_cells": [[0, 1, 0, 1]],
                                 "fixed_nodes": [[0, 2, 0, 1, "xy"]]}))
-    statuses = _collective(lambda: optimize.main([str(tiny), "--iterations", "2"]))
+    statuses = collective(lambda: optimize.main([str(tiny), "--iterations", "2"]))
     text = capsys.readouterr().out
     assert statuses == [2, 2]
     if WORLD.rank == 0:
         assert "too small for 2 ranks" in text
-    statuses = _collective(lambda: optimize.main(["--preset", "mbb", "--size", "40x20", "--iterations", "3",
+    statuses = collective(lambda: optimize.main(["--preset", "mbb", "--size", "40x20", "--iterations", "3",
                                                   "--solver", "mg", "--quiet"]))
     assert statuses == [0, 0]

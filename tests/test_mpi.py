@@ -11,12 +11,12 @@ Under plain ``pytest`` (one rank) the whole module is skipped.
 
 import json
 import os
-import traceback
 
 import numpy as np
 import pytest
 from mpi4py import MPI
 
+from conftest import collective
 from sphyr_hpc import discretisation as fe
 from sphyr_hpc import grid as grids
 from sphyr_hpc import loadcase as lcs
@@ -24,6 +24,7 @@ from sphyr_hpc._petsc import petsc
 from sphyr_hpc.optimiser import simp
 from sphyr_hpc.optimiser.filter import DensityFilter
 from sphyr_hpc.solvers.elasticity import ElasticitySystem
+
 _MPI_MARK = pytest.mark.mpi  # registered in conftest.py
 
 WORLD = MPI.COMM_WORLD
@@ -43,23 +44,6 @@ RECORD_IDS = [f"full_easy[{r['index']}]" for r in RECORDS]
 def _barrier_after_each_test():
     yield
     WORLD.Barrier()
-
-
-def _collective(compute):
-    """Run ``compute()`` on every rank; return the list of every rank's result.
-
-    An exception on one rank is caught and reported on all ranks (after the
-    allgather), so no rank proceeds to the next collective alone.
-    """
-    try:
-        outcome = (True, compute())
-    except Exception:  # noqa: BLE001 - re-raised below on every rank
-        outcome = (False, f"rank {WORLD.rank}:\n{traceback.format_exc()}")
-    outcomes = WORLD.allgather(outcome)
-    failures = [payload for ok, payload in outcomes if not ok]
-    if failures:
-        pytest.fail("\n".join(failures))
-    return [payload for _, payload in outcomes]
 
 
 def _world_system(loadcase, **kwargs):
@@ -123,7 +107,7 @@ def _assert_distributed_equals_serial(results, lc):
 def test_distributed_ground_truth_compliance_equals_the_serial_one(record):
     lc, rho = _ground_truth(record)
     assert lc.shape == (10, 10)
-    results = _collective(lambda: _solve_both(lc, rho))
+    results = collective(lambda: _solve_both(lc, rho))
     _assert_distributed_equals_serial(results, lc)
 
 
@@ -134,7 +118,7 @@ def test_distributed_cantilever_compliance_equals_the_serial_one(design):
         rho = np.ones(lc.shape)
     else:  # the same field on every rank: a fixed seed
         rho = np.random.default_rng(17).uniform(0.2, 1.0, lc.shape)
-    results = _collective(lambda: _solve_both(lc, rho))
+    results = collective(lambda: _solve_both(lc, rho))
     _assert_distributed_equals_serial(results, lc)
 
 
@@ -149,7 +133,7 @@ def test_slab_of_and_gather_round_trip_and_tile_the_grid():
             owner = world.gather(np.full(world.slab_shape, float(WORLD.rank)).ravel())
         return round_trip, owner, slab.size
 
-    results = _collective(compute)
+    results = collective(compute)
     owners = results[0][1]
     for round_trip, owner, size in results:
         np.testing.assert_array_equal(round_trip, field)
@@ -181,7 +165,7 @@ def test_distributed_simp_run_has_the_serial_compliance_history(problem):
         alone = _simp_history("self", lc, "mpi_simp_self_")
         return world, alone
 
-    results = _collective(compute)
+    results = collective(compute)
     reference_world = results[0][0]
     assert len(reference_world.history) >= 2
     for world, alone in results:
