@@ -168,10 +168,16 @@ def _oc_update(mpi, design, dc, dv, is_free, pinned, density_filter, target, mov
         fixed = ~is_free
         offset = float(pinned[fixed].sum() + dv[fixed] @ pinned[fixed])
         d, b, lo, hi, g = design[is_free], base[is_free], low[is_free], high[is_free], dv[is_free]
+
+        def over(middle):
+            return offset + g @ _clip(_clip(d * np.sqrt(b / middle), lo, hi), 0.0, 1.0) > target
+
+        below, above = _certain_multipliers(offset, g, d * np.sqrt(b), np.maximum(lo, 0.0),
+                                            np.minimum(hi, 1.0), target)
         middle = None
         while (upper - lower) / (lower + upper) > OC_RELATIVE_GAP:
             middle = 0.5 * (lower + upper)
-            if offset + g @ _clip(_clip(d * np.sqrt(b / middle), lo, hi), 0.0, 1.0) > target:
+            if middle < below or (middle <= above and over(middle)):
                 lower = middle
             else:
                 upper = middle
@@ -191,6 +197,70 @@ def _oc_update(mpi, design, dc, dv, is_free, pinned, density_filter, target, mov
 
 # The ufunc itself: np.clip's Python wrapper costs more than the clipping on small grids.
 _clip = np.core.umath.clip
+
+
+def _volume(offset, g, a, floor, ceiling, s):
+    """offset + g . clip(a s, floor, ceiling): the bisection's volume at multiplier 1/s^2."""
+    return offset + g @ _clip(a * s, floor, ceiling)
+
+
+def _certain_multipliers(offset, g, a, floor, ceiling, target):
+    """Multipliers ``(below, above)`` outside which the bisection's comparison is known.
+
+    With ``s = 1/sqrt(middle)`` a candidate cell is ``clip(a s, floor, ceiling)``
+    (``a = x sqrt(B)``; the two clips of SPEC 5 are one because ``floor <=
+    ceiling``), so the volume ``V(s) = offset + g . clip(a s, floor,
+    ceiling)`` is continuous, piecewise linear and non-decreasing in ``s``
+    (``g, a >= 0``), with breakpoints ``floor/a`` and ``ceiling/a``.  Sorting
+    them gives the crossing ``s*`` of ``V = target`` exactly; every middle
+    below ``below`` has ``V > target`` and every middle above ``above`` has
+    ``V <= target`` by a margin larger than the rounding of the bisection's own
+    sum, so the bisection only evaluates ``V`` (the published arithmetic) for
+    the rare middles between them and settles on the very same multiplier.
+    Where the margin cannot be shown (a flat ``V`` at the target) the interval
+    is everything and the bisection evaluates every step.
+    """
+    everything = (-np.inf, np.inf)
+    scale = max(offset + float(g @ ceiling), abs(target), 1.0)
+    # Worst-case rounding of a sum of n non-negative terms, with room to spare.
+    margin = 8.0 * (g.size + 8) * np.finfo(float).eps * scale
+    base = offset + float(g @ floor)        # V for s below every breakpoint
+    if base > target + margin:
+        return np.inf, np.inf               # V > target for every middle
+    moving = a > 0.0
+    ga = g[moving] * a[moving]
+    with np.errstate(over="ignore"):        # a denormal a: the cell never leaves its floor
+        starts = floor[moving] / a[moving]
+        stops = ceiling[moving] / a[moving]
+    # Events: at floor/a a cell starts growing like g a s, at ceiling/a it stops at g ceiling.
+    points = np.concatenate((starts, stops))
+    order = np.argsort(points, kind="stable")
+    points = points[order]
+    slope = np.cumsum(np.concatenate((ga, -ga))[order])
+    intercept = np.cumsum(np.concatenate((g[moving] * floor[moving], -g[moving] * floor[moving]))[order])
+    plateau = np.cumsum(np.concatenate((np.zeros(ga.size), g[moving] * (ceiling[moving] - floor[moving])))[order])
+    volumes = base + slope * points - intercept + plateau
+    crossing = np.flatnonzero(volumes > target)
+    if crossing.size == 0:
+        if volumes.size and volumes[-1] >= target - margin or not volumes.size and base >= target - margin:
+            return everything
+        return -np.inf, -np.inf             # V <= target for every middle
+    k = int(crossing[0])
+    if k == 0 or slope[k - 1] <= 0.0:
+        return everything
+    root = points[k - 1] + (target - volumes[k - 1]) / slope[k - 1]
+    if not np.isfinite(root) or root <= 0.0:
+        return everything
+    # A relative step in s that moves V by several margins along this segment.
+    delta = max(1e-9, 4.0 * margin / (slope[k - 1] * root))
+    if delta > 1e-4:
+        return everything
+    s_high, s_low = root * (1.0 + delta), root * (1.0 - delta)
+    if not (_volume(offset, g, a, floor, ceiling, s_high) > target + margin
+            and _volume(offset, g, a, floor, ceiling, s_low) < target - margin):
+        return everything
+    # middle = 1/s^2; a hair of slack for the rounding of these two divisions.
+    return (1.0 - 1e-12) / s_high**2, (1.0 + 1e-12) / s_low**2
 
 
 def _oc_update_linear(mpi, design, dc, dv, is_free, pinned, density_filter, target, move_limit):
