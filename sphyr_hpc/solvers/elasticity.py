@@ -21,10 +21,13 @@ Two ways, the same matrix up to the order of the sums:
 
 * ``assembly="elements"`` (with the direct solver; the scorer's small grids):
   the CSR structure of each rank's element contributions in *local* (ghosted)
-  DOF numbering is computed once; assembling a new modulus field is then one
-  ``np.bincount`` over the 64 entries of every element, summed in element
-  order as the published scorer sums them, and one ``MatSetValuesLocal``-style
-  CSR call.  Its index map holds 64 int64 per element (270 MB at 1M DOFs).
+  DOF numbering is computed once, with the sparse map A from element moduli
+  to matrix entries; assembling a new modulus field is then one product
+  ``A @ moduli`` (every entry summed in element order, as the published
+  scorer sums it) and, on several ranks, one ``MatSetValuesLocal``-style CSR
+  call.  On one rank K is created on these very CSR arrays
+  (``MatCreateSeqAIJWithArrays``) and the product is written into its values
+  in place.  A holds 64 (value, index) pairs per element (200 MB at 1M DOFs).
 * ``assembly="stencil"`` (with CG + multigrid/GAMG; large grids): every
   owned node's row is its 3x3-node stencil, 2 x 18 entries, and the entry
   coupling node n with neighbour n + o is ``sum_a E(element at n - pos(a)) *
@@ -59,6 +62,7 @@ A CG solve that does not converge raises :class:`SolverError`.
 """
 
 import numpy as np
+import scipy.sparse as sp
 from mpi4py import MPI
 
 from .._petsc import petsc
@@ -162,6 +166,7 @@ class ElasticitySystem:
         self.assembly = assembly
         self.hierarchy = None        # multigrid levels as logged after the first set-up
         self.last_iterations = 0     # KSP iterations of the last solve
+        self._values = None          # K's own CSR values when assembled in place (one rank)
         self._setup_elements(element_halo)
         if assembly == "elements":
             self._setup_assembly()
@@ -227,12 +232,26 @@ class ElasticitySystem:
         self._indptr = indptr.astype(self.PETSc.IntType)
         self._indices = indices.astype(self.PETSc.IntType)
         self._nnz = nnz
-        self._elem_inverse = inverse[:n_elem_entries]
         keep = ~(self.fixed_local[rows] | self.fixed_local[cols])
-        self._elem_keep = keep.reshape(-1, 64)
+        # The values are linear in the moduli: data = A @ moduli, A[entry, element] = K0 entry
+        # (0 in Dirichlet rows and columns).  CSR rows list their elements in increasing
+        # order, so every entry is summed in element order, as the published scorer sums it.
+        n_elem = edofs.shape[0]
+        self._assembly_map = sp.csr_matrix(
+            (np.tile(self.ke.ravel(), n_elem)[keep], (inverse[:n_elem_entries][keep],
+                                                      np.repeat(np.arange(n_elem), 64)[keep])),
+            shape=(nnz, n_elem))
         self._diag = np.bincount(inverse[n_elem_entries:], minlength=nnz).astype(float)
-        self.K = self.da.createMatrix()
-        self.K.setOption(self.PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
+        if self.comm.getSize() == 1 and np.array_equal(self.local_natural_dofs, np.arange(self.n_local_dofs)):
+            # One rank: local numbering is PETSc's, so K is built on our own CSR arrays
+            # (MatCreateSeqAIJWithArrays) and assembling writes its values in place.
+            self._values = self._diag.copy()
+            self.K = self.PETSc.Mat().createAIJWithArrays(
+                (self.n_local_dofs, self.n_local_dofs), (self._indptr, self._indices, self._values),
+                comm=self.comm)
+        else:
+            self.K = self.da.createMatrix()
+            self.K.setOption(self.PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
 
     def _fixed_and_sizes(self):
         fixed_natural = self.loadcase.fixed_dofs()
@@ -419,8 +438,12 @@ class ElasticitySystem:
         return cols.reshape(-1)
 
     def _assemble_elements(self, moduli):
-        values = (np.asarray(moduli, dtype=float)[:, None] * self.ke.ravel()[None, :]) * self._elem_keep
-        data = np.bincount(self._elem_inverse, weights=values.ravel(), minlength=self._nnz) + self._diag
+        data = self._assembly_map @ np.asarray(moduli, dtype=float)
+        if self._values is not None:
+            np.add(data, self._diag, out=self._values)
+            self.K.stateIncrease()  # the factorisation is redone only for a new state
+            return
+        data += self._diag
         K = self.K
         K.zeroEntries()
         K.setValuesLocalCSR(self._indptr, self._indices, data, addv=self.PETSc.InsertMode.ADD_VALUES)
@@ -432,12 +455,12 @@ class ElasticitySystem:
         ``self.u`` holds the displacements afterwards (zero when inf for lack of
         a load or of free DOFs).
         """
-        mpi = self.comm.tompi4py()
         if self.n_free == 0 or not self.has_load:
             self.u.set(0.0)
             return np.inf
         self.assemble(moduli)
-        self.ksp.setOperators(self.K)
+        if self._values is None:
+            self.ksp.setOperators(self.K)  # in place, the new state of K is what tells the PC
         try:
             with timing.timed(timing.SETUP):
                 self.ksp.setUp()
@@ -472,14 +495,14 @@ class ElasticitySystem:
                 f"a severed load path makes K singular, otherwise try -{self.prefix}ksp_max_it or "
                 f"stronger smoothing (-{self.prefix}mg_levels_ksp_max_it)"
             )
-        if not mpi.allreduce(bool(np.all(np.isfinite(self.u.array_r))), op=MPI.LAND):
-            self.u.set(0.0)
-            return np.inf
+        # A non-finite displacement makes the residual inf or NaN, which fails this test too.
         self.K.mult(self.u, self.r)
         self.r.axpy(-1.0, self.f)
         residual = self.r.norm()
-        if residual > RESIDUAL_TOLERANCE * max(self.f_norm, 1.0):
+        if not residual <= RESIDUAL_TOLERANCE * max(self.f_norm, 1.0):
             self.u.set(0.0)
+            if not np.isfinite(residual):
+                return np.inf
             if self.solver != "direct":
                 # CG said converged, the true residual disagrees: an accuracy problem, not a design's.
                 raise SolverError(f"KSP converged but ||K u - f|| = {residual:.3e} exceeds "
@@ -492,13 +515,15 @@ class ElasticitySystem:
 
     def local_displacements(self):
         """Ghosted local displacement array (for element-level quantities)."""
+        if self._values is not None:
+            return self.u.array_r  # one rank: the local numbering is the global one
         self.da.globalToLocal(self.u, self._u_local)
         return self._u_local.array_r
 
     def unit_energies(self):
         """u_e^T K0 u_e of every element of this rank's slab."""
         ue = self.local_displacements()[self.local_edofs]
-        return np.einsum("ij,jk,ik->i", ue, self.ke, ue)
+        return np.einsum("ij,ij->i", ue @ self.ke, ue)  # 4x faster than one three-operand einsum
 
     def max_displacement(self):
         """Largest nodal displacement magnitude (collective)."""
