@@ -100,6 +100,8 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
     physical = design.copy()
     dv = density_filter.chain(np.ones_like(design), free_s)
     target = pinned_volume + budget
+    serial = _SerialUpdate(dv, is_free, pinned_s, density_filter, target, move_limit) \
+        if volume_sums == "scorer" and mpi.Get_size() == 1 else None
 
     compliance = np.inf
     iteration = 0
@@ -115,14 +117,17 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
             energies = system.unit_energies()
             dc = -p * np.maximum(physical, 1e-9) ** (p - 1.0) * energies
             dc = density_filter.chain(dc, free_s)
-            if volume_sums == "scorer":
-                new_design, physical = _oc_update(mpi, design, dc, dv, is_free, pinned_s, density_filter,
-                                                  target, move_limit)
+            if serial is not None:
+                new_design, physical, change = serial.update(design, dc)
             else:
-                new_design, physical = _oc_update_linear(mpi, design, dc, dv, is_free, pinned_s,
-                                                         density_filter, target, move_limit)
-            local_change = float(np.max(np.abs(new_design[is_free] - design[is_free]))) if is_free.any() else 0.0
-            change = mpi.allreduce(local_change, op=MPI.MAX)
+                if volume_sums == "scorer":
+                    new_design, physical = _oc_update(mpi, design, dc, dv, is_free, pinned_s, density_filter,
+                                                      target, move_limit)
+                else:
+                    new_design, physical = _oc_update_linear(mpi, design, dc, dv, is_free, pinned_s,
+                                                             density_filter, target, move_limit)
+                local_change = float(np.max(np.abs(new_design[is_free] - design[is_free]))) if is_free.any() else 0.0
+                change = mpi.allreduce(local_change, op=MPI.MAX)
         design = new_design
         if callback is not None:
             callback(iteration, compliance, physical, change)
@@ -146,48 +151,22 @@ def _penalty_schedule(penal, continuation):
 
 
 def _oc_update(mpi, design, dc, dv, is_free, pinned, density_filter, target, move_limit):
-    """Optimality criteria with bisection on the volume multiplier (sums are collective).
+    """Optimality criteria with bisection on the volume multiplier, sums collective (SPEC 5).
 
-    The volume of a candidate is linear in it: sum(physical) = sum of pinned
-    cells + dv . new_design, with dv = H^T (free / Hs) the filtered volume
-    sensitivity.  On one rank the bisection uses that identity and touches only
-    the free cells; the step it settles on is then filtered as SPEC says.  On
-    several ranks every step filters and sums collectively.
+    Every step filters its candidate and sums it over the ranks.  One rank
+    uses :class:`_SerialUpdate` instead (the same multipliers, far fewer sums).
     """
     base = np.maximum(-dc, 0.0) / np.maximum(dv, 1e-12)
     low = design - move_limit
     high = design + move_limit
-
-    def step(middle):
-        candidate = _clip(_clip(design * np.sqrt(base / middle), low, high), 0.0, 1.0)
-        new_design = np.where(is_free, candidate, pinned)
-        return new_design, np.where(is_free, density_filter.apply(new_design), pinned)
-
     lower, upper = OC_BOUNDS
-    if mpi.Get_size() == 1:
-        fixed = ~is_free
-        offset = float(pinned[fixed].sum() + dv[fixed] @ pinned[fixed])
-        d, b, lo, hi, g = design[is_free], base[is_free], low[is_free], high[is_free], dv[is_free]
-
-        def over(middle):
-            return offset + g @ _clip(_clip(d * np.sqrt(b / middle), lo, hi), 0.0, 1.0) > target
-
-        below, above = _certain_multipliers(offset, g, d * np.sqrt(b), np.maximum(lo, 0.0),
-                                            np.minimum(hi, 1.0), target)
-        middle = None
-        while (upper - lower) / (lower + upper) > OC_RELATIVE_GAP:
-            middle = 0.5 * (lower + upper)
-            if middle < below or (middle <= above and over(middle)):
-                lower = middle
-            else:
-                upper = middle
-        return step(middle) if middle is not None else (design.copy(), design.copy())
-
     new_design = design.copy()
     physical = design.copy()
     while (upper - lower) / (lower + upper) > OC_RELATIVE_GAP:
         middle = 0.5 * (lower + upper)
-        new_design, physical = step(middle)
+        candidate = _clip(_clip(design * np.sqrt(base / middle), low, high), 0.0, 1.0)
+        new_design = np.where(is_free, candidate, pinned)
+        physical = np.where(is_free, density_filter.apply(new_design), pinned)
         if mpi.allreduce(float(physical.sum()), op=MPI.SUM) > target:
             lower = middle
         else:
@@ -195,13 +174,59 @@ def _oc_update(mpi, design, dc, dv, is_free, pinned, density_filter, target, mov
     return new_design, physical
 
 
+class _SerialUpdate:
+    """:func:`_oc_update` on one rank: the same multiplier, found with a handful of array operations.
+
+    The volume of a candidate is linear in it: sum(physical) = sum of pinned
+    cells + dv . new_design, with dv = H^T (free / Hs) the filtered volume
+    sensitivity, so the bisection only needs the free cells' ``g . x``, and
+    :func:`_certain_multipliers` decides all but a few of its comparisons
+    exactly; the step it settles on is filtered as SPEC 5 says.
+    """
+
+    def __init__(self, dv, is_free, pinned, density_filter, target, move_limit):
+        self.free = np.flatnonzero(is_free)
+        self.is_free = is_free
+        self.pinned = pinned
+        self.filter = density_filter
+        self.target = target
+        self.move = move_limit
+        fixed = ~is_free
+        self.offset = float(pinned[fixed].sum() + dv[fixed] @ pinned[fixed])
+        self.g = dv[self.free]
+        self.g_floor = np.maximum(self.g, 1e-12)
+
+    def volume_over(self, d, b, middle):
+        """The published comparison: is the candidate at ``middle`` over the budget?"""
+        x = _clip(_clip(d * np.sqrt(b / middle), d - self.move, d + self.move), 0.0, 1.0)
+        return self.offset + self.g @ x > self.target
+
+    def update(self, design, dc):
+        free, move = self.free, self.move
+        d = design[free]
+        b = np.maximum(-dc[free], 0.0) / self.g_floor
+        below, above = _certain_multipliers(self.offset, self.g, d * np.sqrt(b), np.maximum(d - move, 0.0),
+                                            np.minimum(d + move, 1.0), self.target)
+        lower, upper = OC_BOUNDS
+        middle = None
+        while (upper - lower) / (lower + upper) > OC_RELATIVE_GAP:
+            middle = 0.5 * (lower + upper)
+            if middle < below or (middle <= above and self.volume_over(d, b, middle)):
+                lower = middle
+            else:
+                upper = middle
+        if middle is None:
+            return design.copy(), design.copy(), 0.0
+        x = _clip(_clip(d * np.sqrt(b / middle), d - move, d + move), 0.0, 1.0)
+        new_design = self.pinned.copy()
+        new_design[free] = x
+        physical = self.pinned.copy()
+        physical[free] = self.filter.apply(new_design)[free]
+        return new_design, physical, float(np.max(np.abs(x - d))) if x.size else 0.0
+
+
 # The ufunc itself: np.clip's Python wrapper costs more than the clipping on small grids.
 _clip = np.core.umath.clip
-
-
-def _volume(offset, g, a, floor, ceiling, s):
-    """offset + g . clip(a s, floor, ceiling): the bisection's volume at multiplier 1/s^2."""
-    return offset + g @ _clip(a * s, floor, ceiling)
 
 
 def _certain_multipliers(offset, g, a, floor, ceiling, target):
@@ -211,81 +236,57 @@ def _certain_multipliers(offset, g, a, floor, ceiling, target):
     (``a = x sqrt(B)``; the two clips of SPEC 5 are one because ``floor <=
     ceiling``), so the volume ``V(s) = offset + g . clip(a s, floor,
     ceiling)`` is continuous, piecewise linear and non-decreasing in ``s``
-    (``g, a >= 0``), with breakpoints ``floor/a`` and ``ceiling/a``.  Sorting
-    them gives the crossing ``s*`` of ``V = target`` exactly; every middle
-    below ``below`` has ``V > target`` and every middle above ``above`` has
-    ``V <= target`` by a margin larger than the rounding of the bisection's own
-    sum, so the bisection only evaluates ``V`` (the published arithmetic) for
-    the rare middles between them and settles on the very same multiplier.
-    Where the margin cannot be shown (a flat ``V`` at the target) the interval
-    is everything and the bisection evaluates every step.
+    (``g, a >= 0``): a cell adds a ramp of slope ``g a`` from ``s = floor/a``
+    to ``ceiling/a``.  Sorting these breakpoints gives ``V`` at every one of
+    them (cumulative slopes and intercepts) and so the crossing ``s*`` of
+    ``V = target`` exactly.  Every middle below ``below`` has ``V > target``
+    and every middle above ``above`` has ``V <= target`` by a margin larger
+    than the rounding of the bisection's own sum (and of these sums), so the
+    bisection only evaluates ``V`` the published way for the rare middles
+    between them and settles on the very same multiplier.  Where the margin
+    cannot be shown (``V`` flat at the target) the interval is everything and
+    the bisection evaluates every step.
     """
     everything = (-np.inf, np.inf)
-    scale = max(offset + float(g @ ceiling), abs(target), 1.0)
-    # Worst-case rounding of a sum of n non-negative terms, with room to spare.
-    margin = 8.0 * (g.size + 8) * np.finfo(float).eps * scale
-    base = offset + float(g @ floor)        # V for s below every breakpoint
-    if base > target + margin:
-        return np.inf, np.inf               # V > target for every middle
-    moving = a > 0.0
-    ga = g[moving] * a[moving]
-    with np.errstate(over="ignore"):        # a denormal a: the cell never leaves its floor
-        starts = floor[moving] / a[moving]
-        stops = ceiling[moving] / a[moving]
-    # Events: at floor/a a cell starts growing like g a s, at ceiling/a it stops at g ceiling.
-    points = np.concatenate((starts, stops))
-    order = np.argsort(points, kind="stable")
-    points = points[order]
-    slope = np.cumsum(np.concatenate((ga, -ga))[order])
-    intercept = np.cumsum(np.concatenate((g[moving] * floor[moving], -g[moving] * floor[moving]))[order])
-    plateau = np.cumsum(np.concatenate((np.zeros(ga.size), g[moving] * (ceiling[moving] - floor[moving])))[order])
-    volumes = base + slope * points - intercept + plateau
-    crossing = np.flatnonzero(volumes > target)
-    if crossing.size == 0:
-        if volumes.size and volumes[-1] >= target - margin or not volumes.size and base >= target - margin:
-            return everything
-        return -np.inf, -np.inf             # V <= target for every middle
-    k = int(crossing[0])
-    if k == 0 or slope[k - 1] <= 0.0:
+    n = g.size
+    lowest = offset + float(g @ floor)       # V below every breakpoint
+    highest = offset + float(g @ ceiling)    # V above every breakpoint
+    # Worst-case rounding of sums of n non-negative terms, with room to spare.
+    margin = 16.0 * (n + 8) * np.finfo(float).eps * max(highest, abs(target), 1.0)
+    if lowest > target + margin:
+        return np.inf, np.inf                # V > target for every middle
+    if highest < target - margin:
+        return -np.inf, -np.inf              # V <= target for every middle
+    if lowest >= target - margin or highest <= target + margin:
         return everything
-    root = points[k - 1] + (target - volumes[k - 1]) / slope[k - 1]
-    if not np.isfinite(root) or root <= 0.0:
+    # events[0]: breakpoints; [1]: slope change; [2]: intercept change (V = lowest + S1 s - S2).
+    events = np.empty((3, 2 * n))
+    inverse = np.divide(1.0, a, out=np.zeros(n), where=a > 1e-200)  # a ~ 0: no ramp (events of size 0)
+    np.multiply(floor, inverse, out=events[0, :n])
+    np.multiply(ceiling, inverse, out=events[0, n:])
+    np.multiply(g, a, out=events[1, :n])
+    np.negative(events[1, :n], out=events[1, n:])
+    np.multiply(events[1], events[0], out=events[2])
+    events = events[:, np.argsort(events[0], kind="stable")]
+    slope, intercept = np.cumsum(events[1:], axis=1)
+    volumes = lowest + slope * events[0] - intercept
+    k = int(np.argmax(volumes > target))
+    if k == 0 or not volumes[k] > target or not slope[k - 1] > 0.0:
         return everything
+    start, stop = events[0, k - 1], events[0, k]
+    root = start + (target - volumes[k - 1]) / slope[k - 1]
     # A relative step in s that moves V by several margins along this segment.
-    delta = max(1e-9, 4.0 * margin / (slope[k - 1] * root))
-    if delta > 1e-4:
+    delta = max(1e-9, 4.0 * margin / (slope[k - 1] * root)) if root > 0.0 else np.inf
+    if not delta < 1e-4:
         return everything
     s_high, s_low = root * (1.0 + delta), root * (1.0 - delta)
-    if not (_volume(offset, g, a, floor, ceiling, s_high) > target + margin
-            and _volume(offset, g, a, floor, ceiling, s_low) < target - margin):
+
+    def volume(s):  # V(s) on this segment, or a bound on it beyond the segment's ends
+        return lowest + slope[k - 1] * s - intercept[k - 1] if start <= s <= stop else None
+
+    v_high = volume(s_high) if s_high <= stop else volumes[k]
+    v_low = volume(s_low) if s_low >= start else volumes[k - 1]
+    if not (v_high > target + margin and v_low < target - margin):
         return everything
     # middle = 1/s^2; a hair of slack for the rounding of these two divisions.
     return (1.0 - 1e-12) / s_high**2, (1.0 + 1e-12) / s_low**2
-
-
-def _oc_update_linear(mpi, design, dc, dv, is_free, pinned, density_filter, target, move_limit):
-    """:func:`_oc_update` with the volume of a candidate as ``pinned part + dv . x`` (no MatMult a step).
-
-    sum(physical) = sum of pinned over non-free cells + sum over free cells of
-    (H x)_e / Hs_e, and the latter is x . H^T (free / Hs) = x . dv.  Only the
-    final design is filtered.
-    """
-    lower, upper = OC_BOUNDS
-    free_dv = dv[is_free]
-    scaled = design[is_free] * np.sqrt(np.maximum(-dc[is_free], 0.0) / np.maximum(free_dv, 1e-12))
-    low = np.maximum(design[is_free] - move_limit, 0.0)
-    high = np.minimum(design[is_free] + move_limit, 1.0)
-    fixed = float(pinned[~is_free].sum() + np.dot(dv[~is_free], pinned[~is_free]))
-    candidate = np.empty_like(scaled)
-    while (upper - lower) / (lower + upper) > OC_RELATIVE_GAP:
-        middle = 0.5 * (lower + upper)
-        np.multiply(scaled, 1.0 / np.sqrt(middle), out=candidate)
-        np.clip(candidate, low, high, out=candidate)
-        if mpi.allreduce(fixed + float(np.dot(free_dv, candidate)), op=MPI.SUM) > target:
-            lower = middle
-        else:
-            upper = middle
-    new_design = pinned.copy()
-    new_design[is_free] = candidate
-    physical = np.where(is_free, density_filter.apply(new_design), pinned)
-    return new_design, physical
