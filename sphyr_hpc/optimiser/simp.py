@@ -208,10 +208,15 @@ class _SerialUpdate:
         below, above = _certain_multipliers(self.offset, self.g, d * np.sqrt(b), np.maximum(d - move, 0.0),
                                             np.minimum(d + move, 1.0), self.target)
         lower, upper = OC_BOUNDS
+        gap = OC_RELATIVE_GAP
         middle = None
-        while (upper - lower) / (lower + upper) > OC_RELATIVE_GAP:
+        while (upper - lower) / (lower + upper) > gap:
             middle = 0.5 * (lower + upper)
-            if middle < below or (middle <= above and self.volume_over(d, b, middle)):
+            if middle < below:
+                lower = middle
+            elif middle > above:
+                upper = middle
+            elif self.volume_over(d, b, middle):
                 lower = middle
             else:
                 upper = middle
@@ -227,6 +232,35 @@ class _SerialUpdate:
 
 # The ufunc itself: np.clip's Python wrapper costs more than the clipping on small grids.
 _clip = np.core.umath.clip
+_EPS = float(np.finfo(float).eps)
+
+
+def _oc_update_linear(mpi, design, dc, dv, is_free, pinned, density_filter, target, move_limit):
+    """:func:`_oc_update` with the volume of a candidate as ``pinned part + dv . x`` (no MatMult a step).
+
+    sum(physical) = sum of pinned over non-free cells + sum over free cells of
+    (H x)_e / Hs_e, and the latter is x . H^T (free / Hs) = x . dv.  Only the
+    final design is filtered.
+    """
+    lower, upper = OC_BOUNDS
+    free_dv = dv[is_free]
+    scaled = design[is_free] * np.sqrt(np.maximum(-dc[is_free], 0.0) / np.maximum(free_dv, 1e-12))
+    low = np.maximum(design[is_free] - move_limit, 0.0)
+    high = np.minimum(design[is_free] + move_limit, 1.0)
+    fixed = float(pinned[~is_free].sum() + np.dot(dv[~is_free], pinned[~is_free]))
+    candidate = np.empty_like(scaled)
+    while (upper - lower) / (lower + upper) > OC_RELATIVE_GAP:
+        middle = 0.5 * (lower + upper)
+        np.multiply(scaled, 1.0 / np.sqrt(middle), out=candidate)
+        np.clip(candidate, low, high, out=candidate)
+        if mpi.allreduce(fixed + float(np.dot(free_dv, candidate)), op=MPI.SUM) > target:
+            lower = middle
+        else:
+            upper = middle
+    new_design = pinned.copy()
+    new_design[is_free] = candidate
+    physical = np.where(is_free, density_filter.apply(new_design), pinned)
+    return new_design, physical
 
 
 def _certain_multipliers(offset, g, a, floor, ceiling, target):
@@ -243,22 +277,19 @@ def _certain_multipliers(offset, g, a, floor, ceiling, target):
     and every middle above ``above`` has ``V <= target`` by a margin larger
     than the rounding of the bisection's own sum (and of these sums), so the
     bisection only evaluates ``V`` the published way for the rare middles
-    between them and settles on the very same multiplier.  Where the margin
-    cannot be shown (``V`` flat at the target) the interval is everything and
-    the bisection evaluates every step.
+    between them and settles on the very same multiplier.  Where ``V`` is
+    flat at the target the interval widens to the nearest breakpoints clear of
+    it (the bisection then evaluates a few more steps), or to everything.
     """
-    everything = (-np.inf, np.inf)
     n = g.size
     lowest = offset + float(g @ floor)       # V below every breakpoint
     highest = offset + float(g @ ceiling)    # V above every breakpoint
     # Worst-case rounding of sums of n non-negative terms, with room to spare.
-    margin = 16.0 * (n + 8) * np.finfo(float).eps * max(highest, abs(target), 1.0)
+    margin = 16.0 * (n + 8) * _EPS * max(highest, abs(target), 1.0)
     if lowest > target + margin:
         return np.inf, np.inf                # V > target for every middle
     if highest < target - margin:
         return -np.inf, -np.inf              # V <= target for every middle
-    if lowest >= target - margin or highest <= target + margin:
-        return everything
     # events[0]: breakpoints; [1]: slope change; [2]: intercept change (V = lowest + S1 s - S2).
     events = np.empty((3, 2 * n))
     inverse = np.divide(1.0, a, out=np.zeros(n), where=a > 1e-200)  # a ~ 0: no ramp (events of size 0)
@@ -267,26 +298,32 @@ def _certain_multipliers(offset, g, a, floor, ceiling, target):
     np.multiply(g, a, out=events[1, :n])
     np.negative(events[1, :n], out=events[1, n:])
     np.multiply(events[1], events[0], out=events[2])
-    events = events[:, np.argsort(events[0], kind="stable")]
-    slope, intercept = np.cumsum(events[1:], axis=1)
-    volumes = lowest + slope * events[0] - intercept
+    order = np.argsort(events[0])  # ties: any order, the same V up to rounding
+    points = events[0, order]
+    slope = np.cumsum(events[1, order])
+    intercept = np.cumsum(events[2, order])
+    volumes = lowest + slope * points - intercept
+    s_high = s_low = None  # V(s) > target + margin for s >= s_high, V(s) < target - margin for s <= s_low
     k = int(np.argmax(volumes > target))
-    if k == 0 or not volumes[k] > target or not slope[k - 1] > 0.0:
-        return everything
-    start, stop = events[0, k - 1], events[0, k]
-    root = start + (target - volumes[k - 1]) / slope[k - 1]
-    # A relative step in s that moves V by several margins along this segment.
-    delta = max(1e-9, 4.0 * margin / (slope[k - 1] * root)) if root > 0.0 else np.inf
-    if not delta < 1e-4:
-        return everything
-    s_high, s_low = root * (1.0 + delta), root * (1.0 - delta)
-
-    def volume(s):  # V(s) on this segment, or a bound on it beyond the segment's ends
-        return lowest + slope[k - 1] * s - intercept[k - 1] if start <= s <= stop else None
-
-    v_high = volume(s_high) if s_high <= stop else volumes[k]
-    v_low = volume(s_low) if s_low >= start else volumes[k - 1]
-    if not (v_high > target + margin and v_low < target - margin):
-        return everything
-    # middle = 1/s^2; a hair of slack for the rounding of these two divisions.
-    return (1.0 - 1e-12) / s_high**2, (1.0 + 1e-12) / s_low**2
+    if volumes[k] > target and k > 0 and slope[k - 1] > 0.0:
+        # The crossing lies on segment k-1 .. k: a relative step either side of it
+        # that moves V by several margins, if the segment reaches that far.
+        start, stop = points[k - 1], points[k]
+        root = start + (target - volumes[k - 1]) / slope[k - 1]
+        delta = max(1e-9, 4.0 * margin / (slope[k - 1] * root)) if root > 0.0 else np.inf
+        line = lowest - intercept[k - 1]
+        if delta < 1e-4 and root * (1.0 + delta) <= stop and line + slope[k - 1] * root * (1.0 + delta) > target + margin:
+            s_high = root * (1.0 + delta)
+        if delta < 1e-4 and root * (1.0 - delta) >= start and line + slope[k - 1] * root * (1.0 - delta) < target - margin:
+            s_low = root * (1.0 - delta)
+    # Otherwise (V flat at the target, a kink at it) the nearest breakpoints clear of it.
+    if s_high is None:
+        clear = np.flatnonzero(volumes > target + margin)
+        s_high = points[clear[0]] if clear.size else None
+    if s_low is None:
+        clear = np.flatnonzero(volumes < target - margin)
+        s_low = points[clear[-1]] if clear.size else None
+    # middle = 1/s^2; a hair of slack for the rounding of these divisions.
+    below = (1.0 - 1e-12) / min(s_high, 1e150)**2 if s_high else -np.inf
+    above = (1.0 + 1e-12) / min(s_low, 1e150)**2 if s_low else np.inf
+    return below, above

@@ -338,6 +338,8 @@ class ElasticitySystem:
         self.f.array[:] = forces[self.local_natural_dofs[self.owned_local_dofs]]
         self.f_norm = self.f.norm()
         self.u.set(0.0)
+        # A view of u's own memory (a sequential Vec never moves it), read without a call.
+        self._u_view = self.u.array_r if self._values is not None else None
 
     def _setup_ksp(self, solver):
         PETSc = self.PETSc
@@ -516,7 +518,7 @@ class ElasticitySystem:
     def local_displacements(self):
         """Ghosted local displacement array (for element-level quantities)."""
         if self._values is not None:
-            return self.u.array_r  # one rank: the local numbering is the global one
+            return self._u_view  # one rank: the local numbering is the global one
         self.da.globalToLocal(self.u, self._u_local)
         return self._u_local.array_r
 
