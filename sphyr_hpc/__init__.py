@@ -8,3 +8,12 @@ Pipeline, one module a step: :mod:`~sphyr_hpc.grid` -> :mod:`~sphyr_hpc.loadcase
 """
 
 __version__ = "0.1.0"
+
+import os as _os
+
+# One BLAS thread per process: MPI ranks already fill the cores, and OpenBLAS's
+# own threads on a 2-core machine double a 100x100 Cholesky's time (measured).
+# Only takes effect when sphyr_hpc is imported before numpy, as in every
+# ``python -m sphyr_hpc.<command>``; an explicit setting always wins.
+for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+    _os.environ.setdefault(_name, "1")
