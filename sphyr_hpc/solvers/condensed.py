@@ -33,6 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.linalg import lapack
+from threadpoolctl import threadpool_limits
 
 from .. import discretisation as fe
 from .elasticity import RESIDUAL_TOLERANCE
@@ -45,6 +46,22 @@ MAX_DOFS = 100
 SINGULARITY_RATIO = 1e3
 # Sets of pinned moduli kept (one per penalty in a yardstick).
 MAX_CACHED = 8
+
+
+_BLAS_LIMITED = []
+
+
+def one_blas_thread():
+    """Limit the loaded BLAS to one thread, once a process.
+
+    The Schur complement's products and the dense Cholesky round differently
+    with 1 and 2 OpenBLAS threads, and a yardstick must not depend on the
+    machine's thread settings (the records of ``score`` are equal for any
+    number of ranks and any environment).  MPI ranks fill the cores anyway.
+    """
+    if not _BLAS_LIMITED:
+        threadpool_limits(limits=1, user_api="blas")
+        _BLAS_LIMITED.append(True)
 
 
 def condensed_dofs(loadcase, free):
@@ -65,6 +82,7 @@ class CondensedSystem:
     """The system of ``base`` (one rank, in-place assembly) condensed onto the DOFs of ``free`` cells."""
 
     def __init__(self, base, free):
+        one_blas_thread()
         self.base = base
         lc = base.loadcase
         self.loadcase = lc
