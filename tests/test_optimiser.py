@@ -50,3 +50,76 @@ def test_binarise_keeps_the_budget_and_the_densest_cells():
     out = binarise(d, free, target=2.5)
     assert out[free].sum() == 2  # floor of the budget, never more
     assert out[0, 0] == 1.0 and out[1, 2] == 1.0 and out[1, 1] == 0.1  # pinned cell untouched
+
+
+def _plain_bisection(offset, g, d, b, move, target):
+    """SPEC 5's bisection on the free cells, every middle evaluated."""
+    from sphyr_hpc.optimiser import simp
+
+    lower, upper = simp.OC_BOUNDS
+    middle = None
+    while (upper - lower) / (lower + upper) > simp.OC_RELATIVE_GAP:
+        middle = 0.5 * (lower + upper)
+        x = np.clip(np.clip(d * np.sqrt(b / middle), d - move, d + move), 0.0, 1.0)
+        if offset + g @ x > target:
+            lower = middle
+        else:
+            upper = middle
+    return middle
+
+
+def _oc_instances():
+    """Random OC updates plus the degenerate ones: V flat at the target, out of reach, zero sensitivities."""
+    rng = np.random.default_rng(7)
+    for n in (1, 3, 10, 80, 400):
+        for _ in range(40):
+            d = rng.choice([rng.random(n), np.round(rng.random(n)), np.full(n, 0.5)])
+            b = rng.random(n) ** 4 * 10.0 ** rng.uniform(-6, 3)
+            b[rng.random(n) < 0.1] = 0.0
+            g = rng.uniform(0.2, 1.6, n)
+            offset = float(rng.uniform(0, 30))
+            reach = (offset + g @ np.maximum(d - 0.2, 0.0), offset + g @ np.minimum(d + 0.2, 1.0))
+            for target in (rng.uniform(*reach), reach[0], reach[1], reach[0] - 1.0, reach[1] + 1.0,
+                           offset + g @ d):
+                yield offset, g, d, b, float(target)
+
+
+class _Identity:
+    @staticmethod
+    def apply(x):
+        return x
+
+
+def test_serial_oc_takes_the_step_of_the_plain_bisection():
+    """The one-rank update decides most comparisons analytically; its step must be SPEC's, bit for bit."""
+    from sphyr_hpc.optimiser import simp
+
+    count = 0
+    for offset, g, d, b, target in _oc_instances():
+        n = g.size
+        update = simp._SerialUpdate.__new__(simp._SerialUpdate)
+        update.free, update.is_free, update.pinned = np.arange(n), np.ones(n, dtype=bool), np.zeros(n)
+        update.filter, update.move, update.offset, update.target = _Identity, 0.2, offset, target
+        update.g, update.g_floor = g, np.maximum(g, 1e-12)
+        dc = -b * update.g_floor
+        new_design, physical, change = update.update(d, dc)
+        b_used = np.maximum(-dc, 0.0) / update.g_floor
+        middle = _plain_bisection(offset, g, d, b_used, 0.2, target)
+        expected = np.clip(np.clip(d * np.sqrt(b_used / middle), d - 0.2, d + 0.2), 0.0, 1.0)
+        np.testing.assert_array_equal(new_design, expected, err_msg=f"n={n} target={target}")
+        np.testing.assert_array_equal(physical, expected)
+        assert change == np.max(np.abs(expected - d))
+        count += 1
+    assert count == 5 * 40 * 6
+
+
+def test_serial_oc_evaluates_few_middles_on_a_typical_update():
+    from sphyr_hpc.optimiser import simp
+
+    rng = np.random.default_rng(3)
+    d, b, g = rng.random(100), rng.random(100), rng.uniform(0.2, 1.6, 100)
+    target = 0.5 * (g @ np.maximum(d - 0.2, 0.0) + g @ np.minimum(d + 0.2, 1.0))
+    below, above = simp._certain_multipliers(0.0, g, d * np.sqrt(b), np.maximum(d - 0.2, 0.0),
+                                             np.minimum(d + 0.2, 1.0), target)
+    assert 0.0 < below < above < np.inf
+    assert (above - below) / below < 1e-7  # a hair around the crossing, not the whole bracket

@@ -168,3 +168,19 @@ def test_fields_option_writes_completion_truth_and_optimum_for_paraview(tmp_path
         stored = handle["density"][()].reshape(4, 4)[::-1]  # stored bottom row first (y up)
     expected, _ = grids.densities(grids.as_grid(completion))
     np.testing.assert_array_equal(stored, expected)
+
+
+def test_samples_written_as_1_and_as_1_0_are_one_task():
+    """SPhyR's full_easy and full_hard share samples: one rank computes their yardstick once."""
+    from sphyr_hpc.io.records import Sample
+    from sphyr_hpc.score import make_tasks
+
+    easy = [row.split() for row in GT]
+    hard = [[f"{float(c):.1f}" if c in "01" else c for c in row] for row in easy]
+    masked = [["V" if c in ("0", "1") and r in (1, 2) else c for c in row] for r, row in enumerate(easy)]
+    samples = [Sample("m", "full_easy", 0, "a", completion=easy, ground_truth=easy, input_grid=masked),
+               Sample("m", "full_hard", 0, "b", completion=hard, ground_truth=hard, input_grid=masked),
+               Sample("m", "full_hard", 1, "b", completion=hard, ground_truth=hard, input_grid=easy)]
+    tasks = make_tasks(samples)
+    assert sorted(len(t) for t in tasks) == [1, 2]  # another mask is another yardstick
+    assert {s.subject for s in max(tasks, key=len)} == {"full_easy", "full_hard"}
