@@ -84,26 +84,23 @@ def _oc_instances():
                 yield offset, g, d, b, float(target)
 
 
-class _Identity:
-    @staticmethod
-    def apply(x):
-        return x
-
-
 def test_serial_oc_takes_the_step_of_the_plain_bisection():
     """The one-rank update decides most comparisons analytically; its step must be SPEC's, bit for bit."""
+    import scipy.sparse as sp
+
     from sphyr_hpc.optimiser import simp
 
     count = 0
     for offset, g, d, b, target in _oc_instances():
         n = g.size
-        update = simp._SerialUpdate.__new__(simp._SerialUpdate)
-        update.free, update.is_free, update.pinned = np.arange(n), np.ones(n, dtype=bool), np.zeros(n)
-        update.filter, update.move, update.offset, update.target = _Identity, 0.2, offset, target
-        update.g, update.g_floor = g, np.maximum(g, 1e-12)
-        dc = -b * update.g_floor
-        new_design, physical, change = update.update(d, dc)
-        b_used = np.maximum(-dc, 0.0) / update.g_floor
+        update = simp._SerialUpdate.__new__(simp._SerialUpdate)  # an identity filter, every cell free
+        update.free, update.pinned, update.move, update.offset, update.target = np.arange(n), np.zeros(n), 0.2, \
+            offset, target
+        update.g, update.g_floor, update.Hs = g, np.maximum(g, 1e-12), np.ones(n)
+        update.rows = update.chain_rule = sp.identity(n, format="csr")
+        energies = b * update.g_floor  # p = 1: dc = -energies
+        new_design, physical, change = update.update(d, d, energies, 1.0)
+        b_used = np.maximum(energies, 0.0) / update.g_floor
         middle = _plain_bisection(offset, g, d, b_used, 0.2, target)
         expected = np.clip(np.clip(d * np.sqrt(b_used / middle), d - 0.2, d + 0.2), 0.0, 1.0)
         np.testing.assert_array_equal(new_design, expected, err_msg=f"n={n} target={target}")

@@ -63,6 +63,28 @@ class DensityFilter:
         self._x.set(1.0)
         self.H.mult(self._x, self._y)
         self.Hs = self._y.array_r.copy()
+        self._cells = self._cells_key = None
+
+    def on_cells(self, cells):
+        """One rank: ``(H[cells], H[cells, cells]^T, Hs[cells])`` as SciPy CSR, cached for the last ``cells``.
+
+        The rows keep PETSc's column order, so ``H[cells] @ x`` adds the same
+        terms in the same order as the MatMult of :meth:`apply`, and so does
+        the transpose for :meth:`chain` restricted to ``cells``.
+        """
+        import scipy.sparse as sp
+
+        if self.system.comm.getSize() != 1:
+            raise RuntimeError("DensityFilter.on_cells() is for one rank")
+        key = np.asarray(cells).tobytes()
+        if self._cells_key != key:
+            indptr, indices, data = self.H.getValuesCSR()
+            n = self.Hs.size
+            rows = sp.csr_matrix((data, indices, indptr), shape=(n, n))[cells]
+            chain = rows[:, cells].T.tocsr()
+            chain.sort_indices()
+            self._cells, self._cells_key = (rows, chain, self.Hs[cells]), key
+        return self._cells
 
     def apply(self, x):
         """(H x) / Hs for a slab x."""

@@ -115,11 +115,11 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
             break
         with timing.timed(timing.UPDATE):
             energies = system.unit_energies()
-            dc = -p * np.maximum(physical, 1e-9) ** (p - 1.0) * energies
-            dc = density_filter.chain(dc, free_s)
             if serial is not None:
-                new_design, physical, change = serial.update(design, dc)
+                new_design, physical, change = serial.update(design, physical, energies, p)
             else:
+                dc = -p * np.maximum(physical, 1e-9) ** (p - 1.0) * energies
+                dc = density_filter.chain(dc, free_s)
                 if volume_sums == "scorer":
                     new_design, physical = _oc_update(mpi, design, dc, dv, is_free, pinned_s, density_filter,
                                                       target, move_limit)
@@ -175,36 +175,43 @@ def _oc_update(mpi, design, dc, dv, is_free, pinned, density_filter, target, mov
 
 
 class _SerialUpdate:
-    """:func:`_oc_update` on one rank: the same multiplier, found with a handful of array operations.
+    """Sensitivities, filter and OC step of one iteration on one rank, on the free cells only.
 
-    The volume of a candidate is linear in it: sum(physical) = sum of pinned
-    cells + dv . new_design, with dv = H^T (free / Hs) the filtered volume
-    sensitivity, so the bisection only needs the free cells' ``g . x``, and
-    :func:`_certain_multipliers` decides all but a few of its comparisons
-    exactly; the step it settles on is filtered as SPEC 5 says.
+    The same arithmetic as the collective path, term for term: the filter's
+    rows are PETSc's (``H`` read back as SciPy CSR, same column order, so every
+    sum adds the same terms in the same order), and the chain rule only needs
+    the free rows and columns of ``H^T`` (pinned cells' sensitivities are
+    multiplied by 0).  The volume of a candidate is linear in it: sum(physical)
+    = sum of pinned cells + dv . new_design, with dv = H^T (free / Hs) the
+    filtered volume sensitivity, so the bisection only needs the free cells'
+    ``g . x``, and :func:`_certain_multipliers` decides all but a few of its
+    comparisons exactly; the step it settles on is filtered as SPEC 5 says.
     """
 
     def __init__(self, dv, is_free, pinned, density_filter, target, move_limit):
         self.free = np.flatnonzero(is_free)
-        self.is_free = is_free
         self.pinned = pinned
-        self.filter = density_filter
         self.target = target
         self.move = move_limit
         fixed = ~is_free
         self.offset = float(pinned[fixed].sum() + dv[fixed] @ pinned[fixed])
         self.g = dv[self.free]
         self.g_floor = np.maximum(self.g, 1e-12)
+        # Rows of H for the free cells' physical densities, H^T on the free cells for the chain rule.
+        self.rows, self.chain_rule, self.Hs = density_filter.on_cells(self.free)
 
     def volume_over(self, d, b, middle):
         """The published comparison: is the candidate at ``middle`` over the budget?"""
         x = _clip(_clip(d * np.sqrt(b / middle), d - self.move, d + self.move), 0.0, 1.0)
         return self.offset + self.g @ x > self.target
 
-    def update(self, design, dc):
+    def update(self, design, physical, energies, p):
+        """(new design, new physical, change) from this iteration's unit energies."""
         free, move = self.free, self.move
+        dc = -p * np.maximum(physical[free], 1e-9) ** (p - 1.0) * energies[free]
+        dc = self.chain_rule @ (dc / self.Hs)
         d = design[free]
-        b = np.maximum(-dc[free], 0.0) / self.g_floor
+        b = np.maximum(-dc, 0.0) / self.g_floor
         below, above = _certain_multipliers(self.offset, self.g, d * np.sqrt(b), np.maximum(d - move, 0.0),
                                             np.minimum(d + move, 1.0), self.target)
         lower, upper = OC_BOUNDS
@@ -225,9 +232,9 @@ class _SerialUpdate:
         x = _clip(_clip(d * np.sqrt(b / middle), d - move, d + move), 0.0, 1.0)
         new_design = self.pinned.copy()
         new_design[free] = x
-        physical = self.pinned.copy()
-        physical[free] = self.filter.apply(new_design)[free]
-        return new_design, physical, float(np.max(np.abs(x - d))) if x.size else 0.0
+        new_physical = self.pinned.copy()
+        new_physical[free] = (self.rows @ new_design) / self.Hs
+        return new_design, new_physical, float(np.max(np.abs(x - d))) if x.size else 0.0
 
 
 # The ufunc itself: np.clip's Python wrapper costs more than the clipping on small grids.
