@@ -43,27 +43,27 @@ def yardstick(system, volume_fraction, free, pinned, seeds=(), penal=fe.PENAL, r
     free, pinned = simp.design_space(lc, free, pinned)
     budget_cells, _ = simp.free_budget(free, pinned, volume_fraction)
     cell_budget = float(volume_fraction) * lc.n_elements + BUDGET_SLACK
-    density_filter = DensityFilter(system, radius)
+    # The filter depends on the grid alone: one per system and radius, closed with the system.
+    density_filter = system.attachments.get(("filter", float(radius)))
+    if density_filter is None:
+        density_filter = system.attachments[("filter", float(radius))] = DensityFilter(system, radius)
     # Every design here shares the pinned cells: on one rank, solve them condensed onto the free cells' DOFs.
     solver = condensed.CondensedSystem(system, free) if condensed.usable(system, free) else system
-    try:
-        def run(p, initial=None):
-            return simp.run_simp(solver, density_filter, volume_fraction, free, pinned, penal=p,
-                                 max_iterations=max_iterations, tolerance=tolerance, initial=initial).densities
+    def run(p, initial=None):
+        return simp.run_simp(solver, density_filter, volume_fraction, free, pinned, penal=p,
+                             max_iterations=max_iterations, tolerance=tolerance, initial=initial).densities
 
-        cold = [run(p) for p in schedule]
-        chain = []
-        warm = None
-        for i, p in enumerate(schedule):
-            # The chain starts cold, so its first design is the first cold run (deterministic).
-            warm = cold[0] if i == 0 else run(p, initial=warm)
-            chain.append(warm)
-        designs = cold + chain
-        for seed in seeds:
-            seed = np.where(free, np.clip(np.asarray(seed, dtype=float).reshape(lc.shape), 0.0, 1.0), pinned)
-            designs += [seed, run(penal, initial=seed)]
-    finally:
-        density_filter.close()
+    cold = [run(p) for p in schedule]
+    chain = []
+    warm = None
+    for i, p in enumerate(schedule):
+        # The chain starts cold, so its first design is the first cold run (deterministic).
+        warm = cold[0] if i == 0 else run(p, initial=warm)
+        chain.append(warm)
+    designs = cold + chain
+    for seed in seeds:
+        seed = np.where(free, np.clip(np.asarray(seed, dtype=float).reshape(lc.shape), 0.0, 1.0), pinned)
+        designs += [seed, run(penal, initial=seed)]
 
     candidates = []
     for design in designs:

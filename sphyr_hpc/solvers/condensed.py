@@ -105,6 +105,24 @@ class CondensedSystem:
         free_dofs[lc.fixed_dofs()] = False
         free_dofs[self.dofs] = False
         self.other = np.flatnonzero(free_dofs)  # the A block
+        # Where the blocks' entries sit in K's CSR values (nnz: an appended zero), found once:
+        # condensing a new set of pinned moduli is then a few takes, no sparse slicing.
+        n, nnz = base.n_local_dofs, base._indices.size
+        I, A = self.dofs, self.other
+        row = np.repeat(np.arange(n), np.diff(base._indptr))
+        col = np.asarray(base._indices)
+        in_I, in_A = np.full(n, -1), np.full(n, -1)
+        in_I[I], in_A[A] = np.arange(I.size), np.arange(A.size)
+        entry = np.arange(nnz)
+        self._C = np.full((I.size, I.size), nnz)       # absent entries read the appended zero
+        both = (in_I[row] >= 0) & (in_I[col] >= 0)
+        self._C[in_I[row[both]], in_I[col[both]]] = entry[both]
+        self._AI = np.full((A.size, I.size), nnz)
+        both = (in_A[row] >= 0) & (in_I[col] >= 0)
+        self._AI[in_A[row[both]], in_I[col[both]]] = entry[both]
+        both = (in_A[row] >= 0) & (in_A[col] >= 0)
+        K_AA = sp.csc_matrix((entry[both] + 1.0, (in_A[row[both]], in_A[col[both]])), shape=(A.size, A.size))
+        self._AA = ((K_AA.data - 1.0).astype(np.int64), K_AA.indices, K_AA.indptr, K_AA.shape)
         forces = lc.force_vector()
         forces[lc.fixed_dofs()] = 0.0
         self.forces = forces
@@ -131,14 +149,14 @@ class CondensedSystem:
         base = self.base
         pinned = np.array(moduli, dtype=float)
         pinned[self.free_cells] = 0.0
-        n = base.n_local_dofs
-        K = sp.csr_matrix((base._assembly_map @ pinned + base._diag, base._indices, base._indptr), shape=(n, n))
+        values = np.append(base._assembly_map @ pinned + base._diag, 0.0)  # K's CSR values, then a 0
         I, A = self.dofs, self.other
-        C = K[I][:, I].toarray()
+        C = values[self._C]
         fI = self.forces[I]
         if A.size:
-            K_AA = K[A][:, A].tocsc()
-            K_AI = K[A][:, I].toarray()
+            entries, indices, indptr, shape = self._AA
+            K_AA = sp.csc_matrix((values[entries], indices, indptr), shape=shape)
+            K_AI = values[self._AI]
             rhs = np.column_stack([K_AI, self.forces[A]])
             X = spla.splu(K_AA).solve(rhs)
             S0 = C - K_AI.T @ X[:, :-1]

@@ -167,6 +167,7 @@ class ElasticitySystem:
         self.hierarchy = None        # multigrid levels as logged after the first set-up
         self.last_iterations = 0     # KSP iterations of the last solve
         self._values = None          # K's own CSR values when assembled in place (one rank)
+        self.attachments = {}        # objects that live and die with this system (closed in close())
         self._setup_elements(element_halo)
         if assembly == "elements":
             self._setup_assembly()
@@ -380,6 +381,8 @@ class ElasticitySystem:
 
     def gather(self, slab, root=None):
         """Natural (nely, nelx) array of an element field, on every rank (or only on ``root``: None elsewhere)."""
+        if self._values is not None:  # one rank: the slab is the whole grid
+            return np.array(slab).reshape(self.loadcase.shape)
         mpi = self.comm.tompi4py()
         piece = (self.slab, np.asarray(slab).reshape(self.slab_shape))
         pieces = mpi.allgather(piece) if root is None else mpi.gather(piece, root=root)
@@ -545,6 +548,9 @@ class ElasticitySystem:
 
     # -- life cycle -----------------------------------------------------------------------------
     def close(self):
+        for attachment in getattr(self, "attachments", {}).values():
+            attachment.close()
+        self.attachments = {}
         for P in getattr(self, "_interpolations", None) or ():
             P.destroy()
         self._interpolations = None
