@@ -50,8 +50,9 @@ modified system equals the residual on the free DOFs of the original one.
 Solver
 ------
 ``solver="direct"`` (default up to ``DIRECT_SOLVER_MAX_DOFS``): ``preonly`` +
-LU (MUMPS on several ranks).  ``solver="mg"`` (default above): CG + geometric
-multigrid on the grid hierarchy of :mod:`sphyr_hpc.solvers.multigrid`;
+Cholesky with nested dissection on one rank, LU with MUMPS on several.
+``solver="mg"`` (default above): CG + geometric multigrid on the grid
+hierarchy of :mod:`sphyr_hpc.solvers.multigrid`;
 ``solver="gamg"``: CG + smoothed aggregation with the rigid-body near-null
 space.  Either way ``setFromOptions`` is called last, so any
 ``-<prefix>ksp_*``/``-<prefix>pc_*`` option on the command line wins.  The
@@ -355,9 +356,14 @@ class ElasticitySystem:
         defaults = {}
         if solver == "direct":
             ksp.setType(PETSc.KSP.Type.PREONLY)
-            pc.setType(PETSc.PC.Type.LU)
             if self.comm.getSize() > 1:
+                pc.setType(PETSc.PC.Type.LU)
                 pc.setFactorSolverType(PETSc.Mat.SolverType.MUMPS)
+            else:
+                # K is SPD (symmetric Dirichlet rows): PETSc's Cholesky with nested dissection is
+                # its fastest factorisation at 882 DOFs, 15% ahead of LU (benchmarks/factorisation.py).
+                pc.setType(PETSc.PC.Type.CHOLESKY)
+                pc.setFactorOrdering(PETSc.Mat.OrderingType.ND)
         else:
             # The rigid-body modes serve GAMG (also when chosen from the command line).
             if solver == "gamg":
