@@ -214,19 +214,22 @@ class _SerialUpdate:
         b = np.maximum(-dc, 0.0) / self.g_floor
         below, above = _certain_multipliers(self.offset, self.g, d * np.sqrt(b), np.maximum(d - move, 0.0),
                                             np.minimum(d + move, 1.0), self.target)
-        lower, upper = OC_BOUNDS
-        gap = OC_RELATIVE_GAP
-        middle = None
-        while (upper - lower) / (lower + upper) > gap:
-            middle = 0.5 * (lower + upper)
-            if middle < below:
-                lower = middle
-            elif middle > above:
-                upper = middle
-            elif self.volume_over(d, b, middle):
-                lower = middle
-            else:
-                upper = middle
+        if below == above:  # every comparison known and the same: the bisection's end is a constant
+            middle = _settled(below > 0.0)
+        else:
+            lower, upper = OC_BOUNDS
+            gap = OC_RELATIVE_GAP
+            middle = None
+            while (upper - lower) / (lower + upper) > gap:
+                middle = 0.5 * (lower + upper)
+                if middle < below:
+                    lower = middle
+                elif middle > above:
+                    upper = middle
+                elif self.volume_over(d, b, middle):
+                    lower = middle
+                else:
+                    upper = middle
         if middle is None:
             return design.copy(), design.copy(), 0.0
         x = _clip(_clip(d * np.sqrt(b / middle), d - move, d + move), 0.0, 1.0)
@@ -234,7 +237,25 @@ class _SerialUpdate:
         new_design[free] = x
         new_physical = self.pinned.copy()
         new_physical[free] = (self.rows @ new_design) / self.Hs
-        return new_design, new_physical, float(np.max(np.abs(x - d))) if x.size else 0.0
+        return new_design, new_physical, float(np.abs(x - d).max()) if x.size else 0.0
+
+
+_SETTLED = {}
+
+
+def _settled(over):
+    """Where SPEC 5's bisection ends when every candidate is over the budget (or none is)."""
+    if over not in _SETTLED:
+        lower, upper = OC_BOUNDS
+        middle = None
+        while (upper - lower) / (lower + upper) > OC_RELATIVE_GAP:
+            middle = 0.5 * (lower + upper)
+            if over:
+                lower = middle
+            else:
+                upper = middle
+        _SETTLED[over] = middle
+    return _SETTLED[over]
 
 
 # The ufunc itself: np.clip's Python wrapper costs more than the clipping on small grids.
