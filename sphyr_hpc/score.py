@@ -21,7 +21,8 @@ Outputs under ``--out`` (default ``out``): ``results.jsonl`` (one object per
 record: model, subject, index, every metric with infinite compliances as null,
 ``error`` where a record could not be scored), appended and flushed as records
 finish and sorted when the run ends; ``summary.json`` (per model and subject:
-count, errors and metric means); ``leaderboard.png``; the leaderboard is
+count, errors and metric means); ``leaderboard.png``; ``run.json`` (ranks,
+record counts, seconds of the scoring phase and of the process); the leaderboard is
 printed.  ``--fields DIR`` also writes, for every scored record, the
 completion, the ground truth and the yardstick's optimum as HDF5 + XDMF (or
 VTU) files for ParaView, named ``model__subject__index__design``.  ``--resume`` keeps what ``results.jsonl`` already holds and scores
@@ -39,13 +40,16 @@ written stays valid for ``--resume``).
 import argparse
 import json
 import sys
+import time
 import traceback
 from pathlib import Path
 
-from mpi4py import MPI
+PROCESS_STARTED = time.perf_counter()  # at import, before MPI and PETSc start
 
-from . import grid as grids
-from . import loadcase as loadcases
+from mpi4py import MPI  # noqa: E402
+
+from . import grid as grids  # noqa: E402 (below: PROCESS_STARTED first)
+from . import loadcase as loadcases  # noqa: E402
 from .io.records import (FileProblem, ResultsLog, find_result_files, read_dataset_completions,
                          read_result_file, row_key, write_text_atomic)
 from .metrics import ScoringConfig, Scorer, json_safe
@@ -242,7 +246,9 @@ def run_score(args, parser, comm):
         return count >= len(pending)
 
     comm.Barrier()
+    scoring_started = time.perf_counter()
     run_dynamic(comm, len(tasks), run, progress if bar is not None else None)
+    scoring_seconds = time.perf_counter() - scoring_started
     log.close()
     scorer.close()
     if bar is not None:
@@ -257,6 +263,13 @@ def run_score(args, parser, comm):
         write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, allow_nan=False) + "\n")
         plot_leaderboard(board, out / "leaderboard.png")
         scored = sum(1 for r in rows if "error" not in r)
+        write_text_atomic(out / "run.json", json.dumps({
+            "ranks": comm.size, "records": len(rows), "scored": scored, "errors": len(rows) - scored,
+            "scored_this_run": len(pending), "resumed": bool(args.resume),
+            # The scoring phase (every rank at work) and the whole command as this process saw it.
+            "seconds": {"scoring": round(scoring_seconds, 3),
+                        "process": round(time.perf_counter() - PROCESS_STARTED, 3)},
+        }, indent=2) + "\n")
         print(f"\n{len(rows)} records ({scored} scored, {len(rows) - scored} errors) on {comm.size} rank(s) -> {log.path}")
         print("\n".join(format_leaderboard(board)))
         failed = len(problems) + len(rows) - scored

@@ -100,6 +100,9 @@ def test_results_do_not_depend_on_the_number_of_ranks(reference, tmp_path, ranks
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"on {ranks} rank(s)" in done.stdout
     assert _by_key(_rows(tmp_path / "out")) == _by_key(rows)
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert (run["ranks"], run["records"], run["errors"]) == (ranks, len(rows), 0)
+    assert 0.0 < run["seconds"]["scoring"] < run["seconds"]["process"]
 
 
 def test_killed_run_resumes_to_each_record_exactly_once(reference, tmp_path):
