@@ -108,3 +108,28 @@ def test_condensation_is_used_only_where_it_is_cheaper():
         assert not condensed.usable(system, np.zeros(lc.shape, dtype=bool))
     with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct", assembly="stencil") as system:
         assert not condensed.usable(system, row)  # needs the in-place one-rank assembly
+
+
+def test_larger_grids_condense_more_dofs_as_their_sparse_factorisation_costs_more():
+    """k^3 against n^1.5: the limit grows with sqrt(n), 100 DOFs at 10x10, ~191 at 20x20."""
+    def grid(n):
+        rows = [["0"] * n for _ in range(n)]
+        rows[0][n // 2] = "L"
+        rows[-1] = ["S"] * n
+        return rows
+
+    small, large = loadcases.from_grid(grid(10)), loadcases.from_grid(grid(20))
+    twenty_cells = np.zeros(large.shape, dtype=bool)
+    twenty_cells[2:18:4, 2:20:4] = True  # 20 cells apart: 160 DOFs
+    assert condensed.condensed_dofs(large, twenty_cells).size == 160
+    with ElasticitySystem(large, comm=petsc().COMM_SELF, solver="direct") as system:
+        assert condensed.usable(system, twenty_cells)
+    with ElasticitySystem(small, comm=petsc().COMM_SELF, solver="direct") as system:
+        twelve_cells = np.zeros(small.shape, dtype=bool)
+        twelve_cells[1:9:2, 1:9:3] = True  # 12 cells apart: 96 DOFs, under 100
+        assert condensed.condensed_dofs(small, twelve_cells).size == 96
+        assert condensed.usable(system, twelve_cells)
+        thirteen_cells = twelve_cells.copy()
+        thirteen_cells[5, 9] = True  # 104 DOFs, over
+        assert condensed.condensed_dofs(small, thirteen_cells).size == 104
+        assert not condensed.usable(system, thirteen_cells)

@@ -14,9 +14,9 @@ i.e. per penalty) the system condenses to a dense ``k x k`` one,
     g = f_I - K_IA K_AA^-1 f_A,   compliance = f_A . K_AA^-1 f_A + g . u_I,
 
 factorised with LAPACK's Cholesky each solve.  With up to ``MAX_DOFS`` such
-DOFs (SPhyR's cell, row and column masks on 10x10) that is several times
-cheaper than factorising all of K, and it is the same solution up to
-rounding.  Whatever the condensed solve cannot vouch for (a Cholesky that
+DOFs on 10x10 (SPhyR's cell, row and column masks; more on larger grids, see
+:func:`usable`) that is several times cheaper than factorising all of K, and
+it is the same solution up to rounding.  Whatever the condensed solve cannot vouch for (a Cholesky that
 breaks down, a residual above SPEC 3's bound, a design whose compliance
 exceeds ``SINGULARITY_RATIO`` times that of the design with every free cell
 solid: a severed load path) is solved again by the PETSc system in full, so
@@ -38,9 +38,12 @@ from threadpoolctl import threadpool_limits
 from .. import discretisation as fe
 from .elasticity import RESIDUAL_TOLERANCE
 
-# Above this many condensed DOFs a dense Cholesky costs more than PETSc's sparse LU of K
-# (measured on 10x10: 80 DOFs ~10 us, 132 DOFs ~45 us, sparse LU of all 242 ~65 us).
+# Above this many condensed DOFs a dense Cholesky (k^3) costs more than PETSc's sparse one of
+# all of K (~n^1.5 with nested dissection) on 10x10's 242 DOFs: 100 DOFs ~40 us against
+# ~60 us (benchmarks/results/factorisation.md).  Other sizes scale it by sqrt(n / 242):
+# k^3 ~ n^1.5, so 191 at 20x20 (882 DOFs, where the sparse one takes ~450 us).
 MAX_DOFS = 100
+REFERENCE_DOFS = 242
 # A condensed compliance above this multiple of the all-free-cells-solid design's is
 # re-solved in full (a severed load path: its rounding is the full solver's to decide).
 SINGULARITY_RATIO = 1e3
@@ -73,9 +76,10 @@ def condensed_dofs(loadcase, free):
 
 
 def usable(system, free, max_dofs=MAX_DOFS):
-    """Whether a condensed system can stand in for ``system`` on this free mask."""
+    """Whether a condensed system can stand in for ``system`` on this free mask (and is cheaper)."""
+    limit = max_dofs * np.sqrt(system.loadcase.n_dofs / REFERENCE_DOFS)
     return (system.comm.getSize() == 1 and getattr(system, "_values", None) is not None
-            and bool(np.any(free)) and condensed_dofs(system.loadcase, free).size <= max_dofs)
+            and bool(np.any(free)) and condensed_dofs(system.loadcase, free).size <= limit)
 
 
 class CondensedSystem:
