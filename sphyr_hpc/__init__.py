@@ -7,14 +7,18 @@ Pipeline, one module a step: :mod:`~sphyr_hpc.grid` -> :mod:`~sphyr_hpc.loadcase
 (:mod:`~sphyr_hpc.io`).  PETSc is imported through :func:`sphyr_hpc._petsc.petsc`.
 """
 
+import os as _os
+import time as _time
+
 __version__ = "0.1.0"
 
-import os as _os
+PROCESS_STARTED = _time.perf_counter()  # when sphyr_hpc was first imported: before MPI and PETSc start
 
 # One BLAS thread per process: MPI ranks already fill the cores, and OpenBLAS's
 # own threads on a 2-core machine double a 100x100 Cholesky's time (measured).
 # Only takes effect when sphyr_hpc is imported before numpy, as in every
-# ``python -m sphyr_hpc.<command>``; an explicit setting always wins.
+# ``python -m sphyr_hpc.<command>``; an explicit setting always wins (the
+# condensed solver also limits the loaded BLAS itself, see solvers/condensed.py).
 for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
     _os.environ.setdefault(_name, "1")
 # A singleton (``python -m sphyr_hpc.score`` without mpirun) has no peers to reach: skip
