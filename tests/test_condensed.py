@@ -133,3 +133,14 @@ def test_larger_grids_condense_more_dofs_as_their_sparse_factorisation_costs_mor
         thirteen_cells[5, 9] = True  # 104 DOFs, over
         assert condensed.condensed_dofs(small, thirteen_cells).size == 104
         assert not condensed.usable(system, thirteen_cells)
+
+
+def test_condensed_system_never_hands_on_the_full_systems_stale_displacements():
+    lc, free, pinned = _problem(RECORDS[0], "row")
+    with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as full:
+        reduced = condensed.CondensedSystem(full, free)
+        reduced.solve(fe.simp_modulus(np.where(free, 0.5, pinned)).ravel())
+        for name in ("natural_displacements", "max_displacement", "u", "ksp"):
+            with pytest.raises(AttributeError, match="free cells' DOFs"):
+                getattr(reduced, name)
+        assert reduced.slab_of(free).shape == (lc.n_elements,)  # what a SIMP run needs still works

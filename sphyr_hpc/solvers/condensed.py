@@ -136,7 +136,14 @@ class CondensedSystem:
         self._energies = np.zeros(lc.n_elements)
         self.full_solves = 0  # solves handed to the PETSc system
 
+    # The base system's state after *its* last solve, not this one's: never handed on.
+    _NOT_HANDED_ON = frozenset({"u", "r", "ksp", "K", "natural_displacements", "local_displacements",
+                                "max_displacement"})
+
     def __getattr__(self, name):  # slabs, comm, DMDAs, PETSc: the base system's
+        if name in CondensedSystem._NOT_HANDED_ON:
+            raise AttributeError(f"CondensedSystem has no {name!r}: it keeps only the free cells' DOFs "
+                                 f"(solve on the base system for full displacements)")
         return getattr(self.base, name)
 
     def _reduced(self, moduli):
