@@ -3,7 +3,12 @@
 Runs on the slabs of an :class:`~sphyr_hpc.solvers.elasticity.ElasticitySystem`
 (any number of ranks): sensitivities and the filter are local/parallel PETSc
 operations and every sum in the optimality-criteria bisection is an
-``allreduce``, so no field is gathered inside the loop.
+``allreduce``, so no field is gathered inside the loop.  On one rank (the
+scorer's samples) :class:`_SerialUpdate` does the same arithmetic on the free
+cells only and decides the bisection's comparisons analytically where they
+are certain (:func:`_certain_multipliers`): the same multipliers and designs,
+bit for bit, at a fraction of the cost.  The system may also be a
+:class:`~sphyr_hpc.solvers.condensed.CondensedSystem`.
 
 Inputs and results are natural (nely, nelx) arrays: ``free`` marks the design
 variables, ``pinned`` holds every other cell's density (L/S already forced to 1
@@ -17,9 +22,9 @@ not:
   the filtered volume sensitivity; equal to the sum of the filtered candidate
   in exact arithmetic because the filter is linear), one dot product and one
   allreduce a step over the free cells, with ``sqrt(base)`` computed once; the
-  settled candidate is filtered once.  The default, ``"scorer"``, is
-  :func:`_oc_update`, the scorer's arithmetic (the same identity on one rank,
-  a filter MatMult a step on several).
+  settled candidate is filtered once.  The default, ``"scorer"``, is the
+  scorer's arithmetic: :func:`_oc_update` (a filter MatMult a step) on
+  several ranks, :class:`_SerialUpdate` (the same identity) on one.
 * ``continuation=(p_start, p_step, every)``: the penalty starts at
   ``p_start`` and grows by ``p_step`` every ``every`` iterations up to
   ``penal``; the run cannot converge before it gets there.
