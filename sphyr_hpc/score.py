@@ -247,10 +247,10 @@ def run_score(args, parser, comm):
     # The leaderboard is drawn by the last rank.  With several ranks it loads matplotlib (and
     # its fonts) now, so the dynamic balancing absorbs that instead of the run's serial end.
     drawer = comm.size - 1
-    if comm.size > 1 and rank == drawer:
-        warm_up()
     comm.Barrier()
     scoring_started = time.perf_counter()
+    if comm.size > 1 and rank == drawer:
+        warm_up()  # the other ranks are already taking tasks
     run_dynamic(comm, len(tasks), run, progress if bar is not None else None)
     scoring_seconds = time.perf_counter() - scoring_started
     log.close()
