@@ -24,21 +24,15 @@ Results: ``benchmarks/results/factorisation.{json,md}``.
 import argparse
 import json
 import os
-import platform
-import sys
 import time
-from datetime import datetime, timezone
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from _common import ROOT, machine, now, write_results
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from sphyr_hpc import discretisation as fe  # noqa: E402
-from sphyr_hpc import grid as grids  # noqa: E402
-from sphyr_hpc import loadcase as loadcases  # noqa: E402
-from sphyr_hpc._petsc import petsc  # noqa: E402
+from sphyr_hpc import discretisation as fe
+from sphyr_hpc import loadcase as loadcases
+from sphyr_hpc._petsc import petsc
 
 DATA = ROOT.parent / "shared" / "data" / "sphyr"
 TARGET_20X20_FULL = 7.6 / 20
@@ -170,21 +164,15 @@ def main(argv=None):
         row["factorisation_floor_seconds"] = round(row["simp_solves"] * per_solve, 3)
     report = {
         "benchmark": "factorisation",
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-                    "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
+        "date": now(),
+        "machine": machine(load_before),
         "sizes": sizes,
         "dense_cholesky_us": dense,
         "v2_20_full_yardsticks": iterations,
         "fastest_20x20": fastest,
         "target_seconds_per_20x20_full_sample": TARGET_20X20_FULL,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    for path, text in ((out, json.dumps(report, indent=2) + "\n"), (out.with_suffix(".md"), _markdown(report))):
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+    write_results(args.out, report, _markdown(report))
     print(_markdown(report))
 
 

@@ -20,17 +20,15 @@ Reference: the published scorer needs 174.96 s for the 408 v1 samples
 import argparse
 import json
 import os
-import platform
 import random
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from _common import ROOT, machine, now, write_results
 PUBLISHED = {"v1_seconds": 174.96, "v1_samples": 408, "v2_20_full_seconds_per_sample": 7.6}
 PROMPT = ("Below is the input grid with masked regions:\n\n{grid}\n\n"
           "Please output the completed grid by replacing all 'V' cells.")
@@ -137,9 +135,8 @@ def main(argv=None):
                 by[(version, 1)]["scoring_seconds"] / by[(version, 2)]["scoring_seconds"], 2)
     report = {
         "benchmark": "score_throughput",
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-                    "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
+        "date": now(),
+        "machine": machine(load_before),
         "published": PUBLISHED,
         "note": ("records per version = 2 x samples (ground-truth and random completions of the same samples); "
                  f"seconds: the fastest of {args.repeats} runs (interleaved over the rank counts) of the whole "
@@ -148,12 +145,7 @@ def main(argv=None):
         "entries": entries,
         "summary": summary,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    for path, text in ((out, json.dumps(report, indent=2) + "\n"), (out.with_suffix(".md"), _markdown(report))):
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+    write_results(args.out, report, _markdown(report))
     print(json.dumps(summary, indent=2))
 
 

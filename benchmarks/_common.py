@@ -1,0 +1,31 @@
+"""What every benchmark records and how it writes its results (imported by the scripts here)."""
+
+import json
+import os
+import platform
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from sphyr_hpc.io.atomic import write_text_atomic  # noqa: E402
+
+
+def machine(load_before):
+    """The machine and its load average before (given) and now."""
+    return {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
+            "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
+
+
+def now():
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def write_results(out, report, markdown):
+    """``out`` (JSON) and the Markdown beside it, each written atomically."""
+    out = Path(out)
+    write_text_atomic(out, json.dumps(report, indent=2) + "\n")
+    write_text_atomic(out.with_suffix(".md"), markdown)
