@@ -170,6 +170,9 @@ class Scorer:
     """Scores completions; caches solvers per load case and yardsticks per sample."""
 
     def __init__(self, config=None, cache_size=256, problem_cache_size=64):
+        from .solvers.condensed import one_blas_thread
+
+        one_blas_thread()  # every metric rounds the same whatever the machine's thread setting
         self.config = config or ScoringConfig()
         if self.config.analysis_solver not in ("superlu", "petsc"):
             raise ValueError(f"analysis solver must be 'superlu' or 'petsc', not {self.config.analysis_solver!r}")
