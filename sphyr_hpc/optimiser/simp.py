@@ -205,10 +205,14 @@ class _SerialUpdate:
         # Rows of H for the free cells' physical densities, H^T on the free cells for the chain rule.
         self.rows, self.chain_rule, self.Hs = density_filter.on_cells(self.free)
 
-    def volume_over(self, d, b, middle):
-        """The published comparison: is the candidate at ``middle`` over the budget?"""
-        x = _clip(_clip(d * np.sqrt(b / middle), d - self.move, d + self.move), 0.0, 1.0)
-        return self.offset + self.g @ x > self.target
+    def volume_over(self, d, b, middle, floor, ceiling):
+        """The published comparison: is the candidate at ``middle`` over the budget?
+
+        ``clip(clip(v, d - move, d + move), 0, 1)`` is ``clip(v, floor, ceiling)`` with
+        ``floor = max(d - move, 0)``, ``ceiling = min(d + move, 1)``: clipping only
+        selects, and ``d`` in [0, 1] keeps ``floor <= ceiling``, so the values are the same.
+        """
+        return self.offset + self.g @ _clip(d * np.sqrt(b / middle), floor, ceiling) > self.target
 
     def update(self, design, physical, energies, p):
         """(new design, new physical, change) from this iteration's unit energies."""
@@ -217,8 +221,8 @@ class _SerialUpdate:
         dc = self.chain_rule @ (dc / self.Hs)
         d = design[free]
         b = np.maximum(-dc, 0.0) / self.g_floor
-        below, above = _certain_multipliers(self.offset, self.g, d * np.sqrt(b), np.maximum(d - move, 0.0),
-                                            np.minimum(d + move, 1.0), self.target)
+        floor, ceiling = np.maximum(d - move, 0.0), np.minimum(d + move, 1.0)
+        below, above = _certain_multipliers(self.offset, self.g, d * np.sqrt(b), floor, ceiling, self.target)
         if below == above:  # every comparison known and the same: the bisection's end is a constant
             middle = _settled(below > 0.0)
         else:
@@ -231,13 +235,13 @@ class _SerialUpdate:
                     lower = middle
                 elif middle > above:
                     upper = middle
-                elif self.volume_over(d, b, middle):
+                elif self.volume_over(d, b, middle, floor, ceiling):
                     lower = middle
                 else:
                     upper = middle
         if middle is None:
             return design.copy(), design.copy(), 0.0
-        x = _clip(_clip(d * np.sqrt(b / middle), d - move, d + move), 0.0, 1.0)
+        x = _clip(d * np.sqrt(b / middle), floor, ceiling)  # SPEC 5's two clips (see volume_over)
         new_design = self.pinned.copy()
         new_design[free] = x
         new_physical = self.pinned.copy()
