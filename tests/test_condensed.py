@@ -144,3 +144,19 @@ def test_condensed_system_never_hands_on_the_full_systems_stale_displacements():
             with pytest.raises(AttributeError, match="free cells' DOFs"):
                 getattr(reduced, name)
         assert reduced.slab_of(free).shape == (lc.n_elements,)  # what a SIMP run needs still works
+
+
+def test_csr_matvec_is_scipys_product_to_the_bit():
+    import scipy.sparse as sp
+
+    from sphyr_hpc.solvers import csr
+
+    rng = np.random.default_rng(2)
+    A = sp.random(60, 90, density=0.1, format="csr", random_state=3)
+    x = rng.standard_normal(90)
+    np.testing.assert_array_equal(csr.matvec(A, x), A @ x)
+    base = rng.standard_normal(60) * (np.diff(A.indptr) == 0)  # non-zero only on empty rows
+    np.testing.assert_array_equal(csr.matvec(A, x, out=base.copy()), A @ x + base)
+    wide = sp.csr_matrix((A.data, A.indices.astype(np.int64), A.indptr.astype(np.int64)), shape=A.shape)
+    np.testing.assert_array_equal(csr.matvec(wide, x[::-1].copy()), A @ x[::-1])  # the kernel, int64
+    np.testing.assert_array_equal(csr.matvec(A, x[::-1]), A @ x[::-1])  # a strided x: the fallback

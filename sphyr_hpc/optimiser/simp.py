@@ -37,6 +37,7 @@ from mpi4py import MPI
 
 from .. import discretisation as fe
 from .. import timing
+from ..solvers import csr
 
 MAX_ITERATIONS = 500
 TOLERANCE = 1e-3
@@ -218,7 +219,7 @@ class _SerialUpdate:
         """(new design, new physical, change) from this iteration's unit energies."""
         free, move = self.free, self.move
         dc = -p * np.maximum(physical[free], 1e-9) ** (p - 1.0) * energies[free]
-        dc = self.chain_rule @ (dc / self.Hs)
+        dc = csr.matvec(self.chain_rule, dc / self.Hs)
         d = design[free]
         b = np.maximum(-dc, 0.0) / self.g_floor
         floor, ceiling = np.maximum(d - move, 0.0), np.minimum(d + move, 1.0)
@@ -245,7 +246,7 @@ class _SerialUpdate:
         new_design = self.pinned.copy()
         new_design[free] = x
         new_physical = self.pinned.copy()
-        new_physical[free] = (self.rows @ new_design) / self.Hs
+        new_physical[free] = csr.matvec(self.rows, new_design) / self.Hs
         return new_design, new_physical, float(np.abs(x - d).max()) if x.size else 0.0
 
 

@@ -38,6 +38,7 @@ from scipy.linalg import lapack
 from threadpoolctl import threadpool_limits
 
 from .. import discretisation as fe
+from . import csr
 from .elasticity import RESIDUAL_TOLERANCE
 
 # Above this many condensed DOFs a dense Cholesky (k^3) costs more than PETSc's sparse one of
@@ -186,7 +187,7 @@ class CondensedSystem:
 
     def _solve_reduced(self, reduced, moduli):
         S0, g, c0, reference = reduced
-        S = S0 + (self._map @ moduli[self.free_cells]).reshape(self.k, self.k)
+        S = S0 + csr.matvec(self._map, moduli[self.free_cells]).reshape(self.k, self.k)
         factor, info = lapack.dpotrf(S, lower=False, clean=True)
         if info != 0:
             return None

@@ -69,7 +69,7 @@ from mpi4py import MPI
 from .._petsc import petsc
 from .. import discretisation as fe
 from .. import timing
-from . import multigrid
+from . import csr, multigrid
 from .multigrid import clear_default_options, configure_gamg, configure_mg, set_default_options
 
 RESIDUAL_TOLERANCE = 1e-6
@@ -449,11 +449,15 @@ class ElasticitySystem:
         return cols.reshape(-1)
 
     def _assemble_elements(self, moduli):
-        data = self._assembly_map @ np.asarray(moduli, dtype=float)
+        moduli = np.ascontiguousarray(moduli, dtype=float)
         if self._values is not None:
-            np.add(data, self._diag, out=self._values)
+            # The Dirichlet diagonal and the element sums never share an entry, so starting
+            # from it and adding the product is the product plus it, to the bit.
+            np.copyto(self._values, self._diag)
+            csr.matvec(self._assembly_map, moduli, out=self._values)
             self.K.stateIncrease()  # the factorisation is redone only for a new state
             return
+        data = self._assembly_map @ moduli
         data += self._diag
         K = self.K
         K.zeroEntries()
