@@ -474,8 +474,9 @@ class ElasticitySystem:
             self.u.set(0.0)
             return np.inf
         self.assemble(moduli)
-        if self._values is None:
-            self.ksp.setOperators(self.K)  # in place, the new state of K is what tells the PC
+        # A new operator for the KSP (also when assembled in place, where K's new state is what
+        # makes the PC refactorise): the factorisation then happens in setUp, in sphyr_setup.
+        self.ksp.setOperators(self.K)
         try:
             with timing.timed(timing.SETUP):
                 self.ksp.setUp()
