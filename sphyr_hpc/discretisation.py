@@ -64,7 +64,10 @@ def centre_strain_displacement():
 def simp_modulus(rho, penal=PENAL, e0=E0, emin=EMIN):
     """E(rho) = Emin + rho^p (E0 - Emin), rho clipped to [0, 1]."""
     rho = _clip(np.asarray(rho, dtype=float), 0.0, 1.0)  # the ufunc: np.clip's wrapper costs more here
-    return emin + rho**penal * (e0 - emin)
+    rho **= penal  # in place: the same values as rho**penal, one temporary fewer
+    rho *= e0 - emin
+    rho += emin
+    return rho
 
 
 _clip = np.core.umath.clip

@@ -165,16 +165,19 @@ class _SwapScreen:
 
 
 def _factor_solve(system, rhs):
-    """K^{-1} rhs with the factorisation the system's last solve left (serial, natural order)."""
+    """K^{-1} rhs with the factorisation the system's last solve left (serial, natural order).
+
+    One ``MatMatSolve`` for all the columns (PETSc's dense matrices are
+    column-major: the numpy array goes in Fortran order, no copy of PETSc's).
+    """
     PETSc = system.PETSc
     factor = system.ksp.getPC().getFactorMatrix()
-    b = PETSc.Vec().createSeq(rhs.shape[0], comm=PETSc.COMM_SELF)
-    x = b.duplicate()
-    out = np.empty_like(rhs)
-    for j in range(rhs.shape[1]):
-        b.array[:] = rhs[:, j]
-        factor.solve(b, x)
-        out[:, j] = x.array_r
-    b.destroy()
-    x.destroy()
+    n, m = rhs.shape
+    B = PETSc.Mat().createDense((n, m), array=np.asfortranarray(rhs, dtype=float), comm=PETSc.COMM_SELF)
+    X = PETSc.Mat().createDense((n, m), comm=PETSc.COMM_SELF)
+    X.setUp()
+    factor.matSolve(B, X)
+    out = X.getDenseArray().copy()
+    B.destroy()
+    X.destroy()
     return out

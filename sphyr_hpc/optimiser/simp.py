@@ -30,6 +30,7 @@ not:
   ``penal``; the run cannot converge before it gets there.
 """
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -117,7 +118,7 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
         iteration += 1
         p = penalty(iteration)
         compliance = system.solve(fe.simp_modulus(physical, p))
-        if not np.isfinite(compliance):
+        if not math.isfinite(compliance):
             break
         with timing.timed(timing.UPDATE):
             energies = system.unit_energies()
