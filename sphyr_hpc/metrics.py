@@ -179,8 +179,7 @@ class Scorer:
         self.yardsticks = YardstickCache(cache_size)
         # Analyses per (load case, design): a sample's ground truth is analysed once for
         # all its completions, and a completion equal to it costs nothing more.
-        self._analyses = OrderedDict()
-        self._analysis_cache_size = cache_size
+        self._analyses = YardstickCache(cache_size)
         self._problems = OrderedDict()
         self._problem_cache_size = problem_cache_size
 
@@ -196,15 +195,11 @@ class Scorer:
 
     def analysis(self, lc, rho):
         """:func:`~sphyr_hpc.analysis.analyse` of a natural density array, cached."""
-        key = (lc, np.asarray(rho, dtype=float).tobytes())
-        if key in self._analyses:
-            self._analyses.move_to_end(key)
-            return self._analyses[key]
-        prob = self.problem(lc)
-        result = self._analyses[key] = analyse(prob.analysis, rho, prob.solid, self.config.penal)
-        if len(self._analyses) > self._analysis_cache_size:
-            self._analyses.popitem(last=False)
-        return result
+        def compute():
+            prob = self.problem(lc)
+            return analyse(prob.analysis, rho, prob.solid, self.config.penal)
+
+        return self._analyses.get_or_compute((lc, np.asarray(rho, dtype=float).tobytes()), compute)
 
     def optimum(self, lc, free, pinned, volume_fraction, seeds):
         cfg = self.config

@@ -67,21 +67,10 @@ def format_leaderboard(board):
 
 
 def warm_up():
-    """Import matplotlib and load its fonts with a throw-away drawing (~0.4 s here)."""
+    """Import matplotlib and load its fonts: a throw-away leaderboard drawn to memory (~0.4 s here)."""
     import io
 
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(1.0, 1.0))
-    FigureCanvasAgg(fig)
-    ax = fig.subplots()
-    ax.barh(["a"], [1.0])
-    ax.text(0.5, 0, "0.5", fontsize=8)
-    ax.set_xlabel("x")
-    ax.set_title("t")
-    fig.tight_layout()
-    fig.savefig(io.BytesIO(), format="png", dpi=20)
+    plot_leaderboard([{"model": "warm-up", "topology_score": 1.0}], io.BytesIO())
 
 
 def plot_leaderboard(board, path):

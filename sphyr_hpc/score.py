@@ -138,10 +138,8 @@ def sample_key(sample):
 
 
 def _cell_value(cell):
-    try:
-        return round(float(cell), 6)
-    except (TypeError, ValueError, OverflowError):
-        return cell
+    value = grids.parse_density(cell)  # None for L, S, V and anything that is not a finite number
+    return cell if value is None else round(value, 6)  # rounded as YardstickKey rounds densities
 
 
 def _cost(group):

@@ -34,8 +34,7 @@ def event(name):
 
 def timed(name):
     """``with timed(name):`` brackets a block with the event (PETSc's own context manager)."""
-    ev = _registered.get(name)
-    return ev if ev is not None else event(name)
+    return event(name)
 
 
 def start_logging():

@@ -228,19 +228,7 @@ class _SerialUpdate:
         if below == above:  # every comparison known and the same: the bisection's end is a constant
             middle = _settled(below > 0.0)
         else:
-            lower, upper = OC_BOUNDS
-            gap = OC_RELATIVE_GAP
-            middle = None
-            while (upper - lower) / (lower + upper) > gap:
-                middle = 0.5 * (lower + upper)
-                if middle < below:
-                    lower = middle
-                elif middle > above:
-                    upper = middle
-                elif self.volume_over(d, b, middle, floor, ceiling):
-                    lower = middle
-                else:
-                    upper = middle
+            middle = _bisect(below, above, lambda m: self.volume_over(d, b, m, floor, ceiling))
         if middle is None:
             return design.copy(), design.copy(), 0.0
         x = _clip(d * np.sqrt(b / middle), floor, ceiling)  # SPEC 5's two clips (see volume_over)
@@ -251,21 +239,32 @@ class _SerialUpdate:
         return new_design, new_physical, float(np.abs(x - d).max()) if x.size else 0.0
 
 
+def _bisect(below, above, over):
+    """SPEC 5's bisection on the multiplier: a middle below ``below`` is over the budget, one above
+    ``above`` is not, ``over(middle)`` decides the rest.  Returns the last middle."""
+    lower, upper = OC_BOUNDS
+    gap = OC_RELATIVE_GAP
+    middle = None
+    while (upper - lower) / (lower + upper) > gap:
+        middle = 0.5 * (lower + upper)
+        if middle < below:
+            lower = middle
+        elif middle > above:
+            upper = middle
+        elif over(middle):
+            lower = middle
+        else:
+            upper = middle
+    return middle
+
+
 _SETTLED = {}
 
 
 def _settled(over):
     """Where SPEC 5's bisection ends when every candidate is over the budget (or none is)."""
     if over not in _SETTLED:
-        lower, upper = OC_BOUNDS
-        middle = None
-        while (upper - lower) / (lower + upper) > OC_RELATIVE_GAP:
-            middle = 0.5 * (lower + upper)
-            if over:
-                lower = middle
-            else:
-                upper = middle
-        _SETTLED[over] = middle
+        _SETTLED[over] = _bisect(np.inf, np.inf, None) if over else _bisect(-np.inf, -np.inf, None)
     return _SETTLED[over]
 
 

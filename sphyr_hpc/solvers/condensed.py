@@ -114,12 +114,12 @@ class CondensedSystem:
         self.other = np.flatnonzero(free_dofs)  # the A block
         # Where the blocks' entries sit in K's CSR values (nnz: an appended zero), found once:
         # condensing a new set of pinned moduli is then a few takes, no sparse slicing.
-        n, nnz = base.n_local_dofs, base._indices.size
+        n, nnz = base.n_local_dofs, base._indices.size  # one rank: n is lc.n_dofs, natural order
         I, A = self.dofs, self.other
         row = np.repeat(np.arange(n), np.diff(base._indptr))
         col = np.asarray(base._indices)
-        in_I, in_A = np.full(n, -1), np.full(n, -1)
-        in_I[I], in_A[A] = np.arange(I.size), np.arange(A.size)
+        in_I, in_A = position, np.full(n, -1)  # position of a DOF in I (above), and in A
+        in_A[A] = np.arange(A.size)
         entry = np.arange(nnz)
         self._C = np.full((I.size, I.size), nnz)       # absent entries read the appended zero
         both = (in_I[row] >= 0) & (in_I[col] >= 0)

@@ -387,7 +387,7 @@ class ElasticitySystem:
 
     def gather(self, slab, root=None):
         """Natural (nely, nelx) array of an element field, on every rank (or only on ``root``: None elsewhere)."""
-        if self._values is not None:  # one rank: the slab is the whole grid
+        if self.comm.getSize() == 1:  # the slab is the whole grid
             return np.array(slab).reshape(self.loadcase.shape)
         mpi = self.comm.tompi4py()
         piece = (self.slab, np.asarray(slab).reshape(self.slab_shape))
