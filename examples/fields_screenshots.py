@@ -69,6 +69,20 @@ def _text(view, text, location="Upper Center", size=15):
     return source
 
 
+def _scalar_bar(lut, view, title, range_format, position, length):
+    """A horizontal black-on-white colour legend for ``lut`` in ``view``."""
+    bar = pv.GetScalarBar(lut, view)
+    bar.Title = title
+    bar.ComponentTitle = ""
+    bar.TitleColor = bar.LabelColor = [0.0, 0.0, 0.0]
+    bar.WindowLocation = "Any Location"
+    bar.Orientation = "Horizontal"
+    bar.Position = position
+    bar.ScalarBarLength = length
+    bar.RangeLabelFormat = range_format
+    return bar
+
+
 def _face_on(view, bounds, margin=1.12):
     """Camera looking down -z at the xy bounds, y up, the whole grid in view."""
     xmin, xmax, ymin, ymax = bounds
@@ -150,15 +164,7 @@ def record_panel(data, docs):
         frames.append((b[0], b[1], b[2], b[3]))
     _text(views[0], "red: load cells (gravity down)\nblue: support cells\norange frame: masked cells",
           "Lower Left Corner", 13)
-    bar = pv.GetScalarBar(lut, views[-1])
-    bar.Title = "density"
-    bar.ComponentTitle = ""
-    bar.TitleColor = bar.LabelColor = [0.0, 0.0, 0.0]
-    bar.WindowLocation = "Any Location"
-    bar.Orientation = "Horizontal"
-    bar.Position = [0.25, 0.02]
-    bar.ScalarBarLength = 0.5
-    bar.RangeLabelFormat = "%-#.1f"
+    _scalar_bar(lut, views[-1], "density", "%-#.1f", position=[0.25, 0.02], length=0.5)
     for view, frame in zip(views, frames):
         pv.Render(view)  # the first render of a view resets its camera: place it afterwards
         _face_on(view, frame, margin=1.3)
@@ -225,15 +231,7 @@ def history_panel(data, docs):
                     f"density >= 0.5 by strain energy density, warped x {scale:.2g}")
     for lut, view, title, fmt in ((density, views[0], "density", "%-#.1f"),
                                   (energy, views[1], "strain energy density", "%-.0e")):
-        bar = pv.GetScalarBar(lut, view)
-        bar.Title = title
-        bar.ComponentTitle = ""
-        bar.TitleColor = bar.LabelColor = [0.0, 0.0, 0.0]
-        bar.WindowLocation = "Any Location"
-        bar.Orientation = "Horizontal"
-        bar.Position = [0.3, 0.03]
-        bar.ScalarBarLength = 0.4
-        bar.RangeLabelFormat = fmt
+        bar = _scalar_bar(lut, view, title, fmt, position=[0.3, 0.03], length=0.4)
         bar.AutomaticLabelFormat = 0
         bar.LabelFormat = fmt
         if lut is energy:

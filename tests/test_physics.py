@@ -48,6 +48,12 @@ def _ground_truth(record):
     return grid, lcs.from_grid(grid), rho
 
 
+def _design_moduli(record, design):
+    """Load case and SIMP moduli of a record's ``"ground_truth"`` or of the ``"solid"`` grid."""
+    _, lc, rho = _ground_truth(record)
+    return lc, fe.simp_modulus(np.ones(lc.shape) if design == "solid" else rho)
+
+
 def _self_system(loadcase, **kwargs):
     return ElasticitySystem(loadcase, comm=petsc().COMM_SELF, **kwargs)
 
@@ -184,10 +190,7 @@ def test_scaling_every_modulus_by_s_scales_compliance_by_one_over_s(record):
 @pytest.mark.parametrize("record", RECORDS, ids=RECORD_IDS)
 @pytest.mark.parametrize("design", ["solid", "ground_truth"])
 def test_petsc_direct_solve_equals_the_scipy_reference_solve(record, design):
-    _, lc, rho = _ground_truth(record)
-    if design == "solid":
-        rho = np.ones(lc.shape)
-    moduli = fe.simp_modulus(rho)
+    lc, moduli = _design_moduli(record, design)
     ref = ReferenceSystem(lc)
     c_ref = ref.solve(moduli)
     with _self_system(lc) as system:
@@ -226,10 +229,7 @@ def test_a_reused_system_solves_each_design_as_a_fresh_one(record):
 @pytest.mark.parametrize("record", RECORDS, ids=RECORD_IDS)
 @pytest.mark.parametrize("design", ["solid", "ground_truth"])
 def test_petsc_solution_satisfies_equilibrium_and_compliance_is_strain_energy(record, design):
-    _, lc, rho = _ground_truth(record)
-    if design == "solid":
-        rho = np.ones(lc.shape)
-    moduli = fe.simp_modulus(rho)
+    lc, moduli = _design_moduli(record, design)
     with _self_system(lc) as system:
         c = _petsc_compliance(system, moduli)
         u = system.natural_displacements()
