@@ -146,24 +146,21 @@ class ScoringConfig:
     penal: float = fe.PENAL
     filter_radius: float = FILTER_RADIUS
     design_efficiency: bool = False
-    analysis_solver: str = "superlu"  # or "petsc"; see sphyr_hpc.solvers.reference
     solver_prefix: str = "sphyr_"
 
 
 class _Problem:
-    """Solvers and solid compliance of one load case."""
+    """The solver and solid compliance of one load case: analyses and yardsticks share it."""
 
     def __init__(self, lc, config):
         from .solvers.elasticity import ElasticitySystem
-        from .solvers.reference import ReferenceSystem
         from ._petsc import petsc
 
-        self.optimiser = ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix=config.solver_prefix)
-        self.analysis = ReferenceSystem(lc) if config.analysis_solver == "superlu" else self.optimiser
-        self.solid = solid_compliance(self.analysis, config.penal)
+        self.system = ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix=config.solver_prefix)
+        self.solid = solid_compliance(self.system, config.penal)
 
     def close(self):
-        self.optimiser.close()
+        self.system.close()
 
 
 class Scorer:
@@ -174,8 +171,6 @@ class Scorer:
 
         one_blas_thread()  # every metric rounds the same whatever the machine's thread setting
         self.config = config or ScoringConfig()
-        if self.config.analysis_solver not in ("superlu", "petsc"):
-            raise ValueError(f"analysis solver must be 'superlu' or 'petsc', not {self.config.analysis_solver!r}")
         self.yardsticks = YardstickCache(cache_size)
         # Analyses per (load case, design): a sample's ground truth is analysed once for
         # all its completions, and a completion equal to it costs nothing more.
@@ -197,7 +192,7 @@ class Scorer:
         """:func:`~sphyr_hpc.analysis.analyse` of a natural density array, cached."""
         def compute():
             prob = self.problem(lc)
-            return analyse(prob.analysis, rho, prob.solid, self.config.penal)
+            return analyse(prob.system, rho, prob.solid, self.config.penal)
 
         return self._analyses.get_or_compute((lc, np.asarray(rho, dtype=float).tobytes()), compute)
 
@@ -206,7 +201,7 @@ class Scorer:
         key = YardstickKey.of(lc, free, pinned, volume_fraction, seeds, cfg.penal, cfg.filter_radius)
         return self.yardsticks.get_or_compute(
             key,
-            lambda: yardstick(self.problem(lc).optimiser, volume_fraction, free, pinned, seeds=seeds,
+            lambda: yardstick(self.problem(lc).system, volume_fraction, free, pinned, seeds=seeds,
                               penal=cfg.penal, radius=cfg.filter_radius),
         )
 

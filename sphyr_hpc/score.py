@@ -82,8 +82,6 @@ def build_parser():
                         help="load direction dr,dc for every record (default: from the folder name)")
     parser.add_argument("--design-efficiency", action="store_true",
                         help="also re-optimise at each completion's own budget (slow)")
-    parser.add_argument("--analysis-solver", choices=("superlu", "petsc"), default="superlu",
-                        help="factorisation for analysing designs (superlu reproduces the published numbers)")
     parser.add_argument("--fields", metavar="DIR",
                         help="also write each record's completion, ground truth and yardstick optimum for ParaView")
     parser.add_argument("--fields-format", choices=("xdmf", "xdmf-quad", "vtu"), default="xdmf",
@@ -227,7 +225,7 @@ def run_score(args, parser, comm):
     if rank == 0 and args.resume and not args.quiet:
         print(f"resuming: {len(done)} records already in {log.path}, {len(pending)} to score", file=sys.stderr)
 
-    scorer = Scorer(ScoringConfig(design_efficiency=args.design_efficiency, analysis_solver=args.analysis_solver))
+    scorer = Scorer(ScoringConfig(design_efficiency=args.design_efficiency))
     bar = _progress_bar(len(pending), args.quiet) if rank == 0 else None
 
     def run(i, counters):

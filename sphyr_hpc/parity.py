@@ -1,0 +1,169 @@
+"""Parity with the published scorer, as any machine can reproduce it (docs/scoring.md, "Parity").
+
+The last digits of a solve depend on the rounding of the factorisation, and
+that rounding on the BLAS kernel the CPU selects at run time: the published
+scorer itself gives different digits on different machines.  Parity is
+therefore a comparison of what is physically meaningful:
+
+- ratios within ``RATIO_TOLERANCE`` absolute;
+- flags and counts equal;
+- compliances and ``max_displacement`` within ``RELATIVE_TOLERANCE x max(1, c / c_gt)``
+  relative, ``c`` the published value and ``c_gt`` the published ground-truth
+  compliance (the softer a design, the more of its number is Emin and rounding);
+- an infinite compliance (``None`` in JSON) matches only ``None`` or a finite
+  value above ``SEVERED_RATIO x c_gt``: a load path through Emin cells only;
+  ``max_displacement`` of a design that does not carry its load is not compared;
+- the yardstick is never weaker: ``optimal_compliance`` at most the published
+  value times ``1 + RELATIVE_TOLERANCE``.
+
+:func:`differences` returns what breaks these rules for one record;
+``python -m sphyr_hpc.parity RESULTS.jsonl PATH...`` checks a scoring run's
+``results.jsonl`` against the published result files it scored.
+"""
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+RATIO_TOLERANCE = 1e-6
+RELATIVE_TOLERANCE = 1e-6
+SEVERED_RATIO = 1e5
+
+RATIOS = (
+    "topology_score",
+    "structural_efficiency",
+    "structural_efficiency_raw",
+    "material_efficiency",
+    "compliance_efficiency_vs_ground_truth",
+    "volume_fraction",
+    "ground_truth_volume_fraction",
+    "volume_ratio",
+    "difference_ratio",
+    "relative_difference_ratio",
+    "penalized_difference_ratio",
+)
+FLAGS = ("load_carrying", "physically_valid", "exact_match", "valid_output_grid", "unfilled_cells", "unparsable_cells")
+COMPLIANCES = ("compliance", "ground_truth_compliance", "optimal_compliance")
+YARDSTICK = "optimal_compliance"
+
+
+def _finite(value):
+    return value is not None and math.isfinite(float(value))
+
+
+def _compliance_difference(key, ours, theirs, c_gt):
+    """Why ``ours`` is not ``theirs`` under the compliance rule, or None."""
+    ours_finite, theirs_finite = _finite(ours), _finite(theirs)
+    if not ours_finite or not theirs_finite:
+        if not ours_finite and not theirs_finite:
+            return None
+        finite = float(ours if ours_finite else theirs)
+        if _finite(c_gt) and finite > SEVERED_RATIO * c_gt:
+            return None
+        return f"{key}: {ours} vs published {theirs} (null only against null or above {SEVERED_RATIO:g} c_gt)"
+    ours, theirs = float(ours), float(theirs)
+    scale = max(1.0, theirs / c_gt) if _finite(c_gt) and c_gt > 0 else 1.0
+    tolerance = RELATIVE_TOLERANCE * scale
+    if not math.isclose(ours, theirs, rel_tol=tolerance, abs_tol=0.0):
+        return f"{key}: {ours!r} vs published {theirs!r} (relative {abs(ours - theirs) / abs(theirs):.3g} > {tolerance:.3g})"
+    return None
+
+
+def differences(ours, theirs):
+    """Every way the metrics ``ours`` break parity with the published record ``theirs``.
+
+    Both are dicts with the published field names, infinite compliances as
+    None (JSON).  Fields missing from ``theirs`` are not compared.
+    """
+    found = []
+    c_gt = theirs.get("ground_truth_compliance")
+    c_gt = float(c_gt) if _finite(c_gt) else None
+    for key in FLAGS:
+        if key in theirs and ours.get(key) != theirs[key]:
+            found.append(f"{key}: {ours.get(key)!r} vs published {theirs[key]!r}")
+    for key in RATIOS:
+        if key not in theirs:
+            continue
+        a, b = ours.get(key), theirs[key]
+        if a is None or b is None:
+            if a is not b:
+                found.append(f"{key}: {a!r} vs published {b!r}")
+        elif abs(float(a) - float(b)) > RATIO_TOLERANCE:
+            found.append(f"{key}: {a!r} vs published {b!r} (differs by {abs(float(a) - float(b)):.3g})")
+    for key in COMPLIANCES:
+        if key in theirs:
+            why = _compliance_difference(key, ours.get(key), theirs[key], c_gt)
+            if why:
+                found.append(why)
+    if theirs.get("load_carrying") and "max_displacement" in theirs:
+        scale_of = theirs.get("compliance")
+        a, b = ours.get("max_displacement"), theirs["max_displacement"]
+        # max_displacement takes the tolerance of its design's compliance
+        tolerance = RELATIVE_TOLERANCE * (max(1.0, scale_of / c_gt) if _finite(scale_of) and c_gt else 1.0)
+        if not (_finite(a) and _finite(b) and math.isclose(float(a), float(b), rel_tol=tolerance, abs_tol=0.0)):
+            found.append(f"max_displacement: {a!r} vs published {b!r} (tolerance {tolerance:.3g})")
+    a, b = ours.get(YARDSTICK), theirs.get(YARDSTICK)
+    if YARDSTICK in theirs and _finite(b) and not (_finite(a) and float(a) <= float(b) * (1.0 + RELATIVE_TOLERANCE)):
+        found.append(f"{YARDSTICK}: {a!r} is weaker than the published {b!r}")
+    return found
+
+
+# -- command: check a scoring run against the published records --------------------------------
+def _published_records(paths):
+    from .io.records import find_result_files, subject_of
+
+    published = {}
+    for path in find_result_files([Path(p) for p in paths]):
+        for index, record in enumerate(json.loads(Path(path).read_text())):
+            published[(path.parent.name, subject_of(path), index)] = record
+    return published
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m sphyr_hpc.parity",
+        description="Check a scoring run's results.jsonl against the published result files it scored "
+                    "(the parity rules of docs/scoring.md).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("results", help="results.jsonl written by `python -m sphyr_hpc.score`")
+    parser.add_argument("published", nargs="+", help="the published result files or folders that were scored")
+    args = parser.parse_args(argv)
+    published = _published_records(args.published)
+    ours = {}
+    with open(args.results) as handle:
+        for line in handle:
+            if line.strip():
+                row = json.loads(line)
+                ours[(row["model"], row["subject"], row["index"])] = row
+    missing = sorted(set(published) - set(ours))
+    broken = {key: differences(ours[key], record) for key, record in published.items() if key in ours}
+    broken = {key: why for key, why in broken.items() if why}
+    worst = {}
+    for key, record in published.items():
+        row = ours.get(key)
+        if row is None:
+            continue
+        for field in COMPLIANCES + ("max_displacement",):
+            a, b = row.get(field), record.get(field)
+            if _finite(a) and _finite(b) and float(b) != 0.0:
+                worst[field] = max(worst.get(field, 0.0), abs(float(a) - float(b)) / abs(float(b)))
+        for field in RATIOS:
+            a, b = row.get(field), record.get(field)
+            if a is not None and b is not None:
+                worst[field] = max(worst.get(field, 0.0), abs(float(a) - float(b)))
+    for key, why in sorted(broken.items()):
+        print(f"{'/'.join(map(str, key))}: " + "; ".join(why))
+    for key in missing:
+        print(f"{'/'.join(map(str, key))}: not in {args.results}")
+    print(f"{len(published)} published records, {len(published) - len(missing)} scored, "
+          f"{len(broken)} outside the parity rules, {len(missing)} missing")
+    print("largest differences (relative for compliances, absolute for ratios): "
+          + ", ".join(f"{k} {v:.2g}" for k, v in sorted(worst.items())))
+    return 0 if not broken and not missing else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
