@@ -1,0 +1,189 @@
+"""The parity contract under several BLAS kernels on one machine.
+
+The rounding of every factorisation depends on the BLAS/LAPACK kernel the CPU
+selects at run time, so a test suite that passes on one machine can fail on the
+next.  This script shows that it does not: it runs the parity tests
+(tests/test_parity.py), the validate tests (tests/test_validate.py) and the
+scoring command on the bundled examples checked by ``python -m sphyr_hpc.parity``
+once per kernel:
+
+- the machine's own choice (no override);
+- OpenBLAS forced to older and newer core types with ``OPENBLAS_CORETYPE``
+  (only those this CPU can run: AVX2/FMA for Haswell and Zen, AVX-512 for
+  SkylakeX and Cooperlake);
+- Debian's reference BLAS and LAPACK (packages libblas3, liblapack3), put in
+  front of the alternatives with ``LD_LIBRARY_PATH`` for that run only: the
+  machine's configuration is not changed.
+
+Each run first records which kernel it really loaded (threadpoolctl's OpenBLAS
+architecture, or the BLAS library mapped into the process), so a forced kernel
+that is silently ignored shows up in the table.
+
+    .venv/bin/python benchmarks/parity_kernels.py [--out benchmarks/results/parity_kernels.json]
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import ROOT, machine, now, write_results
+
+REFERENCE_BLAS = ("/usr/lib/x86_64-linux-gnu/blas", "/usr/lib/x86_64-linux-gnu/lapack")
+# (name, OPENBLAS_CORETYPE, CPU flags it needs)
+OPENBLAS_KERNELS = (
+    ("Prescott", "Prescott", ()),
+    ("Core2", "Core2", ()),
+    ("Nehalem", "Nehalem", ()),
+    ("Sandybridge", "Sandybridge", ("avx",)),
+    ("Haswell", "Haswell", ("avx2", "fma")),
+    ("Zen", "Zen", ("avx2", "fma")),
+    ("SkylakeX", "SkylakeX", ("avx512f", "avx512bw", "avx512vl")),
+    ("Cooperlake", "Cooperlake", ("avx512f", "avx512bw", "avx512vl", "avx512_bf16")),
+)
+PROBE = """
+import numpy, scipy.linalg, threadpoolctl
+from sphyr_hpc._petsc import petsc
+petsc()
+blas = [i for i in threadpoolctl.threadpool_info() if i.get("internal_api") == "openblas"]
+maps = {line.split()[-1] for line in open("/proc/self/maps") if "libblas" in line or "liblapack" in line}
+print(json.dumps({"openblas": [b.get("architecture") for b in blas], "libraries": sorted(maps)}))
+"""
+
+
+def cpu_flags():
+    with open("/proc/cpuinfo") as handle:
+        for line in handle:
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def kernels():
+    """(name, environment changes, reason it cannot run here or None)."""
+    flags = cpu_flags()
+    clean = {"OPENBLAS_CORETYPE": None, "OPENBLAS_L2_SIZE": None}
+    yield "native (no override)", {}, None
+    for name, coretype, needs in OPENBLAS_KERNELS:
+        missing = [f for f in needs if f not in flags]
+        yield (f"OpenBLAS {name}", {**clean, "OPENBLAS_CORETYPE": coretype},
+               f"CPU lacks {', '.join(missing)}" if missing else None)
+    library_path = ":".join(REFERENCE_BLAS + tuple(filter(None, [os.environ.get("LD_LIBRARY_PATH")])))
+    absent = [d for d in REFERENCE_BLAS if not Path(d).is_dir()]
+    yield ("reference BLAS + LAPACK (netlib)", {**clean, "LD_LIBRARY_PATH": library_path},
+           f"missing {', '.join(absent)} (apt-get install libblas3 liblapack3)" if absent else None)
+
+
+def environment(changes):
+    env = dict(os.environ)
+    for key, value in changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def run(cmd, env):
+    start = time.perf_counter()
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    return done, time.perf_counter() - start
+
+
+def pytest_counts(output):
+    """{'passed': n, 'failed': n, ...} from pytest's closing line."""
+    last = [line for line in output.splitlines() if re.search(r"\d+ (passed|failed|error)", line)]
+    return {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|errors?|skipped)", last[-1])} if last else {}
+
+
+def one_kernel(python, name, changes):
+    env = environment(changes)
+    probe, _ = run([python, "-c", "import json\n" + PROBE], env)
+    loaded = json.loads(probe.stdout) if probe.returncode == 0 else {"error": probe.stderr[-500:]}
+    row = {"kernel": name, "environment": {k: v for k, v in changes.items() if v is not None}, "loaded": loaded}
+    for label, path in (("parity", "tests/test_parity.py"), ("validate", "tests/test_validate.py")):
+        done, seconds = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", path], env)
+        row[label] = {**pytest_counts(done.stdout), "exit": done.returncode, "seconds": round(seconds, 1)}
+        if done.returncode:
+            row[label]["failures"] = [l for l in done.stdout.splitlines() if l.startswith("FAILED")][:20]
+    with tempfile.TemporaryDirectory() as out:
+        done, seconds = run([python, "-m", "sphyr_hpc.score", "examples/results", "--out", out, "--quiet"], env)
+        check, _ = run([python, "-m", "sphyr_hpc.parity", f"{out}/results.jsonl", "examples/results"], env)
+    row["score_cli"] = {"exit": done.returncode, "parity_exit": check.returncode, "seconds": round(seconds, 1),
+                        "parity": check.stdout.strip().splitlines()[-2:]}
+    return row
+
+
+def loaded_text(loaded):
+    if "error" in loaded:
+        return "probe failed"
+    if loaded["openblas"]:
+        return "OpenBLAS " + "/".join(filter(None, loaded["openblas"]))
+    return ", ".join(Path(p).parent.name + "/" + Path(p).name for p in loaded["libraries"]) or "?"
+
+
+def markdown(report):
+    lines = [
+        "# Parity under several BLAS kernels",
+        "",
+        f"{report['date']}, {report['machine']['platform']}, {report['machine']['cpus']} CPUs, "
+        f"CPU: {report['cpu']}. Made by `benchmarks/parity_kernels.py`.",
+        "",
+        "Each row runs tests/test_parity.py (every stored record under docs/scoring.md's parity rules), "
+        "tests/test_validate.py (the published validate table, 0/20 samples beating the yardstick) and "
+        "`python -m sphyr_hpc.score examples/results` checked by `python -m sphyr_hpc.parity`, "
+        "with the kernel the process really loaded.",
+        "",
+        "| kernel | loaded | parity tests | validate tests | score CLI vs published | seconds |",
+        "|---|---|---|---|---|---:|",
+    ]
+    for row in report["kernels"]:
+        if "skipped" in row:
+            lines.append(f"| {row['kernel']} | skipped: {row['skipped']} | | | | |")
+            continue
+        cells = []
+        for label in ("parity", "validate"):
+            r = row[label]
+            cells.append(f"{r.get('passed', 0)} passed, {r.get('failed', 0)} failed")
+        summary = row["score_cli"]["parity"][0] if row["score_cli"]["parity"] else "?"
+        total = row["parity"]["seconds"] + row["validate"]["seconds"] + row["score_cli"]["seconds"]
+        lines.append(f"| {row['kernel']} | {loaded_text(row['loaded'])} | {cells[0]} | {cells[1]} | "
+                     f"{summary} | {total:.0f} |")
+    lines += ["", f"All kernels pass: **{report['all_pass']}**", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "parity_kernels.json"))
+    parser.add_argument("--python", default=str(ROOT / ".venv" / "bin" / "python"),
+                        help="the interpreter that runs the tests")
+    args = parser.parse_args(argv)
+    load_before = os.getloadavg()
+    model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    rows = []
+    for name, changes, reason in kernels():
+        if reason:
+            rows.append({"kernel": name, "skipped": reason})
+        else:
+            rows.append(one_kernel(args.python, name, changes))
+            r = rows[-1]
+            print(f"{name}: {loaded_text(r['loaded'])}; parity {r['parity']}; validate {r['validate']}; "
+                  f"score CLI {r['score_cli']}", file=sys.stderr, flush=True)
+    ran = [r for r in rows if "skipped" not in r]
+    all_pass = bool(ran) and all(
+        r["parity"]["exit"] == 0 and r["validate"]["exit"] == 0 and r["score_cli"]["parity_exit"] == 0 for r in ran)
+    report = {"date": now(), "machine": machine(load_before), "cpu": model, "kernels": rows, "all_pass": all_pass}
+    write_results(args.out, report, markdown(report))
+    print(markdown(report))
+    return 0 if all_pass else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
