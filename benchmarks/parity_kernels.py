@@ -127,6 +127,15 @@ def loaded_text(loaded):
     return ", ".join(Path(p).parent.name + "/" + Path(p).name for p in loaded["libraries"]) or "?"
 
 
+def most_used(parity_lines):
+    """'field share' of the field closest to its tolerance, from the parity command's last line."""
+    shares = re.findall(r"(\w+) ([0-9.e+-]+)", parity_lines[-1].split(":", 1)[-1]) if parity_lines else []
+    if not shares:
+        return "?"
+    field, share = max(shares, key=lambda pair: float(pair[1]))
+    return f"{field} {float(share):.2f}"
+
+
 def markdown(report):
     lines = [
         "# Parity under several BLAS kernels",
@@ -137,14 +146,15 @@ def markdown(report):
         "Each row runs tests/test_parity.py (every stored record under docs/scoring.md's parity rules), "
         "tests/test_validate.py (the published validate table, 0/20 samples beating the yardstick) and "
         "`python -m sphyr_hpc.score examples/results` checked by `python -m sphyr_hpc.parity`, "
-        "with the kernel the process really loaded.",
+        "with the kernel the process really loaded. \"Most tolerance used\": the field and record "
+        "closest to failing, as a share of its tolerance (1 would fail).",
         "",
-        "| kernel | loaded | parity tests | validate tests | score CLI vs published | seconds |",
-        "|---|---|---|---|---|---:|",
+        "| kernel | loaded | parity tests | validate tests | score CLI vs published | most tolerance used | seconds |",
+        "|---|---|---|---|---|---|---:|",
     ]
     for row in report["kernels"]:
         if "skipped" in row:
-            lines.append(f"| {row['kernel']} | skipped: {row['skipped']} | | | | |")
+            lines.append(f"| {row['kernel']} | skipped: {row['skipped']} | | | | | |")
             continue
         cells = []
         for label in ("parity", "validate"):
@@ -153,7 +163,7 @@ def markdown(report):
         summary = row["score_cli"]["parity"][0] if row["score_cli"]["parity"] else "?"
         total = row["parity"]["seconds"] + row["validate"]["seconds"] + row["score_cli"]["seconds"]
         lines.append(f"| {row['kernel']} | {loaded_text(row['loaded'])} | {cells[0]} | {cells[1]} | "
-                     f"{summary} | {total:.0f} |")
+                     f"{summary} | {most_used(row['score_cli']['parity'])} | {total:.0f} |")
     lines += ["", f"All kernels pass: **{report['all_pass']}**", ""]
     return "\n".join(lines)
 
