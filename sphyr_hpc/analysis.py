@@ -10,10 +10,6 @@ import numpy as np
 
 from . import discretisation as fe
 
-# A design whose compliance exceeds this multiple of the solid grid's carries
-# its load through the numerically negligible void stiffness, not material.
-SINGULARITY_RATIO = 1e3
-
 
 @dataclass(frozen=True)
 class Analysis:
@@ -36,7 +32,7 @@ def analyse(system, rho, solid_compliance, penal=fe.PENAL):
     carrying = bool(
         np.isfinite(compliance)
         and np.isfinite(solid_compliance)
-        and compliance <= SINGULARITY_RATIO * solid_compliance
+        and compliance <= fe.SINGULARITY_RATIO * solid_compliance
     )
     return Analysis(
         compliance=float(compliance),

@@ -8,7 +8,6 @@ problem that SPEC section 9 prescribes metrics for gets them (all zero,
 """
 
 import math
-from collections import OrderedDict
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -19,7 +18,8 @@ from . import grid as grids
 from . import loadcase as loadcases
 from .analysis import analyse, solid_compliance
 from .optimiser.filter import FILTER_RADIUS
-from .optimiser.yardstick import YardstickCache, YardstickKey, yardstick
+from .cache import BoundedCache
+from .optimiser.yardstick import YardstickKey, yardstick
 
 STRUCTURAL_METRIC_KEYS = (
     "topology_score",
@@ -171,22 +171,14 @@ class Scorer:
 
         one_blas_thread()  # every metric rounds the same whatever the machine's thread setting
         self.config = config or ScoringConfig()
-        self.yardsticks = YardstickCache(cache_size)
+        self.yardsticks = BoundedCache(cache_size)
         # Analyses per (load case, design): a sample's ground truth is analysed once for
         # all its completions, and a completion equal to it costs nothing more.
-        self._analyses = YardstickCache(cache_size)
-        self._problems = OrderedDict()
-        self._problem_cache_size = problem_cache_size
+        self._analyses = BoundedCache(cache_size)
+        self._problems = BoundedCache(problem_cache_size, on_evict=_Problem.close)
 
     def problem(self, lc):
-        if lc in self._problems:
-            self._problems.move_to_end(lc)
-            return self._problems[lc]
-        prob = _Problem(lc, self.config)
-        self._problems[lc] = prob
-        if len(self._problems) > self._problem_cache_size:
-            self._problems.popitem(last=False)[1].close()
-        return prob
+        return self._problems.get_or_compute(lc, lambda: _Problem(lc, self.config))
 
     def analysis(self, lc, rho):
         """:func:`~sphyr_hpc.analysis.analyse` of a natural density array, cached."""
@@ -290,7 +282,5 @@ class Scorer:
         return metrics
 
     def close(self):
-        for prob in self._problems.values():
-            prob.close()
-        self._problems.clear()
+        self._problems.clear()  # closes every problem
         self._analyses.clear()

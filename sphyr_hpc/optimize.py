@@ -268,7 +268,7 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
         if iteration == 1 and system.hierarchy:
             from .solvers.multigrid import format_hierarchy
 
-            for line in format_hierarchy(*system.hierarchy, getattr(system, "mg_hierarchy", None)):
+            for line in format_hierarchy(*system.hierarchy, system.multigrid.levels if system.multigrid else None):
                 log(line)
         log(f"it {iteration:4d}  c {compliance:.6e}  vol {volume:.4f}  change {change:.4f}  p {row['penal']:.2f}  "
             f"ksp {row['ksp_iterations']:3d}  {row['seconds']:.2f} s")
@@ -382,7 +382,7 @@ def mg_cg_bytes_per_iteration(system):
         return 12.0 * nnz + 8.0 * (m + n)
 
     w_cycle = getattr(system, "mg_cycle", "v") == "w"
-    interps = (getattr(system, "_interpolations", None) or [])[::-1]  # finest pair first
+    interps = list(system.multigrid.interpolations if system.multigrid else ())[::-1]  # finest pair first
     total = mat_bytes(rows[0]["nonzeros"], rows[0]["rows"], rows[0]["rows"])  # CG's MatMult
     for depth, level in enumerate(rows[:-1]):
         visits = 2**depth if w_cycle else 1

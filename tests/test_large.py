@@ -23,7 +23,7 @@ from sphyr_hpc._petsc import petsc
 from sphyr_hpc.optimiser import simp
 from sphyr_hpc.optimiser.filter import DensityFilter
 from sphyr_hpc.problems import ProblemError
-from sphyr_hpc.solvers import elasticity, multigrid
+from sphyr_hpc.solvers import assembly, elasticity, multigrid
 from sphyr_hpc.solvers.elasticity import ElasticitySystem, PartitionError, SolverError
 
 MPI_MARK = pytest.mark.mpi  # registered in conftest.py
@@ -199,9 +199,9 @@ def test_bad_problem_files_give_clear_errors(tmp_path):
 
 # -- 2. the stencil assembly and the multigrid hierarchy ---------------------------------------------
 @ONE_RANK
-@pytest.mark.parametrize("block", [elasticity.ASSEMBLY_BLOCK_NODES, 5])
+@pytest.mark.parametrize("block", [assembly.ASSEMBLY_BLOCK_NODES, 5])
 def test_stencil_assembly_equals_the_element_assembly(block, monkeypatch):
-    monkeypatch.setattr(elasticity, "ASSEMBLY_BLOCK_NODES", block)
+    monkeypatch.setattr(assembly, "ASSEMBLY_BLOCK_NODES", block)
     lc = problems.preset("mbb", 23, 9).loadcase()
     rng = np.random.default_rng(5)
     rho = rng.uniform(0.0, 1.0, lc.shape)
@@ -264,7 +264,7 @@ def test_pcmg_builds_the_hierarchy_on_a_non_power_of_two_grid():
         assert [r["rows"] for r in rows] == [2 * 301 * 101, 2 * 151 * 51, 2 * 76 * 26, 2 * 39 * 14]
         assert pc.getMGCoarseSolve().getOperators()[0].getSize()[0] == 2 * 39 * 14
         assert complexity < 1.4  # nested levels keep the 3x3 stencil
-        lines = multigrid.format_hierarchy(rows, complexity, system.mg_hierarchy)
+        lines = multigrid.format_hierarchy(rows, complexity, system.multigrid.levels)
         assert lines[0].startswith("multigrid: 4 levels, operator complexity")
         assert "300x100 elements" in lines[1]
 

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from .. import discretisation as fe
-from ..analysis import SINGULARITY_RATIO, compliance_of
+from ..analysis import compliance_of
 
 MAX_PASSES = 3
 MAX_EVALUATIONS = 6000
@@ -74,11 +74,11 @@ def polish(system, design, free, penal=fe.PENAL, max_passes=MAX_PASSES, max_eval
     free = np.asarray(free, dtype=bool)
     best = compliance_of(system, design, penal)
     evaluations = 0
-    screened = screen and getattr(system, "solver", None) == "direct" and system.comm.getSize() == 1
+    screened = screen and getattr(system, "solver", None) == "direct" and getattr(system, "in_place", False)
     if screened:
         # Low-rank estimates are only trusted on a design that carries its load
-        # (see analysis.SINGULARITY_RATIO); a near-mechanism is scanned in full.
-        trust_below = SINGULARITY_RATIO * compliance_of(system, np.ones_like(design), penal)
+        # (see discretisation.SINGULARITY_RATIO); a near-mechanism is scanned in full.
+        trust_below = fe.SINGULARITY_RATIO * compliance_of(system, np.ones_like(design), penal)
     for _ in range(max_passes):
         current = compliance_of(system, design, penal)
         energies = system.gather(system.unit_energies())
@@ -148,7 +148,7 @@ class _SwapScreen:
         for n, dofs in enumerate(edofs):
             W[dofs, n * k:(n + 1) * k] = v
         W[fixed] = 0.0
-        Z = _factor_solve(system, W)
+        Z = system.factor_solve(W)
         G = W.T @ Z
         y = W.T @ system.natural_displacements()
         rho = design.ravel()[cells]
@@ -162,22 +162,3 @@ class _SwapScreen:
         yy = y[idx]
         correction = np.einsum("pi,pi->p", yy, np.linalg.solve(M, yy[:, :, None])[:, :, 0])
         self.estimates = (compliance - correction).reshape(ns, nt)
-
-
-def _factor_solve(system, rhs):
-    """K^{-1} rhs with the factorisation the system's last solve left (serial, natural order).
-
-    One ``MatMatSolve`` for all the columns (PETSc's dense matrices are
-    column-major: the numpy array goes in Fortran order, no copy of PETSc's).
-    """
-    PETSc = system.PETSc
-    factor = system.ksp.getPC().getFactorMatrix()
-    n, m = rhs.shape
-    B = PETSc.Mat().createDense((n, m), array=np.asfortranarray(rhs, dtype=float), comm=PETSc.COMM_SELF)
-    X = PETSc.Mat().createDense((n, m), comm=PETSc.COMM_SELF)
-    X.setUp()
-    factor.matSolve(B, X)
-    out = X.getDenseArray().copy()
-    B.destroy()
-    X.destroy()
-    return out

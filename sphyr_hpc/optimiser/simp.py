@@ -125,8 +125,7 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
             if serial is not None:
                 new_design, physical, change = serial.update(design, physical, energies, p)
             else:
-                dc = -p * np.maximum(physical, 1e-9) ** (p - 1.0) * energies
-                dc = density_filter.chain(dc, free_s)
+                dc = density_filter.chain(fe.compliance_sensitivity(physical, energies, p), free_s)
                 if volume_sums == "scorer":
                     new_design, physical = _oc_update(mpi, design, dc, dv, is_free, pinned_s, density_filter,
                                                       target, move_limit)
@@ -166,19 +165,16 @@ def _oc_update(mpi, design, dc, dv, is_free, pinned, density_filter, target, mov
     base = np.maximum(-dc, 0.0) / np.maximum(dv, 1e-12)
     low = design - move_limit
     high = design + move_limit
-    lower, upper = OC_BOUNDS
-    new_design = design.copy()
-    physical = design.copy()
-    while (upper - lower) / (lower + upper) > OC_RELATIVE_GAP:
-        middle = 0.5 * (lower + upper)
-        candidate = _clip(_clip(design * np.sqrt(base / middle), low, high), 0.0, 1.0)
-        new_design = np.where(is_free, candidate, pinned)
-        physical = np.where(is_free, density_filter.apply(new_design), pinned)
-        if mpi.allreduce(float(physical.sum()), op=MPI.SUM) > target:
-            lower = middle
-        else:
-            upper = middle
-    return new_design, physical
+    last = {}
+
+    def over(middle):
+        candidate = fe.clip(fe.clip(design * np.sqrt(base / middle), low, high), 0.0, 1.0)
+        last["design"] = np.where(is_free, candidate, pinned)
+        last["physical"] = np.where(is_free, density_filter.apply(last["design"]), pinned)
+        return mpi.allreduce(float(last["physical"].sum()), op=MPI.SUM) > target
+
+    _bisect(-np.inf, np.inf, over)  # every step evaluated: ``last`` holds the final middle's design
+    return last["design"], last["physical"]
 
 
 class _SerialUpdate:
@@ -214,12 +210,12 @@ class _SerialUpdate:
         ``floor = max(d - move, 0)``, ``ceiling = min(d + move, 1)``: clipping only
         selects, and ``d`` in [0, 1] keeps ``floor <= ceiling``, so the values are the same.
         """
-        return self.offset + self.g @ _clip(d * np.sqrt(b / middle), floor, ceiling) > self.target
+        return self.offset + self.g @ fe.clip(d * np.sqrt(b / middle), floor, ceiling) > self.target
 
     def update(self, design, physical, energies, p):
         """(new design, new physical, change) from this iteration's unit energies."""
         free, move = self.free, self.move
-        dc = -p * np.maximum(physical[free], 1e-9) ** (p - 1.0) * energies[free]
+        dc = fe.compliance_sensitivity(physical[free], energies[free], p)
         dc = csr.matvec(self.chain_rule, dc / self.Hs)
         d = design[free]
         b = np.maximum(-dc, 0.0) / self.g_floor
@@ -231,7 +227,7 @@ class _SerialUpdate:
             middle = _bisect(below, above, lambda m: self.volume_over(d, b, m, floor, ceiling))
         if middle is None:
             return design.copy(), design.copy(), 0.0
-        x = _clip(d * np.sqrt(b / middle), floor, ceiling)  # SPEC 5's two clips (see volume_over)
+        x = fe.clip(d * np.sqrt(b / middle), floor, ceiling)  # SPEC 5's two clips (see volume_over)
         new_design = self.pinned.copy()
         new_design[free] = x
         new_physical = self.pinned.copy()
@@ -268,8 +264,6 @@ def _settled(over):
     return _SETTLED[over]
 
 
-# The ufunc itself: np.clip's Python wrapper costs more than the clipping on small grids.
-_clip = np.core.umath.clip
 _EPS = float(np.finfo(float).eps)
 
 
@@ -280,21 +274,19 @@ def _oc_update_linear(mpi, design, dc, dv, is_free, pinned, density_filter, targ
     (H x)_e / Hs_e, and the latter is x . H^T (free / Hs) = x . dv.  Only the
     final design is filtered.
     """
-    lower, upper = OC_BOUNDS
     free_dv = dv[is_free]
     scaled = design[is_free] * np.sqrt(np.maximum(-dc[is_free], 0.0) / np.maximum(free_dv, 1e-12))
     low = np.maximum(design[is_free] - move_limit, 0.0)
     high = np.minimum(design[is_free] + move_limit, 1.0)
     fixed = float(pinned[~is_free].sum() + np.dot(dv[~is_free], pinned[~is_free]))
     candidate = np.empty_like(scaled)
-    while (upper - lower) / (lower + upper) > OC_RELATIVE_GAP:
-        middle = 0.5 * (lower + upper)
+
+    def over(middle):
         np.multiply(scaled, 1.0 / np.sqrt(middle), out=candidate)
         np.clip(candidate, low, high, out=candidate)
-        if mpi.allreduce(fixed + float(np.dot(free_dv, candidate)), op=MPI.SUM) > target:
-            lower = middle
-        else:
-            upper = middle
+        return mpi.allreduce(fixed + float(np.dot(free_dv, candidate)), op=MPI.SUM) > target
+
+    _bisect(-np.inf, np.inf, over)  # every step evaluated: ``candidate`` is the final middle's
     new_design = pinned.copy()
     new_design[is_free] = candidate
     physical = np.where(is_free, density_filter.apply(new_design), pinned)

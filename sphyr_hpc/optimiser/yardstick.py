@@ -7,11 +7,11 @@ binarisation to the free budget.  The stiffest candidate within the cell budget
 wins (first on ties; the last candidate if none fits); the polished
 binarisation of the winner replaces it if strictly better and within budget.
 
-Yardsticks are cached per :class:`YardstickKey` in a bounded LRU cache: every
-model's completion of a sample shares one.
+Yardsticks are cached per :class:`YardstickKey` in a
+:class:`~sphyr_hpc.cache.BoundedCache`: every model's completion of a sample
+shares one.
 """
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -117,31 +117,3 @@ class YardstickKey:
             float(radius),
             tuple(np.round(np.asarray(s, dtype=float), 6).tobytes() for s in seeds),
         )
-
-
-class YardstickCache:
-    """Bounded LRU cache of yardstick results."""
-
-    def __init__(self, maxsize=256):
-        self.maxsize = maxsize
-        self._items = OrderedDict()
-        self.hits = self.misses = 0
-
-    def get_or_compute(self, key, compute):
-        if key in self._items:
-            self.hits += 1
-            self._items.move_to_end(key)
-            return self._items[key]
-        self.misses += 1
-        value = compute()
-        self._items[key] = value
-        if len(self._items) > self.maxsize:
-            self._items.popitem(last=False)
-        return value
-
-    def clear(self):
-        self._items.clear()
-        self.hits = self.misses = 0
-
-    def __len__(self):
-        return len(self._items)

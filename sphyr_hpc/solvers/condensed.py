@@ -18,15 +18,18 @@ DOFs on 10x10 (SPhyR's cell, row and column masks; more on larger grids, see
 :func:`usable`) that is several times cheaper than factorising all of K, and
 it is the same solution up to rounding.  Whatever the condensed solve cannot vouch for (a Cholesky that
 breaks down, a residual above SPEC 3's bound, a design whose compliance
-exceeds ``SINGULARITY_RATIO`` times that of the design with every free cell
-solid: a severed load path) is solved again by the PETSc system in full, so
+exceeds ``SINGULARITY_RATIO`` (:mod:`sphyr_hpc.discretisation`) times that of
+the design with every free cell solid: a severed load path) is solved again by the PETSc system in full, so
 SPEC 3's infinite compliances come from where they always did.
 
-:class:`CondensedSystem` stands in for a one-rank
-:class:`~sphyr_hpc.solvers.elasticity.ElasticitySystem` in a SIMP run: it
-offers ``solve`` and ``unit_energies`` (energies of the free cells; pinned
-cells read 0, their sensitivities never count) and hands everything else
-(slabs, the element DMDA the density filter lives on) to that system.
+:class:`CondensedSystem` is a :class:`~sphyr_hpc.solvers.base.LinearSystem`
+that stands in for a one-rank
+:class:`~sphyr_hpc.solvers.elasticity.ElasticitySystem` assembled in place
+(``in_place``) in a SIMP run: ``solve`` and ``unit_energies`` (energies of the
+free cells; pinned cells read 0, their sensitivities never count) are its
+own; slabs are the base system's (one rank: the natural array).  It reads K
+through the base system's public ``stiffness_pattern`` / ``stiffness_values``
+and keeps no full displacement field.
 """
 
 import math
@@ -38,8 +41,10 @@ from scipy.linalg import lapack
 from threadpoolctl import threadpool_limits
 
 from .. import discretisation as fe
+from ..cache import BoundedCache
 from . import csr
-from .elasticity import RESIDUAL_TOLERANCE
+from .assembly import element_map
+from .base import LinearSystem, residual_acceptable
 
 # Above this many condensed DOFs a dense Cholesky (k^3) costs more than PETSc's sparse one of
 # all of K (~n^1.5 with nested dissection) on 10x10's 242 DOFs: 100 DOFs ~40 us against
@@ -47,9 +52,6 @@ from .elasticity import RESIDUAL_TOLERANCE
 # k^3 ~ n^1.5, so 191 at 20x20 (882 DOFs, where the sparse one takes ~450 us).
 MAX_DOFS = 100
 REFERENCE_DOFS = 242
-# A condensed compliance above this multiple of the all-free-cells-solid design's is
-# re-solved in full (a severed load path: its rounding is the full solver's to decide).
-SINGULARITY_RATIO = 1e3
 # Sets of pinned moduli kept (one per penalty in a yardstick).
 MAX_CACHED = 8
 
@@ -81,11 +83,11 @@ def condensed_dofs(loadcase, free):
 def usable(system, free, max_dofs=MAX_DOFS):
     """Whether a condensed system can stand in for ``system`` on this free mask (and is cheaper)."""
     limit = max_dofs * np.sqrt(system.loadcase.n_dofs / REFERENCE_DOFS)
-    return (system.comm.getSize() == 1 and getattr(system, "_values", None) is not None
-            and bool(np.any(free)) and condensed_dofs(system.loadcase, free).size <= limit)
+    return (getattr(system, "in_place", False) and bool(np.any(free))
+            and condensed_dofs(system.loadcase, free).size <= limit)
 
 
-class CondensedSystem:
+class CondensedSystem(LinearSystem):
     """The system of ``base`` (one rank, in-place assembly) condensed onto the DOFs of ``free`` cells."""
 
     def __init__(self, base, free):
@@ -93,6 +95,8 @@ class CondensedSystem:
         self.base = base
         lc = base.loadcase
         self.loadcase = lc
+        self.comm = base.comm
+        self.ke = base.ke
         self.free_cells = np.flatnonzero(np.asarray(free, dtype=bool).ravel())
         self.fixed_cells = np.flatnonzero(~np.asarray(free, dtype=bool).ravel())
         self.dofs = condensed_dofs(lc, free)
@@ -103,21 +107,19 @@ class CondensedSystem:
         local = position[fe.nodes_to_dofs(fe.element_nodes(*lc.shape))[self.free_cells]]  # (m, 8), -1: fixed
         self._local = np.where(local >= 0, local, k)  # fixed DOFs read the zero kept at u[k]
         # S = S0 + (map @ E_free).reshape(k, k): each free cell's K0 scattered to its condensed DOFs.
-        keep = (local[:, :, None] >= 0) & (local[:, None, :] >= 0)
-        rows = (local[:, :, None] * k + local[:, None, :])[keep]
-        cells = np.broadcast_to(np.arange(self.free_cells.size)[:, None, None], keep.shape)[keep]
-        values = np.broadcast_to(base.ke, keep.shape)[keep]
-        self._map = sp.csr_matrix((values, (rows, cells)), shape=(k * k, self.free_cells.size))
+        both = (local[:, :, None] >= 0) & (local[:, None, :] >= 0)
+        self._map = element_map(np.where(both, local[:, :, None] * k + local[:, None, :], -1), base.ke, k * k)
         free_dofs = np.ones(lc.n_dofs, dtype=bool)
         free_dofs[lc.fixed_dofs()] = False
         free_dofs[self.dofs] = False
         self.other = np.flatnonzero(free_dofs)  # the A block
         # Where the blocks' entries sit in K's CSR values (nnz: an appended zero), found once:
         # condensing a new set of pinned moduli is then a few takes, no sparse slicing.
-        n, nnz = base.n_local_dofs, base._indices.size  # one rank: n is lc.n_dofs, natural order
+        indptr, indices = base.stiffness_pattern()  # natural order (one rank, in place)
+        n, nnz = lc.n_dofs, indices.size
         I, A = self.dofs, self.other
-        row = np.repeat(np.arange(n), np.diff(base._indptr))
-        col = np.asarray(base._indices)
+        row = np.repeat(np.arange(n), np.diff(indptr))
+        col = np.asarray(indices)
         in_I, in_A = position, np.full(n, -1)  # position of a DOF in I (above), and in A
         in_A[A] = np.arange(A.size)
         entry = np.arange(nnz)
@@ -134,36 +136,26 @@ class CondensedSystem:
         forces[lc.fixed_dofs()] = 0.0
         self.forces = forces
         self.f_norm = float(np.linalg.norm(forces))
-        self._pinned = {}
+        self._pinned = BoundedCache(MAX_CACHED)
         self._u = np.zeros(k + 1)  # condensed displacements, and a 0 for fixed DOFs
         self._energies = np.zeros(lc.n_elements)
         self.full_solves = 0  # solves handed to the PETSc system
 
-    # The base system's state after *its* last solve, not this one's: never handed on.
-    _NOT_HANDED_ON = frozenset({"u", "r", "ksp", "K", "natural_displacements", "local_displacements",
-                                "max_displacement"})
+    def slab_of(self, natural):
+        return self.base.slab_of(natural)
 
-    def __getattr__(self, name):  # slabs, comm, DMDAs, PETSc: the base system's
-        if name in CondensedSystem._NOT_HANDED_ON:
-            raise AttributeError(f"CondensedSystem has no {name!r}: it keeps only the free cells' DOFs "
-                                 f"(solve on the base system for full displacements)")
-        return getattr(self.base, name)
+    def gather(self, slab, root=None):
+        return self.base.gather(slab, root)
 
     def _reduced(self, moduli):
         """(S0, g, c0, reference compliance) for the pinned part of ``moduli``, cached."""
-        key = moduli[self.fixed_cells].tobytes()
-        reduced = self._pinned.get(key)
-        if reduced is None:
-            if len(self._pinned) >= MAX_CACHED:
-                self._pinned.pop(next(iter(self._pinned)))
-            reduced = self._pinned[key] = self._condense(moduli)
-        return reduced
+        return self._pinned.get_or_compute(moduli[self.fixed_cells].tobytes(), lambda: self._condense(moduli))
 
     def _condense(self, moduli):
         base = self.base
         pinned = np.array(moduli, dtype=float)
         pinned[self.free_cells] = 0.0
-        values = np.append(base._assembly_map @ pinned + base._diag, 0.0)  # K's CSR values, then a 0
+        values = np.append(base.stiffness_values(pinned), 0.0)  # K's CSR values, then a 0
         I, A = self.dofs, self.other
         C = values[self._C]
         fI = self.forces[I]
@@ -195,10 +187,10 @@ class CondensedSystem:
         if info != 0:
             return None
         r = S @ u - g  # a non-finite u makes this inf or NaN, which fails the test as well
-        if not math.sqrt(r @ r) <= RESIDUAL_TOLERANCE * max(self.f_norm, 1.0):
+        if not residual_acceptable(math.sqrt(r @ r), self.f_norm):
             return None
         compliance = c0 + float(g @ u)
-        if not (math.isfinite(compliance) and 0.0 <= compliance <= SINGULARITY_RATIO * reference):
+        if not (math.isfinite(compliance) and 0.0 <= compliance <= fe.SINGULARITY_RATIO * reference):
             return None
         self._u[:-1] = u
         return compliance

@@ -262,8 +262,28 @@ def build_interpolations(system, levels):
     return mats[::-1]  # coarsest pair first, as PCMG numbers its levels
 
 
+@dataclass
+class MultigridSetup:
+    """What :func:`configure_mg` / :func:`configure_gamg` built for a system.
+
+    ``defaults``: options to put in the database before ``setFromOptions``;
+    ``levels``: the geometric hierarchy (finest last), ``interpolations``: its
+    PETSc interpolation matrices (coarsest pair first), owned by this object
+    and destroyed by :meth:`close` (the system closes it).
+    """
+
+    defaults: dict
+    levels: list = None
+    interpolations: list = ()
+
+    def close(self):
+        for P in self.interpolations:
+            P.destroy()
+        self.interpolations = ()
+
+
 def configure_mg(ksp, system):
-    """CG + PCMG on ``ksp``; returns the option defaults to set before setFromOptions."""
+    """CG + PCMG on ``ksp``; returns the :class:`MultigridSetup` (defaults to set before setFromOptions)."""
     PETSc = system.PETSc
     nely, nelx = system.loadcase.shape
     ksp.setType(PETSc.KSP.Type.CG)
@@ -278,18 +298,17 @@ def configure_mg(ksp, system):
     check_fine_numbering(system, fine)
     lx, ly = system.da.getOwnershipRanges()
     levels = hierarchy(nelx, nely, lx, ly, coarse_max_dofs=coarse_max, max_levels=max_levels)
-    system.mg_hierarchy = levels
     if len(levels) == 1:
         # Small enough for the coarse solver itself (PCMG would smooth a 1-level "hierarchy").
         pc.setType(PETSc.PC.Type.LU)
         if system.comm.getSize() > 1:
             pc.setFactorSolverType(PETSc.Mat.SolverType.MUMPS)
-        return {}
+        return MultigridSetup({}, levels)
     pc.setMGLevels(len(levels))
-    system._interpolations = build_interpolations(system, levels)
-    for level, P in enumerate(system._interpolations, start=1):
+    interpolations = build_interpolations(system, levels)
+    for level, P in enumerate(interpolations, start=1):
         pc.setMGInterpolation(level, P)
-    return {
+    return MultigridSetup(levels=levels, interpolations=interpolations, defaults={
         "pc_mg_galerkin": "both",
         # W-cycles: on converged SIMP designs (0/1 with voids) 8-11 CG iterations from
         # 128x64 to 1024x512 instead of 17-19 with V-cycles, and faster overall
@@ -303,7 +322,7 @@ def configure_mg(ksp, system):
         "mg_levels_esteig_ksp_type": "cg",
         "mg_coarse_ksp_type": "preonly",
         "mg_coarse_pc_type": "lu" if system.comm.getSize() == 1 else "redundant",
-    }
+    })
 
 
 def plain_csr_kernels(ksp):
@@ -336,7 +355,7 @@ def configure_gamg(ksp, system):
     ksp.setTolerances(rtol=RTOL, max_it=MAX_IT)
     ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
     ksp.getPC().setType(PETSc.PC.Type.GAMG)
-    return {
+    return MultigridSetup({
         "pc_gamg_type": "agg",
         "pc_gamg_agg_nsmooths": 1,
         "pc_gamg_threshold": 0.01,
@@ -345,7 +364,7 @@ def configure_gamg(ksp, system):
         "mg_levels_pc_type": "jacobi",
         "mg_levels_ksp_max_it": 2,
         "mg_levels_esteig_ksp_type": "cg",
-    }
+    })
 
 
 def hierarchy_info(ksp):
@@ -411,6 +430,6 @@ def describe_levels(levels):
     return " > ".join(f"{lv.nelx}x{lv.nely}" for lv in levels)
 
 
-__all__ = ["Level", "hierarchy", "mg_levels", "interpolation_csr", "configure_mg", "configure_gamg",
+__all__ = ["Level", "MultigridSetup", "hierarchy", "mg_levels", "interpolation_csr", "configure_mg", "configure_gamg",
            "hierarchy_info", "format_hierarchy", "set_default_options", "clear_default_options",
            "system_options", "describe_levels", "rigid_body_modes"]

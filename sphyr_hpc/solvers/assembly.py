@@ -1,0 +1,245 @@
+"""Assembling K(E) from element moduli: one module for every system.
+
+K is linear in the element moduli: every entry is a sum of ``E_e K0[a, b]``
+over the elements that couple its two DOFs.  Two layouts of that sum:
+
+* :class:`ElementAssembly` (the direct solver; the scorer's small grids):
+  the CSR structure of a rank's element contributions in its *local*
+  (ghosted) DOF numbering, computed once, and the sparse map A from element
+  moduli to CSR values, so assembling a new modulus field is one product
+  ``A @ moduli`` with every entry summed in element order, as the published
+  scorer sums it.  A holds 64 (value, index) pairs per element (200 MB at 1M
+  DOFs).  :func:`element_map` builds that map for any layout of the entries
+  (also the dense condensed block of :mod:`sphyr_hpc.solvers.condensed`).
+* :class:`StencilAssembly` (CG + multigrid/GAMG; large grids): every owned
+  node's row is its 3x3-node stencil, 2 x 18 entries, and the entry coupling
+  node n with neighbour n + o is ``sum_a E(element at n - pos(a)) * K0[a, a + o]``
+  over the (up to 4) elements around n.  The values of a block of node rows
+  are one (nodes x 4) @ (4 x 36) product of the 4 shifted element-moduli
+  arrays with a constant table (:func:`stencil_table`), in the CSR order of
+  the DMDA matrix, set with one ``MatSetValuesLocal`` call per block of
+  ``ASSEMBLY_BLOCK_NODES`` nodes.  Only owned rows are computed (the element
+  halo comes from the element DMDA), so nothing is sent between ranks.
+  Column indices are a constant offset pattern; only the nodes on the grid's
+  edge store theirs (neighbours outside the grid point at the row's own
+  diagonal with a zero value, ``ADD_VALUES``).  At 1M DOFs this needs no index
+  map of its own and 2.4 MB of values at a time.
+
+Dirichlet conditions are imposed symmetrically either way: every
+contribution in a fixed row or column is dropped and the fixed diagonal is 1,
+so the operator stays SPD and CG/multigrid apply.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import csr
+
+# Stencil assembly computes the values of about this many nodes at a time (2.4 MB a block).
+ASSEMBLY_BLOCK_NODES = 8192
+
+# Local node a of an element sits at (row, column) offset _POS[a] from its top-left node.
+_POS = ((0, 0), (0, 1), (1, 1), (1, 0))
+# Neighbour offsets (drow, dcol) of a node's stencil, in increasing local DOF order.
+_OFFSETS = tuple((dr, dc) for dr in (-1, 0, 1) for dc in (-1, 0, 1))
+
+
+def csr_plan(rows, cols, n_rows):
+    """CSR pattern of summed (row, col) pairs and the map from pairs to entries.
+
+    Returns ``(indptr, indices, inverse, nnz)``: ``inverse[k]`` is the entry
+    pair k is summed into.
+    """
+    keys = rows.astype(np.int64) * n_rows + cols.astype(np.int64)
+    unique, inverse = np.unique(keys, return_inverse=True)
+    u_rows, u_cols = np.divmod(unique, n_rows)
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(u_rows, minlength=n_rows), out=indptr[1:])
+    return indptr, u_cols, inverse, unique.size
+
+
+def element_map(entries, ke, n_entries):
+    """Sparse (n_entries x n_elements) map from element moduli to summed matrix entries.
+
+    ``entries`` is (n_elements, 8, 8) or (n_elements, 64): the entry that
+    ``E_e ke[a, b]`` is summed into, -1 where it is dropped (a Dirichlet row or
+    column, or a DOF outside the block).  CSR rows of the map list their
+    elements in increasing order, so ``map @ moduli`` sums every entry in
+    element order.
+    """
+    entries = np.asarray(entries).reshape(-1, 64)
+    n_elem = entries.shape[0]
+    keep = (entries >= 0).ravel()
+    return sp.csr_matrix((np.tile(ke.ravel(), n_elem)[keep],
+                          (entries.ravel()[keep], np.repeat(np.arange(n_elem), 64)[keep])),
+                         shape=(n_entries, n_elem))
+
+
+class ElementAssembly:
+    """K's CSR structure in local DOF numbering and the map from element moduli to its values.
+
+    ``local_edofs`` (n_elements, 8) are the elements' local DOFs, ``fixed``
+    marks fixed local DOFs, ``fixed_diagonal`` lists the fixed DOFs whose
+    diagonal this rank sets to 1 (the owned ones).
+    """
+
+    def __init__(self, local_edofs, fixed, fixed_diagonal, ke, n_dofs, index_type=np.int32):
+        rows = np.repeat(local_edofs, 8, axis=1).ravel()
+        cols = np.tile(local_edofs, (1, 8)).ravel()
+        all_rows = np.concatenate([rows, fixed_diagonal])
+        all_cols = np.concatenate([cols, fixed_diagonal])
+        indptr, indices, inverse, nnz = csr_plan(all_rows, all_cols, n_dofs)
+        self.n_dofs = n_dofs
+        self.nnz = nnz
+        self.indptr = indptr.astype(index_type)
+        self.indices = indices.astype(index_type)
+        n_elem_entries = rows.size
+        # Fixed rows and columns keep no element contribution (entry -1 is dropped).
+        self.map = element_map(np.where(fixed[rows] | fixed[cols], -1, inverse[:n_elem_entries]), ke, nnz)
+        self.diagonal = np.bincount(inverse[n_elem_entries:], minlength=nnz).astype(float)
+
+    def values(self, moduli, out=None):
+        """K's CSR values for element moduli (into ``out`` if given)."""
+        moduli = np.ascontiguousarray(moduli, dtype=float)
+        if out is None:
+            out = self.diagonal.copy()
+        else:
+            # The Dirichlet diagonal and the element sums never share an entry, so starting
+            # from it and adding the product is the product plus it, to the bit.
+            np.copyto(out, self.diagonal)
+        return csr.matvec(self.map, moduli, out=out)
+
+
+def stencil_table(ke):
+    """(4, 36) table: column (d, o, d2) of row a is K0[2a+d, 2b+d2], b the node at offset o of a.
+
+    The value of row (node n, DOF d), neighbour o, DOF d2 is the sum over a of
+    E(element having n as its local node a) * table[a, (d, o, d2)].
+    """
+    table = np.zeros((4, 2, len(_OFFSETS), 2))
+    for a, (ar, ac) in enumerate(_POS):
+        for o, (dr, dc) in enumerate(_OFFSETS):
+            target = (ar + dr, ac + dc)
+            if target in _POS:
+                b = _POS.index(target)
+                table[a, :, o, :] = ke[2 * a:2 * a + 2, 2 * b:2 * b + 2]
+    return table.reshape(4, -1)
+
+
+class StencilAssembly:
+    """Owned node rows of K as 3x3-node stencils, assembled block by block (see the module docstring).
+
+    ``da`` is the nodal DMDA, ``da_elem`` the element DMDA whose halo covers
+    the elements around the owned nodes, ``fixed`` marks fixed local DOFs.
+    Owns two element vectors, destroyed in :meth:`close`.
+    """
+
+    def __init__(self, PETSc, da, da_elem, shape, fixed, ke):
+        self.PETSc = PETSc
+        nely, nelx = shape
+        (oxs, oxe), (oys, oye) = da.getRanges()
+        (gxs, gxe), (gys, gye) = da.getGhostRanges()
+        gxm = gxe - gxs
+        ny, nx = oye - oys, oxe - oxs
+        n_nodes = ny * nx
+        n_cols = 2 * len(_OFFSETS)
+        jj, ii = np.meshgrid(np.arange(oys, oye, dtype=np.int32), np.arange(oxs, oxe, dtype=np.int32),
+                             indexing="ij")
+        jj, ii = jj.ravel(), ii.ravel()
+        own = 2 * ((jj - gys) * gxm + (ii - gxs))  # local x DOF of every owned node, row-major
+        # Columns of row (node, d): neighbour o's DOF d2, i.e. own + 2 * (dr * gxm + dc) + d2,
+        # or the row itself where the neighbour is outside the grid (its value is 0 there).
+        # Only the exceptions (nodes on the grid's edge) are stored; see _columns.
+        pattern = np.array([[2 * (dr * gxm + dc) + d2 for (dr, dc) in _OFFSETS for d2 in (0, 1)]] * 2,
+                           dtype=PETSc.IntType).reshape(-1)
+        edge = np.flatnonzero((jj == 0) | (jj == nely) | (ii == 0) | (ii == nelx))
+        edge_cols = np.empty((edge.size, 2, len(_OFFSETS), 2), dtype=PETSc.IntType)
+        zero = np.zeros((n_nodes, 2, len(_OFFSETS), 2), dtype=bool)
+        for o, (dr, dc) in enumerate(_OFFSETS):
+            nj, ni = jj + dr, ii + dc
+            inside = (nj >= 0) & (nj <= nely) & (ni >= 0) & (ni <= nelx)
+            neighbour = np.where(inside, 2 * ((nj - gys) * gxm + (ni - gxs)), own)
+            for d2 in (0, 1):
+                zero[:, :, o, d2] = (inside & fixed[neighbour + d2])[:, None]
+                edge_cols[:, 0, o, d2] = np.where(inside, neighbour + d2, own)[edge]
+                edge_cols[:, 1, o, d2] = np.where(inside, neighbour + d2, own + 1)[edge]
+            del nj, ni, inside, neighbour
+        # Dirichlet: zero fixed rows and fixed (in-grid) columns, 1 on the fixed diagonals.
+        row_fixed = np.stack([fixed[own], fixed[own + 1]], axis=1)  # (nodes, d)
+        zero |= row_fixed[:, :, None, None]
+        centre = _OFFSETS.index((0, 0))
+        self._zero_entries = np.flatnonzero(zero.ravel())
+        del zero
+        unit = np.flatnonzero(row_fixed.ravel())  # fixed rows, numbered node * 2 + d
+        self._unit_entries = unit * (len(_OFFSETS) * 2) + centre * 2 + unit % 2
+        self._own = own.astype(PETSc.IntType)
+        self._pattern = pattern
+        self._edge = edge
+        self._edge_cols = edge_cols.reshape(edge.size, -1)
+        self._rows = np.stack([own, own + 1], axis=1).reshape(-1).astype(PETSc.IntType)  # local row of each row
+        self._stencil = stencil_table(ke)
+        self._n_cols = n_cols
+        self._node_box = (ny, nx)
+        # Assembly runs over blocks of node rows, so only a block of values is ever held.
+        self._block_rows = max(1, ASSEMBLY_BLOCK_NODES // max(nx, 1))
+        self._moduli_box = np.zeros((ny + 1, nx + 1))  # elements (oys-1 .. oye-1) x (oxs-1 .. oxe-1)
+        # Where the element halo lands in the moduli box (elements outside the grid stay 0).
+        (exs, exe), (eys, eye) = da_elem.getGhostRanges()
+        r0, r1 = max(oys - 1, 0), min(oye, nely)
+        c0, c1 = max(oxs - 1, 0), min(oxe, nelx)
+        if r0 < eys or r1 > eye or c0 < exs or c1 > exe:
+            raise RuntimeError("element halo does not cover the elements around the owned nodes")
+        self._box_dst = (slice(r0 - (oys - 1), r1 - (oys - 1)), slice(c0 - (oxs - 1), c1 - (oxs - 1)))
+        self._box_src = (slice(r0 - eys, r1 - eys), slice(c0 - exs, c1 - exs))
+        self._da_elem = da_elem
+        self._elem_global = da_elem.createGlobalVec()
+        self._elem_local = da_elem.createLocalVec()
+        self._elem_ghost_shape = (eye - eys, exe - exs)
+        self.nnz = n_nodes * 2 * n_cols
+
+    def assemble(self, K, moduli):
+        """Set K (a DMDA matrix) to the stiffness of the element moduli (this rank's slab)."""
+        self._elem_global.array[:] = moduli
+        self._da_elem.globalToLocal(self._elem_global, self._elem_local)
+        ghosted = self._elem_local.array_r.reshape(self._elem_ghost_shape)
+        box = self._moduli_box
+        box[self._box_dst] = ghosted[self._box_src]
+        ny, nx = self._node_box
+        n_cols = self._n_cols
+        per_row = 2 * n_cols  # values of one node: 2 rows of 18
+        insert = self.PETSc.InsertMode.ADD_VALUES
+        K.zeroEntries()
+        shifted = np.empty((min(self._block_rows, ny), nx, 4))
+        for j0 in range(0, ny, self._block_rows):
+            j1 = min(j0 + self._block_rows, ny)
+            block = shifted[:j1 - j0]
+            # Node (j, i) is local node a of the element at (j, i) - _POS[a]; box row = element row + 1.
+            for a, (ar, ac) in enumerate(_POS):
+                block[:, :, a] = box[j0 + 1 - ar:j1 + 1 - ar, 1 - ac:nx + 1 - ac]
+            values = (block.reshape(-1, 4) @ self._stencil).reshape(-1)
+            first, last = j0 * nx * per_row, j1 * nx * per_row
+            lo = np.searchsorted(self._zero_entries, first)
+            hi = np.searchsorted(self._zero_entries, last)
+            values[self._zero_entries[lo:hi] - first] = 0.0
+            lo = np.searchsorted(self._unit_entries, first)
+            hi = np.searchsorted(self._unit_entries, last)
+            values[self._unit_entries[lo:hi] - first] = 1.0
+            rows = self._rows[2 * j0 * nx:2 * j1 * nx]
+            indptr = np.arange(0, rows.size * n_cols + 1, n_cols, dtype=self.PETSc.IntType)
+            cols = self._columns(j0 * nx, j1 * nx)
+            K.setValuesLocalIJV(indptr, cols, values, addv=insert, rowmap=rows)
+        K.assemble()
+
+    def _columns(self, n0, n1):
+        """Local column indices of the rows of owned nodes n0..n1-1 (row-major, 36 a node)."""
+        cols = self._own[n0:n1, None] + self._pattern[None, :]
+        lo, hi = np.searchsorted(self._edge, (n0, n1))
+        cols[self._edge[lo:hi] - n0] = self._edge_cols[lo:hi]
+        return cols.reshape(-1)
+
+    def close(self):
+        for name in ("_elem_global", "_elem_local"):
+            vec = getattr(self, name, None)
+            if vec is not None:
+                vec.destroy()
+                setattr(self, name, None)
