@@ -49,7 +49,8 @@ from .. import timing
 from . import multigrid
 from .assembly import ElementAssembly, StencilAssembly
 from .base import RESIDUAL_TOLERANCE, LinearSystem, residual_acceptable
-from .multigrid import clear_default_options, configure_gamg, configure_mg, set_default_options
+from .multigrid import configure_gamg, configure_mg
+from .options import inserted_options
 
 # Above this many DOFs the default solver is CG + multigrid instead of LU.
 DIRECT_SOLVER_MAX_DOFS = 200_000
@@ -239,13 +240,14 @@ class ElasticitySystem(LinearSystem):
             self.multigrid = configure_mg(ksp, self) if solver == "mg" else configure_gamg(ksp, self)
             defaults = self.multigrid.defaults
             ksp.setInitialGuessNonzero(True)  # warm start from the previous displacement
-        # Defaults go into the options database so the command line can override
-        # them; they are removed after the first set-up (multigrid reads its level
-        # options only then) so that they never leak into another system.
-        self._default_options = set_default_options(self.prefix, defaults)
-        # The multigrid cycle in force (read before the defaults are cleared): for reports.
-        self.mg_cycle = PETSc.Options(self.prefix).getString("pc_mg_cycle_type", "v").lower()
-        ksp.setFromOptions()
+        # Defaults are in the options database (so the command line overrides them) while
+        # setFromOptions reads them and again for the first set-up, where multigrid reads
+        # its level options (see solve).
+        self._defaults = defaults
+        with inserted_options(self.prefix, defaults) as opts:
+            # The multigrid cycle in force: for reports.
+            self.mg_cycle = opts.getString("pc_mg_cycle_type", "v").lower()
+            ksp.setFromOptions()
         self.ksp = ksp
 
     # -- element fields -------------------------------------------------------------------------
@@ -338,11 +340,10 @@ class ElasticitySystem(LinearSystem):
         # makes the PC refactorise): the factorisation then happens in setUp, in sphyr_setup.
         self.ksp.setOperators(self.K)
         try:
-            with timing.timed(timing.SETUP):
+            with timing.timed(timing.SETUP), inserted_options(self.prefix, self._defaults or {}):
                 self.ksp.setUp()
-            if self._default_options is not None:
-                clear_default_options(self.prefix, self._default_options)
-                self._default_options = None
+            if self._defaults is not None:
+                self._defaults = None  # read: the first set-up is done
                 if self.solver != "direct":
                     multigrid.plain_csr_kernels(self.ksp)
                     self.hierarchy = multigrid.hierarchy_info(self.ksp)

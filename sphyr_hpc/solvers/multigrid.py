@@ -399,37 +399,10 @@ def format_hierarchy(rows, complexity, levels=None):
     return lines
 
 
-# -- options database ---------------------------------------------------------------------------
-def set_default_options(prefix, defaults):
-    """Put ``defaults`` into the options database where the user has not.
-
-    Returns the keys added, for :func:`clear_default_options` to remove once
-    ``setFromOptions`` has read them, so they do not leak to later solvers.
-    """
-    opts = system_options(prefix)
-    added = [key for key in defaults if not opts.hasName(key)]
-    for key in added:
-        opts.setValue(key, defaults[key])
-    return added
-
-
-def clear_default_options(prefix, added):
-    opts = system_options(prefix)
-    for key in added:
-        opts.delValue(key)
-
-
-def system_options(prefix):
-    from .._petsc import petsc
-
-    return petsc().Options(prefix)
-
-
 def describe_levels(levels):
     """'1024x512 > 512x256 > ...' for log lines."""
     return " > ".join(f"{lv.nelx}x{lv.nely}" for lv in levels)
 
 
 __all__ = ["Level", "MultigridSetup", "hierarchy", "mg_levels", "interpolation_csr", "configure_mg", "configure_gamg",
-           "hierarchy_info", "format_hierarchy", "set_default_options", "clear_default_options",
-           "system_options", "describe_levels", "rigid_body_modes"]
+           "hierarchy_info", "format_hierarchy", "describe_levels", "rigid_body_modes"]
