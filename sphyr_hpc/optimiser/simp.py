@@ -330,7 +330,7 @@ def _certain_multipliers(offset, g, a, floor, ceiling, target):
     np.multiply(events[1], events[0], out=events[2])
     events = events.take(events[0].argsort(), axis=1)  # ties: any order, the same V up to rounding
     points = events[0]
-    slope, intercept = events[1:].cumsum(axis=1)  # methods, not np.* wrappers: a third of the time
+    slope, intercept = events[1:].cumsum(axis=1)  # array methods: no np.* wrapper call per update
     volumes = lowest + slope * points - intercept
     s_high = s_low = None  # V(s) > target + margin for s >= s_high, V(s) < target - margin for s <= s_low
     k = int((volumes > target).argmax())
