@@ -23,6 +23,24 @@ def example_results():
     return EXAMPLE_RESULTS
 
 
+@pytest.fixture(autouse=True)
+def _barrier_after_each_mpi_test(request):
+    """Every rank finishes a test marked ``mpi`` before any starts the next."""
+    yield
+    if request.node.get_closest_marker("mpi") is not None:
+        from mpi4py import MPI
+
+        MPI.COMM_WORLD.Barrier()
+
+
+def cantilever(nely, nelx):
+    """Supports on the whole left column, load on the right cell of the middle row."""
+    from sphyr_hpc import loadcase
+
+    supports = tuple((r, 0) for r in range(nely))
+    return loadcase.LoadCase(nely, nelx, ((nely // 2, nelx - 1),), supports)
+
+
 def collective(compute):
     """Run ``compute()`` on every rank of COMM_WORLD; return every rank's result.
 

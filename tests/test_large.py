@@ -41,12 +41,6 @@ def two_ranks(fn):
     return fn
 
 
-@pytest.fixture(autouse=True)
-def _barrier_after_each_test():
-    yield
-    WORLD.Barrier()
-
-
 def _options(prefix, **values):
     """Set per-prefix PETSc options; returns a function that removes them."""
     opts = petsc().Options(prefix)

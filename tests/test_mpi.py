@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from conftest import collective
+from conftest import cantilever, collective
 from sphyr_hpc import discretisation as fe
 from sphyr_hpc import grid as grids
 from sphyr_hpc import loadcase as lcs
@@ -40,12 +40,6 @@ with open(DATA) as _fh:
 RECORD_IDS = [f"full_easy[{r['index']}]" for r in RECORDS]
 
 
-@pytest.fixture(autouse=True)
-def _barrier_after_each_test():
-    yield
-    WORLD.Barrier()
-
-
 def _world_system(loadcase, **kwargs):
     return ElasticitySystem(loadcase, comm=petsc().COMM_WORLD, **kwargs)
 
@@ -58,11 +52,6 @@ def _ground_truth(record):
     grid = grids.as_grid(record["ground_truth"])
     rho, _ = grids.densities(grid)
     return lcs.from_grid(grid), rho
-
-
-def _cantilever(nely, nelx):
-    supports = tuple((r, 0) for r in range(nely))
-    return lcs.LoadCase(nely, nelx, ((nely // 2, nelx - 1),), supports)
 
 
 def _solve_both(lc, rho):
@@ -113,7 +102,7 @@ def test_distributed_ground_truth_compliance_equals_the_serial_one(record):
 
 @pytest.mark.parametrize("design", ["solid", "graded"])
 def test_distributed_cantilever_compliance_equals_the_serial_one(design):
-    lc = _cantilever(20, 40)
+    lc = cantilever(20, 40)
     if design == "solid":
         rho = np.ones(lc.shape)
     else:  # the same field on every rank: a fixed seed
@@ -123,7 +112,7 @@ def test_distributed_cantilever_compliance_equals_the_serial_one(design):
 
 
 def test_slab_of_and_gather_round_trip_and_tile_the_grid():
-    lc = _cantilever(20, 40)
+    lc = cantilever(20, 40)
     field = np.arange(lc.n_elements, dtype=float).reshape(lc.shape) * 0.5 - 3.0
 
     def compute():
@@ -158,7 +147,7 @@ def _simp_history(comm_kind, lc, prefix):
 
 @pytest.mark.parametrize("problem", ["ground_truth", "cantilever"])
 def test_distributed_simp_run_has_the_serial_compliance_history(problem):
-    lc = _ground_truth(RECORDS[1])[0] if problem == "ground_truth" else _cantilever(20, 40)
+    lc = _ground_truth(RECORDS[1])[0] if problem == "ground_truth" else cantilever(20, 40)
 
     def compute():
         world = _simp_history("world", lc, "mpi_simp_world_")

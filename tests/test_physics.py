@@ -25,6 +25,7 @@ from sphyr_hpc import discretisation as fe  # noqa: E402
 from sphyr_hpc import grid as grids  # noqa: E402
 from sphyr_hpc import loadcase as lcs  # noqa: E402
 from sphyr_hpc._petsc import petsc  # noqa: E402
+from conftest import cantilever  # noqa: E402
 from sphyr_hpc.optimiser.filter import DensityFilter  # noqa: E402
 from sphyr_hpc.solvers.elasticity import ElasticitySystem  # noqa: E402
 
@@ -99,12 +100,6 @@ class DenseReference:
 
     def close(self):
         pass
-
-
-def _cantilever(nely, nelx):
-    """Supports on the whole left column, load on the right cell of the middle row."""
-    supports = tuple((r, 0) for r in range(nely))
-    return lcs.LoadCase(nely, nelx, ((nely // 2, nelx - 1),), supports)
 
 
 def _spec_edofs(nely, nelx):
@@ -289,7 +284,7 @@ def test_petsc_solution_satisfies_equilibrium_and_compliance_is_strain_energy(re
 
 @pytest.mark.parametrize("design", ["solid", "graded"])
 def test_multigrid_cg_compliance_equals_the_direct_one_on_a_cantilever(design):
-    lc = _cantilever(16, 32)
+    lc = cantilever(16, 32)
     if design == "solid":
         rho = np.ones(lc.shape)
     else:
@@ -308,7 +303,7 @@ def test_multigrid_cg_compliance_equals_the_direct_one_on_a_cantilever(design):
 
 
 def test_cantilever_deflects_down_the_printed_grid_at_the_load():
-    lc = _cantilever(16, 32)
+    lc = cantilever(16, 32)
     with _self_system(lc) as system:
         _petsc_compliance(system, np.ones(lc.shape))
         u = system.natural_displacements()
