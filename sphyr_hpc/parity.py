@@ -119,12 +119,20 @@ def differences(ours, theirs):
 
 # -- command: check a scoring run against the published records --------------------------------
 def _published_records(paths):
+    """{(model, subject, index): published metrics} from result files/folders, or JSONL files of
+    metrics rows that carry their own ``model``, ``subject`` and ``index``."""
     from .io.records import find_result_files, subject_of
 
     published = {}
-    for path in find_result_files([Path(p) for p in paths]):
+    for path in find_result_files([Path(p) for p in paths if not str(p).endswith(".jsonl")]):
         for index, record in enumerate(json.loads(Path(path).read_text())):
             published[(path.parent.name, subject_of(path), index)] = record
+    for path in (p for p in paths if str(p).endswith(".jsonl")):
+        with open(path) as handle:
+            for line in handle:
+                if line.strip():
+                    row = json.loads(line)
+                    published[(row["model"], row["subject"], row["index"])] = row
     return published
 
 
@@ -136,7 +144,9 @@ def main(argv=None):
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("results", help="results.jsonl written by `python -m sphyr_hpc.score`")
-    parser.add_argument("published", nargs="+", help="the published result files or folders that were scored")
+    parser.add_argument("published", nargs="+",
+                        help="the published result files or folders that were scored, or JSONL files of the "
+                             "published metrics with model, subject and index")
     args = parser.parse_args(argv)
     published = _published_records(args.published)
     ours = {}
