@@ -26,6 +26,7 @@ An outcome is ``"pass"``, ``"fail"`` or ``"skip"`` (nothing to judge: a
 completion without a grid has no shape, one of the wrong shape no load path).
 Checks after the first failure are still evaluated where they can be, so
 ``checks`` shows every problem of a record, ``failure`` the most basic one.
+A record that could not be scored at all (``error``) gets neither.
 
 Conventions:
 
@@ -145,7 +146,7 @@ def first_failure(checks):
 
 # -- tallies: summary.json and the printed table -------------------------------------------------
 def _tally(rows):
-    scored = [r for r in rows if "error" not in r and "failure" in r]
+    scored = [r for r in rows if "error" not in r and r.get("failure") in CATEGORIES]  # others: unclassified
     counts = {c: 0 for c in CATEGORIES}
     for r in scored:
         counts[r["failure"]] += 1

@@ -129,3 +129,16 @@ def test_the_report_renders_in_headless_chromium(scored, tmp_path):
     # the page drew tables and pictures, not a blank or an error page: many distinct colours
     colours = {tuple(p) for p in (pixels[::8, ::8, :3] * 255).astype(int).reshape(-1, 3)}
     assert len(colours) > 50
+
+
+@pytest.mark.parametrize("lines", [[], ['{"model": "m", "subject": "s", "index": 0, "error": "broken"}', "not json",
+                                        '{"model": "m", "subject": "s", "index": 1, "topology_score": 0.5}']])
+def test_a_run_with_nothing_scored_or_broken_lines_still_gets_a_report(tmp_path, lines):
+    (tmp_path / "results.jsonl").write_text("".join(line + "\n" for line in lines))
+    assert report_main([str(tmp_path)]) == 0
+    page = _page(tmp_path)
+    assert len(page.images) >= 2 and all((tmp_path / link).read_bytes().startswith(PNG)
+                                         for link in page.links if link.endswith(".png"))
+    if lines:  # an unreadable line and a record without a category are counted, not fatal
+        text = (tmp_path / "report.html").read_text()
+        assert "1 unreadable lines" in text and "1 without a known failure category" in text

@@ -31,7 +31,7 @@ from ..report import LEADERBOARD_KEYS, leaderboard, summarise
 from . import report_figures as figures
 from .atomic import write_bytes_atomic, write_text_atomic
 from .fields import safe_name
-from .records import _read_jsonl
+from .records import _read_jsonl, _sort_key, row_key
 
 REPORT_NAME = "report.html"
 PICTURES = "report"
@@ -58,7 +58,7 @@ def pick_best_and_worst(rows):
     for model, subjects in groups.items():
         picks[model] = []
         for subject in sorted(subjects):
-            items = sorted(subjects[subject], key=lambda r: (str(r["index"])))
+            items = sorted(subjects[subject], key=lambda r: _sort_key(row_key(r)))
             best = max(items, key=lambda r: r.get("topology_score") or 0.0)
             worst = min(items, key=lambda r: r.get("topology_score") or 0.0)
             picks[model].append((subject, best, worst))
@@ -71,7 +71,7 @@ body { font-family: sans-serif; margin: 24px; color: #222; max-width: 1400px; }
 h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; } h3 { font-size: 15px; }
 table { border-collapse: collapse; margin: 8px 0 16px; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
-th { background: #f0f0f0; } td.name, th.name { text-align: left; }
+th { background: #f0f0f0; } td.name, th.name { text-align: left; } td.name { white-space: nowrap; }
 tr.all td { font-weight: bold; background: #fafafa; }
 figure { margin: 12px 0; } figcaption { font-size: 12px; color: #555; }
 img { max-width: 100%; border: 1px solid #ddd; }
@@ -91,8 +91,12 @@ def _cell(value, digits=3):
     return f'<td class="name">{html.escape(str(value))}</td>'
 
 
+def _header(text):
+    return html.escape(text).replace("_", "_<wbr>")  # long field names may break after an underscore
+
+
 def _table(header, rows, classes=()):
-    head = "".join(f'<th class="name">{html.escape(h)}</th>' if i == 0 else f"<th>{html.escape(h)}</th>"
+    head = "".join(f'<th class="name">{_header(h)}</th>' if i == 0 else f"<th>{_header(h)}</th>"
                    for i, h in enumerate(header))
     body = "".join(f'<tr class="{c}">' + "".join(_cell(v) for v in row) + "</tr>"
                    for row, c in zip(rows, list(classes) + [""] * len(rows)))
@@ -111,12 +115,12 @@ def render_html(title, rows, broken, board, fsum, pictures):
     best/worst mosaic per model."""
     models = list(fsum["models"])
     scored = sum(1 for r in rows if "error" not in r)
-    unclassified = sum(1 for r in rows if "error" not in r and "failure" not in r)
+    unclassified = sum(1 for r in rows if "error" not in r and r.get("failure") not in failures.CATEGORIES)
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
              f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>",
              f"<p class='note'>{len(rows)} records ({scored} scored, {len(rows) - scored} errors"
              + (f", {broken} unreadable lines" if broken else "")
-             + (f", {unclassified} scored before failure categories existed: unclassified" if unclassified else "")
+             + (f", {unclassified} without a known failure category (scored by an older version?)" if unclassified else "")
              + f"), {len(models)} models, {len({r['subject'] for r in rows})} subjects. "
              f"Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')} by sphyr_hpc.</p>"]
 
@@ -247,7 +251,7 @@ def build_parser():
     parser = argparse.ArgumentParser(prog="python -m sphyr_hpc.report", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("out_dir", metavar="OUT_DIR", help="a score output folder holding results.jsonl")
-    parser.add_argument("--title", help="the page title (default: 'SPhyR report: <folder name>')")
+    parser.add_argument("--title", help="the page title; None: 'SPhyR report: <folder name>'")
     return parser
 
 

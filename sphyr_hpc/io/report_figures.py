@@ -138,8 +138,16 @@ def _figure(width, height):
 
 
 # -- the figures ---------------------------------------------------------------------------------
+def _nothing(message):
+    fig = _figure(6.0, 1.0)
+    fig.text(0.5, 0.5, message, ha="center", va="center", fontsize=10, color="#555555")
+    return _png(fig)
+
+
 def heat_map(models, subjects, values):
     """Models x subjects heat map of mean topology_score (``values[m][s]`` or None); PNG bytes."""
+    if not models or not subjects:
+        return _nothing("no records to map")
     matrix = np.array([[np.nan if values[m].get(s) is None else values[m][s] for s in subjects] for m in models])
     fig = _figure(2.4 + 0.62 * len(subjects), 2.2 + 0.42 * len(models))
     ax = fig.subplots()
@@ -226,7 +234,7 @@ def completions_mosaic(model, picks):
     text.append((8, 14, model, dict(va="top", fontsize=10, fontweight="bold")))
     legend = "L load (red)   S support (blue)   masked cells green, given cells grey   V left or unparsable orange"
     text.append((8, height - 12, legend, dict(va="center", fontsize=7, color="#333333")))
-    fig.figimage(mosaic, 0, 0, origin="upper")
+    fig.figimage((mosaic * 255.0 + 0.5).astype(np.uint8), 0, 0, origin="upper")  # bytes: no float resampling
     for x, y, s, kw in text:
         fig.text(x / width, 1.0 - y / height, s, **kw)
     return _png(fig)
