@@ -113,6 +113,15 @@ def test_floating_clusters_equal_the_published_isolated_clusters_count():
     assert compared == 144
 
 
+def test_rounding_below_the_parity_tolerance_is_not_overspending(scorer):
+    completion, truth, input_grid = (grids.as_grid("\n".join(g)) for g in (TRUTH, TRUTH, INPUT))
+    case, _ = scorer.prepare(completion, truth, input_grid)
+    metrics = scorer.score(completion, truth, input_grid)
+    assert failures.diagnose(completion, truth, case, dict(metrics, material_efficiency=1 - 1e-15))["failure"] == "sound"
+    assert failures.diagnose(completion, truth, case, dict(metrics, material_efficiency=0.99))["failure"] == \
+        "overspent_material"
+
+
 def test_beats_yardstick_ignores_rounding_below_the_parity_tolerance():
     metrics = {"unfilled_cells": 0, "unparsable_cells": 0, "load_carrying": True, "material_efficiency": 1.0,
                "structural_efficiency": 1.0}
