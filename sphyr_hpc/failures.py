@@ -149,7 +149,8 @@ def first_failure(checks):
 
 
 # -- tallies: summary.json and the printed table -------------------------------------------------
-def _tally(rows):
+def tally(rows):
+    """Category counts and shares of the scored records among ``rows``, and their exact-match table."""
     scored = [r for r in rows if "error" not in r and r.get("failure") in CATEGORIES]  # others: unclassified
     counts = {c: 0 for c in CATEGORIES}
     for r in scored:
@@ -178,8 +179,8 @@ def failure_summary(rows):
     return {
         "order": list(CATEGORIES),
         "weak_below": WEAK_BELOW,
-        "models": {m: _tally(by_model[m]) for m in sorted(by_model)},
-        OVERALL: _tally(rows),
+        "models": {m: tally(by_model[m]) for m in sorted(by_model)},
+        OVERALL: tally(rows),
     }
 
 

@@ -167,8 +167,16 @@ def render_html(title, rows, broken, board, fsum, pictures):
                  "with the highest and the lowest topology_score: completion | ground truth | yardstick optimum. "
                  "Load cells red, support cells blue, masked cells green (given cells grey), a V left in place "
                  "or an unparsable cell orange.</p>")
-    for (_, _, caption), fragment in zip(pictures[2:], mosaics):
-        parts.append(f"<h3>{html.escape(caption)}</h3>{fragment}")
+    for (_, _, model), fragment in zip(pictures[2:], mosaics):
+        parts.append(f"<h3>{html.escape(model)}</h3>{fragment}")
+        subjects = {}
+        for row in rows:
+            if row["model"] == model:
+                subjects.setdefault(row["subject"], []).append(row)
+        counts = {s: failures.tally(items)["counts"] for s, items in sorted(subjects.items())}
+        parts.append(f"<p class='note'>{html.escape(model)}: failure categories per subject (counts)</p>")
+        parts.append(_table(["subject"] + list(failures.CATEGORIES),
+                            [[s] + [c[k] for k in failures.CATEGORIES] for s, c in counts.items()]))
     parts.append("</body></html>\n")
     return "".join(parts)
 
