@@ -83,7 +83,7 @@ CHECKS = (
     Check("wrong_shape", "the grid has the ground truth's shape"),
     Check("unfilled_or_unparsable", "every cell is L, S or a number (no V left)"),
     Check("severed_load_path", "the design carries its load (load_carrying)"),
-    Check("floating_material", "no material cluster touches neither L nor S"),
+    Check("floating_material", "every cluster of material touches an L or S cell"),
     Check("overspent_material", "no more material than the answer (material_efficiency = 1)"),
     Check("weaker_than_yardstick", f"structural_efficiency >= {WEAK_BELOW}"),
 )
@@ -114,11 +114,12 @@ def diagnose(completion, ground_truth, case, metrics):
     ``completion`` and ``ground_truth`` are the grids read from the record
     (``[]`` when the text holds none), ``case`` what
     :meth:`~sphyr_hpc.metrics.Scorer.prepare` made of them (None when they
-    pose no problem) and ``metrics`` the record's metrics.
+    pose no problem) and ``metrics`` the record's metrics.  ``floating_clusters``
+    is None when there is no design to count them in.
     """
     judged = case is not None
     gt_valid = judged or _poses_problem(ground_truth)
-    floating = floating_clusters(case.rho, case.loadcase.structural_mask()) if judged else 0
+    floating = floating_clusters(case.rho, case.loadcase.structural_mask()) if judged else None
 
     def outcome(ok, can_judge=True):
         return SKIP if not can_judge else (PASS if ok else FAIL)
@@ -130,7 +131,7 @@ def diagnose(completion, ground_truth, case, metrics):
         "wrong_shape": outcome(judged, gt_valid and bool(completion)),
         "unfilled_or_unparsable": outcome(metrics["unfilled_cells"] + metrics["unparsable_cells"] == 0, judged),
         "severed_load_path": outcome(bool(metrics["load_carrying"]), judged),
-        "floating_material": outcome(floating == 0, judged),
+        "floating_material": outcome(floating == 0, judged),  # None (not counted) only when not judged
         "overspent_material": outcome(metrics["material_efficiency"] >= 1.0 - RATIO_TOLERANCE,
                                       judged and metrics["load_carrying"]),
         "weaker_than_yardstick": outcome(structural >= WEAK_BELOW, judged and metrics["load_carrying"]),

@@ -83,6 +83,7 @@ def test_nothing_to_judge_is_skipped_not_passed(scorer):
     row = _row(scorer, **CASES["no_grid"])
     assert row["checks"]["no_grid"] == failures.FAIL
     assert {row["checks"][c] for c in failures.CATEGORIES[2:-1]} == {failures.SKIP}
+    assert row["floating_clusters"] is None  # not counted, rather than zero
 
 
 def test_floating_clusters_count_node_sharing_neighbours_as_connected():
