@@ -132,6 +132,7 @@ def test_the_report_renders_in_headless_chromium(scored, tmp_path):
 
 
 @pytest.mark.parametrize("lines", [[], ['{"model": "m", "subject": "s", "index": 0, "error": "broken"}', "not json",
+                                        '{"model": 3, "subject": "s", "index": 2}',
                                         '{"model": "m", "subject": "s", "index": 1, "topology_score": 0.5}']])
 def test_a_run_with_nothing_scored_or_broken_lines_still_gets_a_report(tmp_path, lines):
     (tmp_path / "results.jsonl").write_text("".join(line + "\n" for line in lines))
@@ -141,4 +142,4 @@ def test_a_run_with_nothing_scored_or_broken_lines_still_gets_a_report(tmp_path,
                                          for link in page.links if link.endswith(".png"))
     if lines:  # an unreadable line and a record without a category are counted, not fatal
         text = (tmp_path / "report.html").read_text()
-        assert "1 unreadable lines" in text and "1 without a known failure category" in text
+        assert "2 unreadable lines" in text and "1 without a known failure category" in text

@@ -21,7 +21,7 @@ unclassified.
 import argparse
 import base64
 import html
-import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -41,11 +41,17 @@ def read_rows(results):
     """The records of a results.jsonl, and how many lines could not be read."""
     rows, broken = [], 0
     for _, obj, problem in _read_jsonl(results):
-        if problem or not isinstance(obj, dict) or not {"model", "subject", "index"} <= obj.keys():
+        if (problem or not isinstance(obj, dict) or not {"model", "subject", "index"} <= obj.keys()
+                or not isinstance(obj["model"], str) or not isinstance(obj["subject"], str)):
             broken += 1
         else:
             rows.append(obj)
     return rows, broken
+
+
+def _score(row):
+    value = row.get("topology_score")
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
 
 
 def pick_best_and_worst(rows):
@@ -59,8 +65,8 @@ def pick_best_and_worst(rows):
         picks[model] = []
         for subject in sorted(subjects):
             items = sorted(subjects[subject], key=lambda r: _sort_key(row_key(r)))
-            best = max(items, key=lambda r: r.get("topology_score") or 0.0)
-            worst = min(items, key=lambda r: r.get("topology_score") or 0.0)
+            best = max(items, key=_score)
+            worst = min(items, key=_score)
             picks[model].append((subject, best, worst))
     return picks
 
