@@ -70,7 +70,7 @@ def run(ranks, results, out):
     """(wall seconds of the whole command, seconds of its scoring phase, result rows)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_COMM", "PMIX_RANK"))}
     cmd = [str(ROOT / "bin" / "mpirun"), "-n", str(ranks), sys.executable, "-m", "sphyr_hpc.score",
-           str(results), "--out", str(out), "--quiet"]
+           str(results), "--out", str(out), "--quiet", "--no-report"]  # scoring, not report.html
     shutil.rmtree(out, ignore_errors=True)
     started = time.perf_counter()
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)

@@ -8,8 +8,10 @@ per-subject mean topology_score, so every subject weighs the same.
 """
 
 import math
+import sys
 from collections import defaultdict
 
+from .failures import SUMMARY_KEY, failure_summary
 from .metrics import STRUCTURAL_METRIC_KEYS
 
 LEADERBOARD_KEYS = ("topology_score", "structural_efficiency", "material_efficiency",
@@ -24,7 +26,11 @@ def _mean(values):
 
 
 def summarise(rows):
-    """{model: {subject: {count, errors, <metric>: mean}}}, sorted by name."""
+    """{model: {subject: {count, errors, <metric>: mean}}}, sorted by name, and ``failures``.
+
+    ``failures`` (not a model) holds the failure categories and the exact-match
+    table per model and over all models (:func:`sphyr_hpc.failures.failure_summary`).
+    """
     groups = defaultdict(lambda: defaultdict(list))
     for row in rows:
         groups[row["model"]][row["subject"]].append(row)
@@ -38,6 +44,7 @@ def summarise(rows):
             for key in STRUCTURAL_METRIC_KEYS:
                 entry[key] = _mean([float(r.get(key) or 0.0) for r in scored])
             summary[model][subject] = entry
+    summary[SUMMARY_KEY] = failure_summary(rows)  # per model and overall (sphyr_hpc.failures)
     return summary
 
 
@@ -45,6 +52,8 @@ def leaderboard(summary):
     """Models ranked by mean over subjects of mean topology_score (best first)."""
     board = []
     for model, subjects in summary.items():
+        if model == SUMMARY_KEY:
+            continue
         entry = {"model": model, "subjects": len(subjects),
                  "records": sum(s["count"] for s in subjects.values()),
                  "errors": sum(s["errors"] for s in subjects.values())}
@@ -91,3 +100,14 @@ def plot_leaderboard(board, path):
     ax.set_title("SPhyR leaderboard (sphyr_hpc)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def main(argv=None):
+    """``python -m sphyr_hpc.report OUT_DIR``: report.html and its pictures from OUT_DIR/results.jsonl."""
+    from .io.html_report import main as report_main
+
+    return report_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

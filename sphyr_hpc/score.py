@@ -19,9 +19,13 @@ first), so the records written do not depend on the number of ranks.
 
 Outputs under ``--out`` (default ``out``): ``results.jsonl`` (one object per
 record: model, subject, index, every metric with infinite compliances as null,
-``error`` where a record could not be scored), appended and flushed as records
+``error`` where a record could not be scored; ``failure``, ``checks``,
+``floating_clusters``, ``beats_yardstick`` (:mod:`sphyr_hpc.failures`) and the
+``grids`` the report draws), appended and flushed as records
 finish and sorted when the run ends; ``summary.json`` (per model and subject:
-count, errors and metric means); ``leaderboard.png``; ``run.json`` (ranks,
+count, errors and metric means; ``failures``: category shares and the
+exact_match x load_carrying table per model and overall); ``leaderboard.png``;
+``report.html`` with ``report/*.png`` (unless ``--no-report``); ``run.json`` (ranks,
 record counts, seconds of the scoring phase and of the process); the leaderboard is
 printed.  ``--fields DIR`` also writes, for every scored record, the
 completion, the ground truth and the yardstick's optimum as HDF5 + XDMF (or
@@ -51,6 +55,9 @@ from . import grid as grids
 from . import loadcase as loadcases
 from .io.records import (FileProblem, ResultsLog, find_result_files, read_dataset_completions,
                          read_result_file, row_key, write_text_atomic)
+from .failures import SUMMARY_KEY, diagnose, format_failures
+from .io.html_report import write_report
+from .io.report_figures import record_grids
 from .metrics import ScoringConfig, Scorer, json_safe
 from .parallel import run_dynamic
 from .report import format_leaderboard, leaderboard, plot_leaderboard, summarise, warm_up
@@ -86,6 +93,9 @@ def build_parser():
                         help="also write each record's completion, ground truth and yardstick optimum for ParaView")
     parser.add_argument("--fields-format", choices=("xdmf", "xdmf-quad", "vtu"), default="xdmf",
                         help="format of --fields (default: HDF5 + XDMF 3)")
+    parser.add_argument("--report", action=argparse.BooleanOptionalAction, default=True,
+                        help="write DIR/report.html and its pictures (DIR/report/*.png) at the end "
+                             "(default: on; python -m sphyr_hpc.report DIR makes it again later)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -178,17 +188,19 @@ def score_sample(sample, scorer, fields=None, fields_format="xdmf"):
         row["error"] = f"{sample.source} record {sample.index}: {err}"
         return row
     row.update(json_safe(metrics))
-    if fields is not None:
-        case, _ = scorer.prepare(sample.completion, sample.ground_truth, sample.input_grid, sample.gravity)
-        if case is not None:
-            from .io.fields import write_record_fields
+    case, _ = scorer.prepare(sample.completion, sample.ground_truth, sample.input_grid, sample.gravity)
+    row.update(diagnose(sample.completion, sample.ground_truth, case, metrics))
+    optimum = scorer.designs(case)["optimum"] if case is not None else None  # the yardstick cache's
+    row["grids"] = record_grids(sample.completion, sample.ground_truth, sample.input_grid, optimum)
+    if fields is not None and case is not None:
+        from .io.fields import write_record_fields
 
-            masked = None
-            if sample.input_grid and grids.grid_shape(sample.input_grid) == case.loadcase.shape:
-                masked = grids.mask_of(sample.input_grid, grids.MASK)
-            write_record_fields(fields, sample.model, sample.subject, sample.index, case.loadcase,
-                                scorer.designs(case), masked=masked, penal=scorer.config.penal,
-                                fields_format=fields_format)
+        masked = None
+        if sample.input_grid and grids.grid_shape(sample.input_grid) == case.loadcase.shape:
+            masked = grids.mask_of(sample.input_grid, grids.MASK)
+        write_record_fields(fields, sample.model, sample.subject, sample.index, case.loadcase,
+                            scorer.designs(case), masked=masked, penal=scorer.config.penal,
+                            fields_format=fields_format)
     return row
 
 
@@ -264,6 +276,8 @@ def run_score(args, parser, comm):
     board = comm.bcast(board, root=0)
     if rank == drawer:
         plot_leaderboard(board, out / "leaderboard.png")
+        if args.report:
+            write_report(out)  # from results.jsonl, as python -m sphyr_hpc.report does
     if rank == 0:
         scored = sum(1 for r in rows if "error" not in r)
         write_text_atomic(out / "run.json", json.dumps({
@@ -275,6 +289,7 @@ def run_score(args, parser, comm):
         }, indent=2) + "\n")
         print(f"\n{len(rows)} records ({scored} scored, {len(rows) - scored} errors) on {comm.size} rank(s) -> {log.path}")
         print("\n".join(format_leaderboard(board)))
+        print("\n" + "\n".join(format_failures(summary[SUMMARY_KEY])))
         failed = len(problems) + len(rows) - scored
         status = 1 if failed else 0
     comm.Barrier()  # leaderboard.png is written before the output folder is unlocked

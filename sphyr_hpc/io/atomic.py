@@ -17,14 +17,19 @@ def _umask():
 
 
 def write_text_atomic(path, text, fsync=True):
-    """Write ``text`` to ``path`` atomically; ``fsync`` also makes it durable."""
+    """Write ``text`` (UTF-8) to ``path`` atomically; ``fsync`` also makes it durable."""
+    write_bytes_atomic(path, text.encode("utf-8"), fsync)
+
+
+def write_bytes_atomic(path, data, fsync=True):
+    """Write ``data`` (bytes) to ``path`` atomically; ``fsync`` also makes it durable."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             if fsync:
                 handle.flush()
                 os.fsync(handle.fileno())
