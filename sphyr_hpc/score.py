@@ -49,6 +49,7 @@ from mpi4py import MPI
 from . import PROCESS_STARTED
 from . import grid as grids
 from . import loadcase as loadcases
+from .io import limits as input_limits
 from .io.records import (FileProblem, ResultsLog, find_result_files, read_dataset_completions,
                          read_result_file, row_key, write_text_atomic)
 from .metrics import ScoringConfig, Scorer, json_safe
@@ -87,6 +88,7 @@ def build_parser():
     parser.add_argument("--fields-format", choices=("xdmf", "xdmf-quad", "vtu"), default="xdmf",
                         help="format of --fields (default: HDF5 + XDMF 3)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    input_limits.add_arguments(parser)
     return parser
 
 
@@ -106,14 +108,15 @@ def read_inputs(args, parser):
     if missing:
         parser.error(f"no such file or folder: {', '.join(missing)}")
     samples, problems = [], []
+    limits = input_limits.from_args(args)
     for path in find_result_files(paths):
-        read = read_result_file(path, gravity=args.gravity)
+        read = read_result_file(path, gravity=args.gravity, limits=limits)
         if isinstance(read, FileProblem):
             problems.append(read)
         else:
             samples += read
     for completions in args.completions:
-        read, trouble = read_dataset_completions(args.dataset, completions, args.model, args.gravity)
+        read, trouble = read_dataset_completions(args.dataset, completions, args.model, args.gravity, limits)
         samples += read
         problems += trouble
     if not samples and not problems:
@@ -177,6 +180,8 @@ def score_sample(sample, scorer, fields=None, fields_format="xdmf"):
     except EXPECTED_RECORD_ERRORS as err:
         row["error"] = f"{sample.source} record {sample.index}: {err}"
         return row
+    if sample.invalid_reason:  # a completion left unparsed: scored as one with no grid, for this reason
+        metrics["invalid_reason"] = sample.invalid_reason
     row.update(json_safe(metrics))
     if fields is not None:
         case, _ = scorer.prepare(sample.completion, sample.ground_truth, sample.input_grid, sample.gravity)
