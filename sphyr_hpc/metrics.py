@@ -10,7 +10,7 @@ problem that SPEC section 9 prescribes metrics for gets them (all zero,
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException
 
 import numpy as np
 
@@ -76,7 +76,7 @@ def _cell_difference(a, b, marker_weight):
         return float(marker_weight)
     try:
         diff = abs(Decimal(a) - Decimal(b))
-    except (InvalidOperation, ValueError):
+    except (DecimalException, ValueError):  # not a number, or one like 1e999999999 that overflows
         return 1.0
     return float(diff) if diff.is_finite() else 1.0
 
