@@ -28,6 +28,11 @@ completion, the ground truth and the yardstick's optimum as HDF5 + XDMF (or
 VTU) files for ParaView, named ``model__subject__index__design``.  ``--resume`` keeps what ``results.jsonl`` already holds and scores
 the rest, so a killed run loses at most the records in flight.
 
+Input is untrusted: each file and JSONL line is read on its own (one that
+cannot be read is named on stderr and costs only itself), and
+``--max-file-bytes``, ``--max-text-chars`` and ``--max-cells`` bound what a
+file, a grid text and a ground truth may cost (``sphyr_hpc/io/limits.py``).
+
 PETSc options (``-sphyr_ksp_type``, ``-sphyr_pc_type``, ...) may be given
 anywhere on the command line.
 

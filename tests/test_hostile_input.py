@@ -225,3 +225,55 @@ def test_a_model_folder_named_with_glyphs_the_font_lacks_draws_without_warnings(
     board = [{"model": "m\U0001F600\udce9\u4e2d", "topology_score": 0.5}, {"model": "plain", "topology_score": None}]
     plot_leaderboard(board, tmp_path / "board.png")
     assert (tmp_path / "board.png").stat().st_size > 0
+
+
+def hostile_files(folder):
+    """One hostile result file of each kind under ``folder``; returns {file name: start of its message}."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {
+        "nested_results.json": ("[" * 100_000, "not readable JSON: nested too deeply"),
+        "latin1_results.json": ('[{"prompt": "caf\u00e9"}]'.encode("latin-1"), "not UTF-8"),
+        "cut_results.json": (json.dumps([_record()])[:-7], "not valid JSON"),
+        "object_results.json": (json.dumps({"prompt": PROMPT}), "expected a JSON array"),
+        "lines_results.json": ([_record(completion="0 1 0 1 0\n" * 2_000_000)], "completion is 20,000,000 characters"),
+        "line_results.json": ([_record(completion="0 " * 5_000_000)], "completion is 10,000,000 characters"),
+        "cells_results.json": ([_record(ground_truth=_solid(300, 300))], "ground truth is 300x300 = 90,000 cells"),
+        "text_results.json": ([_record(ground_truth=_solid(1000, 1000))], "ground_truth is 1,999,999 characters"),
+        "huge_results.json": (None, "file is 314,572,800 bytes"),
+    }
+    for name, (content, _) in files.items():
+        path = folder / name
+        if content is None:
+            with open(path, "wb") as handle:
+                handle.truncate(300 * 2**20)  # sparse
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content if isinstance(content, str) else json.dumps(content))
+    return {name: message for name, (_, message) in files.items()}
+
+
+def test_hostile_files_beside_the_bundled_examples_leave_their_144_records_exactly_as_alone(tmp_path, capsys):
+    import shutil
+
+    from conftest import EXAMPLE_RESULTS
+
+    shutil.copytree(EXAMPLE_RESULTS, tmp_path / "results")
+    messages = hostile_files(tmp_path / "results" / "hostile")
+    alone = main([str(EXAMPLE_RESULTS), "--out", str(tmp_path / "alone"), "--quiet"])
+    capsys.readouterr()
+    started = time.perf_counter()
+    status = main([str(tmp_path / "results"), "--out", str(tmp_path / "mixed"), "--quiet"])
+    seconds = time.perf_counter() - started
+    err = capsys.readouterr().err
+    read = {p: [json.loads(line) for line in (tmp_path / p / "results.jsonl").read_text().splitlines()]
+            for p in ("alone", "mixed")}
+    examples = [r for r in read["mixed"] if r["model"] != "hostile"]
+    assert alone == 0 and status == 1
+    assert len(examples) == 144 and examples == read["alone"]
+    hostile = {f"{r['subject']}_results.json": r.get("error") or r.get("invalid_reason")
+               for r in read["mixed"] if r["model"] == "hostile"}
+    for name, message in messages.items():  # a record's error or invalid_reason, or the file named on stderr
+        assert message in hostile[name] if name in hostile else f"hostile/{name}: {message}" in err
+    assert "Traceback" not in err
+    assert seconds < 120.0

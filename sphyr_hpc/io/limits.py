@@ -86,7 +86,7 @@ def add_arguments(parser):
     group = parser.add_argument_group("input limits")
     for field in fields(InputLimits):
         group.add_argument(option(field.name), dest=field.name, type=_positive_int, default=field.default,
-                           metavar="N", help=_HELP[field.name])
+                           metavar="N", help=_HELP[field.name] + " (default: %(default)s)")
     return group
 
 
