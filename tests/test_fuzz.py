@@ -15,10 +15,12 @@ import json
 import os
 import random
 import time
+from pathlib import Path
 
 import pytest
+from mpi4py import MPI
 
-from conftest import DATA, EXAMPLE_RESULTS
+from conftest import DATA, EXAMPLE_RESULTS, collective
 from sphyr_hpc.score import main
 
 SEED = int(os.environ.get("SPHYR_FUZZ_SEED", 14))  # another seed explores further: SPHYR_FUZZ_SEED=7 pytest ...
@@ -175,13 +177,13 @@ def _is_bad(line):
     return not isinstance(obj, dict) or not isinstance(obj.get("index"), int)
 
 
-@pytest.mark.filterwarnings("error")  # a library warning is a failure too
-def test_fuzzed_records_are_each_answered_exactly_once_without_a_traceback(tmp_path, capsys):
+def _build(base, files):
+    """Write the fuzzed inputs under ``base``: (score arguments, expected keys, broken files, broken lines)."""
     rng = random.Random(SEED)
     real = _real_records()
-    root = tmp_path / "results"
-    expected, broken_files = {}, {}
-    for f in range(FILES):
+    root = base / "results"
+    expected, broken_files = set(), {}
+    for f in range(files):
         model = rng.choice(["fuzz-a", "fuzz-b", "m\u00f6del-\U0001F600"])
         records = [_mutate_record(rng, rng.choice(real)) if rng.random() < 0.8 else rng.choice(real)
                    for _ in range(rng.randint(0, RECORDS))]
@@ -192,22 +194,21 @@ def test_fuzzed_records_are_each_answered_exactly_once_without_a_traceback(tmp_p
         if broken is not None:
             broken_files[path] = broken
         else:
-            expected.update({(model, f"f{f:02d}", i): path for i in range(len(records))})
-    dataset, completions, indices, broken_lines = _jsonl_pair(rng, tmp_path)
-    expected.update({("fuzz-model", "toy", i): completions for i in indices})
+            expected.update((model, f"f{f:02d}", i) for i in range(len(records)))
+    dataset, completions, indices, broken_lines = _jsonl_pair(rng, base)
+    expected.update(("fuzz-model", "toy", i) for i in indices)
+    args = [str(root), "--dataset", str(dataset), "--completions", str(completions), "--out", str(base / "out"),
+            "--quiet"]
+    return args, expected, broken_files, broken_lines
 
-    out = tmp_path / "out"
-    started = time.perf_counter()
-    status = main([str(root), "--dataset", str(dataset), "--completions", str(completions), "--out", str(out),
-                   "--quiet"])
-    seconds = time.perf_counter() - started
-    err = capsys.readouterr().err
 
-    lines = (out / "results.jsonl").read_text().splitlines()
-    rows = [json.loads(line) for line in lines]
+def _check(base, plan, status, err, seconds):
+    """Assert every record answered exactly once and every broken input named; a one-line account."""
+    _, expected, broken_files, broken_lines = plan
+    rows = [json.loads(line) for line in (base / "out" / "results.jsonl").read_text().splitlines()]
     keys = [(r["model"], r["subject"], r["index"]) for r in rows]
     assert len(keys) == len(set(keys)), "a record answered twice"
-    assert set(keys) == set(expected)
+    assert set(keys) == expected
     for row in rows:
         answers = ["error" in row, "invalid_reason" in row, row.get("physically_valid") is True]
         assert sum(answers) == 1, row
@@ -222,6 +223,32 @@ def test_fuzzed_records_are_each_answered_exactly_once_without_a_traceback(tmp_p
     assert status in (0, 1)
     assert seconds < SECONDS
     kinds = {"error": sum("error" in r for r in rows), "invalid": sum("invalid_reason" in r for r in rows)}
-    print(f"fuzz (seed {SEED}): {len(rows)} records answered ({len(rows) - sum(kinds.values())} scored, "
-          f"{kinds['invalid']} invalid, {kinds['error']} errors), {len(broken_files)} files and "
-          f"{sum(len(n) for _, n in broken_lines)} lines refused, in {seconds:.1f} s")
+    return (f"fuzz (seed {SEED}): {len(rows)} records answered ({len(rows) - sum(kinds.values())} scored, "
+            f"{kinds['invalid']} invalid, {kinds['error']} errors), {len(broken_files)} files and "
+            f"{sum(len(n) for _, n in broken_lines)} lines refused, in {seconds:.1f} s")
+
+
+@pytest.mark.filterwarnings("error")  # a library warning is a failure too
+def test_fuzzed_records_are_each_answered_exactly_once_without_a_traceback(tmp_path, capsys):
+    plan = _build(tmp_path, FILES)
+    started = time.perf_counter()
+    status = main(plan[0])
+    seconds = time.perf_counter() - started
+    print(_check(tmp_path, plan, status, capsys.readouterr().err, seconds))
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(MPI.COMM_WORLD.size < 2, reason="needs 2 ranks: bin/mpirun -n 2 python -m pytest -m mpi")
+@pytest.mark.filterwarnings("error")
+def test_fuzzed_records_on_two_ranks_are_each_answered_exactly_once(tmp_path, capsys):
+    """The same on every rank of COMM_WORLD: rank 0 reads, whichever rank is free scores."""
+
+    world = MPI.COMM_WORLD
+    base = Path(world.bcast(str(tmp_path), root=0))
+    plan = collective(lambda: _build(base, FILES // 2) if world.rank == 0 else None)[0]
+    started = time.perf_counter()
+    status = main(plan[0])
+    seconds = time.perf_counter() - started
+    err = "".join(world.allgather(capsys.readouterr().err))  # a record's error is printed by the rank scoring it
+    account = collective(lambda: _check(base, plan, status, err, seconds) if world.rank == 0 else None)[0]
+    print(account.replace("fuzz", f"fuzz on {world.size} ranks", 1))
