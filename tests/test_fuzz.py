@@ -1,4 +1,4 @@
-"""Fuzz: random and mutated real records, scored in one run, each answered exactly once.
+"""Fuzz: random and mutated real records, scored in one run (also on 2 ranks), each answered exactly once.
 
 A seeded generator (``random.Random(SEED)``, so a failure reproduces) builds
 result files from the bundled published records: completions with random

@@ -58,13 +58,19 @@ def test_a_file_that_cannot_be_decoded_is_named_with_its_reason_and_the_others_a
     assert "Traceback" not in err
 
 
-def test_a_fifo_named_like_a_result_file_is_refused_instead_of_blocking(tmp_path, capsys):
+def test_a_fifo_or_a_dangling_link_named_like_a_result_file_is_named_instead_of_blocking_or_vanishing(
+        tmp_path, capsys):
     folder = _folder(tmp_path, {"good_results.json": [_record()]})
-    fifo = tmp_path / "pipe_results.json"
+    fifo, inside, dangling = tmp_path / "pipe_results.json", folder / "model-a" / "pipe_results.json", \
+        folder / "model-a" / "gone_results.json"
     os.mkfifo(fifo)
+    os.mkfifo(inside)
+    dangling.symlink_to(tmp_path / "nowhere.json")
     status, rows = _score(tmp_path, folder, fifo)
+    err = capsys.readouterr().err
     assert status == 1
-    assert f"{fifo}: not a regular file" in capsys.readouterr().err
+    assert f"{fifo}: not a regular file" in err and f"{inside}: not a regular file" in err
+    assert f"{dangling}: cannot read: [Errno 2] No such file or directory" in err
     assert list(rows) == [("good", 0)]
 
 

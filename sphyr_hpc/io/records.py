@@ -117,7 +117,8 @@ def find_result_files(paths):
         path = Path(path)
         if path.is_dir():
             found += sorted(
-                p for p in path.rglob("*.json") if p.is_file() and not p.name.endswith(AGGREGATED_SUFFIX)
+                # Not only regular files: a FIFO or a dangling link named *.json is reported, not skipped.
+                p for p in path.rglob("*.json") if not p.is_dir() and not p.name.endswith(AGGREGATED_SUFFIX)
             )
         else:
             found.append(path)
