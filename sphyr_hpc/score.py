@@ -210,8 +210,16 @@ def _progress_bar(total, quiet):
 
 def run_score(args, parser, comm):
     rank = comm.rank
-    inputs = read_inputs(args, parser) if rank == 0 else None
-    samples, problems = comm.bcast(inputs, root=0)
+    inputs = None
+    if rank == 0:
+        try:
+            inputs = read_inputs(args, parser)
+        except SystemExit as usage:  # printed by rank 0; every rank must leave with its status, not wait
+            inputs = usage.code
+    inputs = comm.bcast(inputs, root=0)
+    if isinstance(inputs, int):
+        return inputs
+    samples, problems = inputs
     out = Path(args.out)
     log = ResultsLog(out / "results.jsonl")
     lock = _lock_output(out) if rank == 0 else None

@@ -283,3 +283,17 @@ def test_hostile_files_beside_the_bundled_examples_leave_their_144_records_exact
         assert message in hostile[name] if name in hostile else f"hostile/{name}: {message}" in err
     assert "Traceback" not in err
     assert seconds < 120.0
+
+
+def test_an_empty_folder_on_two_ranks_is_one_usage_error_not_a_hang(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    (tmp_path / "empty").mkdir()
+    done = subprocess.run([str(ROOT / "bin" / "mpirun"), "-n", "2", sys.executable, "-m", "sphyr_hpc.score",
+                           str(tmp_path / "empty"), "--out", str(tmp_path / "out"), "--quiet"],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert done.returncode == 2
+    assert done.stderr.count(f"error: no result files under {tmp_path / 'empty'}") == 1
