@@ -138,6 +138,8 @@ def _file_bytes(rng, records):
     if kind == 5:
         return json.dumps(rng.choice([{"records": records}, "records", 3, None, True])).encode(), \
             "expected a JSON array"
+    if kind == 7:                                        # an integer Python will not convert
+        return utf8(text.replace("[", "[" + "7" * rng.randint(4301, 9000) + ", ", 1), "not valid JSON: Exceeds")
     if kind == 6:
         return bytes(rng.randrange(256) for _ in range(rng.randint(0, 400))), ""   # any reason
     return utf8(text)
@@ -158,7 +160,7 @@ def _jsonl_pair(rng, tmp_path):
     for lines, name in ((data_lines, "toy.jsonl"), (done_lines, "fuzz-model.jsonl")):
         for _ in range(4):
             i = rng.randrange(len(lines) + 1)
-            bad = rng.choice([b"[" * 100_000, b'{"index": 1, "completion": "\xff"}', b"[1, 2]", b'{"index": "one"}',
+            bad = rng.choice([b"[" * 100_000, b'{"index": ' + b"9" * 5000 + b"}", b'{"index": 1, "completion": "\xff"}', b"[1, 2]", b'{"index": "one"}',
                               b'{"index": 3, ', b"\x00\x01", b"null"])
             lines.insert(i, bad)
         broken.append((tmp_path / name, [n for n, line in enumerate(lines, 1) if line.strip() and _is_bad(line)]))

@@ -46,6 +46,7 @@ def _solid(nely, nelx):
     ("cut_results.json", json.dumps([_record()])[:-3], "not valid JSON: "),
     ("empty_results.json", "", "not valid JSON: Expecting value"),
     ("number_results.json", "42", "expected a JSON array of records, found a int"),
+    ("digits_results.json", "[" + "1" * 5000 + "]", "not valid JSON: Exceeds the limit (4300 digits)"),
 ])
 def test_a_file_that_cannot_be_decoded_is_named_with_its_reason_and_the_others_are_scored(
         tmp_path, capsys, name, content, reason):

@@ -67,7 +67,7 @@ def _decode_json(text):
     """(value, None) or (None, reason) for one JSON document."""
     try:
         return json.loads(text), None
-    except json.JSONDecodeError as err:
+    except ValueError as err:  # JSONDecodeError, or an integer of more digits than Python converts
         return None, f"not valid JSON: {err}"
     except (RecursionError, MemoryError) as err:
         return None, f"not readable JSON: {_DECODE_LIMITS[type(err)]}"
