@@ -298,3 +298,13 @@ def test_an_empty_folder_on_two_ranks_is_one_usage_error_not_a_hang(tmp_path):
                           capture_output=True, text=True, timeout=120, env=dict(os.environ))
     assert done.returncode == 2
     assert done.stderr.count(f"error: no result files under {tmp_path / 'empty'}") == 1
+
+
+def test_a_ragged_completion_of_many_widths_gets_a_reason_of_bounded_length():
+    from sphyr_hpc.metrics import Scorer
+
+    text = "\n".join(" ".join(["0"] * k) for k in range(1, 1000))  # 999 rows of 999 widths, 1 MB
+    reason = Scorer().score(grids.as_grid(text), grids.as_grid("\n".join(GT)))["invalid_reason"]
+    assert reason == "completion has 999 rows of 1 to 999 cells, ground truth is 4x4"
+    assert Scorer().score(grids.as_grid("0 1\n0 1 1\n0"), grids.as_grid("\n".join(GT)))["invalid_reason"] == \
+        "completion has 3 rows of 1/2/3 cells, ground truth is 4x4"
