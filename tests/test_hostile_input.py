@@ -308,3 +308,18 @@ def test_a_ragged_completion_of_many_widths_gets_a_reason_of_bounded_length():
     assert reason == "completion has 999 rows of 1 to 999 cells, ground truth is 4x4"
     assert Scorer().score(grids.as_grid("0 1\n0 1 1\n0"), grids.as_grid("\n".join(GT)))["invalid_reason"] == \
         "completion has 3 rows of 1/2/3 cells, ground truth is 4x4"
+
+
+def test_validate_reads_each_dataset_line_on_its_own(tmp_path, capsys):
+    from conftest import DATA
+    from sphyr_hpc.validate import read_records
+
+    good = (DATA / "full_easy_first20.jsonl").read_bytes().splitlines()[:2]
+    dataset = tmp_path / "toy.jsonl"
+    dataset.write_bytes(b"\n".join([good[0], b"[" * 100_000, b'{"index": \xff}', b"9" * 5000, good[1]]))
+    read = list(read_records(dataset))
+    err = capsys.readouterr().err
+    assert [position for position, _ in read] == [0, 4]  # the broken lines keep their positions (rng seeds)
+    assert f"{dataset}:2: skipped, not readable JSON: nested too deeply to decode" in err
+    assert f"{dataset}:3: skipped, not UTF-8" in err
+    assert f"{dataset}:4: skipped, not valid JSON: Exceeds the limit (4300 digits)" in err

@@ -223,18 +223,26 @@ def write_jsonl_atomic(path, rows):
     write_text_atomic(path, "".join(json.dumps(row, allow_nan=False) + "\n" for row in rows))
 
 
-def _read_jsonl(lines):
-    """(line number, object or None, problem) for every non-blank line of a JSONL file's bytes.
+def read_jsonl(path, limits=InputLimits()):
+    """``(lines, None)`` or ``(None, reason)`` for a JSONL file that cannot be read at all.
 
-    Each line is decoded on its own, so a broken line costs only itself.
+    ``lines`` yields (line number, object or None, problem) for every non-blank
+    line; each line is decoded on its own, so a broken line costs only itself.
     """
-    for number, raw in enumerate(lines, start=1):
-        line, problem = _utf8(raw)
-        if problem:
-            yield number, None, problem
-        elif line.strip():
-            obj, problem = _decode_json(line)
-            yield number, obj, problem
+    data, reason = _read_bytes(path, limits)
+    if reason:
+        return None, reason
+
+    def lines():
+        for number, raw in enumerate(data.splitlines(), start=1):
+            line, problem = _utf8(raw)
+            if problem:
+                yield number, None, problem
+            elif line.strip():
+                obj, problem = _decode_json(line)
+                yield number, obj, problem
+
+    return lines(), None
 
 
 def read_dataset_completions(dataset, completions, model=None, gravity=None, limits=InputLimits()):
@@ -254,12 +262,12 @@ def read_dataset_completions(dataset, completions, model=None, gravity=None, lim
             gravity = gravity_from_folder(Path(dataset).parent.name)
 
     def load(path, required):
-        data, reason = _read_bytes(path, limits)
+        lines, reason = read_jsonl(path, limits)
         if reason:
             problems.append(FileProblem(str(path), reason))
             return None
         records = {}
-        for number, obj, problem in _read_jsonl(data.splitlines()):
+        for number, obj, problem in lines:
             where = f"{path}:{number}"
             if problem:
                 problems.append(FileProblem(where, problem))
