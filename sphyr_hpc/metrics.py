@@ -220,8 +220,9 @@ class Scorer:
         if len(completion) != lc.nely or any(len(row) != lc.nelx for row in completion):
             shape = f"{len(completion)} rows" if completion else "no grid"
             widths = sorted({len(row) for row in completion})
-            if completion:  # a ragged completion of many widths is named by their range, in bounded words
-                shape += f" of {'/'.join(map(str, widths)) if len(widths) <= 3 else f'{widths[0]} to {widths[-1]}'} cells"
+            if completion:  # many widths are named by their range, so the reason stays one short line
+                named = "/".join(map(str, widths)) if len(widths) <= 3 else f"{widths[0]} to {widths[-1]}"
+                shape += f" of {named} cells"
             return None, f"completion has {shape}, ground truth is {lc.nely}x{lc.nelx}"
         structural = lc.structural_mask()
         rho, counts = grids.densities(completion)

@@ -160,7 +160,8 @@ def _jsonl_pair(rng, tmp_path):
     for lines, name in ((data_lines, "toy.jsonl"), (done_lines, "fuzz-model.jsonl")):
         for _ in range(4):
             i = rng.randrange(len(lines) + 1)
-            bad = rng.choice([b"[" * 100_000, b'{"index": ' + b"9" * 5000 + b"}", b'{"index": 1, "completion": "\xff"}', b"[1, 2]", b'{"index": "one"}',
+            bad = rng.choice([b"[" * 100_000, b'{"index": ' + b"9" * 5000 + b"}",
+                              b'{"index": 1, "completion": "\xff"}', b"[1, 2]", b'{"index": "one"}',
                               b'{"index": 3, ', b"\x00\x01", b"null"])
             lines.insert(i, bad)
         broken.append((tmp_path / name, [n for n, line in enumerate(lines, 1) if line.strip() and _is_bad(line)]))

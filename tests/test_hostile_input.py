@@ -135,7 +135,8 @@ def test_the_text_limit_is_inclusive_and_configurable(tmp_path):
     assert rows[("toy", 0)]["exact_match"] is True  # --resume keeps the row already written
     (tmp_path / "out" / "results.jsonl").unlink()
     status, rows = _score(tmp_path, folder, "--max-text-chars", len(text) - 1)
-    assert f"completion is {len(text)} characters, over the limit of {len(text) - 1}" in rows[("toy", 0)]["invalid_reason"]
+    reason = rows[("toy", 0)]["invalid_reason"]
+    assert f"completion is {len(text)} characters, over the limit of {len(text) - 1}" in reason
 
 
 def test_text_length_of_a_list_of_rows_is_the_length_of_the_text_it_prints_as():
