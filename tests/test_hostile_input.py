@@ -324,3 +324,14 @@ def test_validate_reads_each_dataset_line_on_its_own(tmp_path, capsys):
     assert f"{dataset}:2: skipped, not readable JSON: nested too deeply to decode" in err
     assert f"{dataset}:3: skipped, not UTF-8" in err
     assert f"{dataset}:4: skipped, not valid JSON: Exceeds the limit (4300 digits)" in err
+
+
+def test_resume_drops_hostile_lines_of_results_jsonl_and_keeps_the_rest(tmp_path):
+    folder = _folder(tmp_path, {"toy_results.json": [_record(), _record()]})
+    status, rows = _score(tmp_path, folder)
+    log = tmp_path / "out" / "results.jsonl"
+    kept = log.read_bytes().splitlines()[0]
+    log.write_bytes(b"\n".join([kept, b"[" * 100_000, b'{"model": "\xff"}', b"9" * 5000]) + b"\n")
+    status, rows = _score(tmp_path, folder, "--resume")
+    assert status == 0 and sorted(rows) == [("toy", 0), ("toy", 1)]
+    assert json.loads(kept) == rows[("toy", 0)]  # kept, not scored again

@@ -223,8 +223,29 @@ def write_jsonl_atomic(path, rows):
     write_text_atomic(path, "".join(json.dumps(row, allow_nan=False) + "\n" for row in rows))
 
 
+def _decode_lines(raw_lines):
+    """(line number, object or None, problem) for every non-blank line, each decoded on its own."""
+    for number, raw in enumerate(raw_lines, start=1):
+        line, problem = _utf8(raw)
+        if problem:
+            yield number, None, problem
+        elif line.strip():
+            obj, problem = _decode_json(line)
+            yield number, obj, problem
+
+
+def _read_jsonl(path):
+    """(line number, object or None, problem) for every non-blank line of a JSONL file we wrote.
+
+    A broken line costs only itself; an unreadable file raises ``OSError``.
+    Untrusted input goes through :func:`read_jsonl` instead (size limit first).
+    """
+    with open(path, "rb") as handle:
+        yield from _decode_lines(handle)
+
+
 def read_jsonl(path, limits=InputLimits()):
-    """``(lines, None)`` or ``(None, reason)`` for a JSONL file that cannot be read at all.
+    """``(lines, None)`` or ``(None, reason)`` for an input JSONL file that cannot be read at all.
 
     ``lines`` yields (line number, object or None, problem) for every non-blank
     line; each line is decoded on its own, so a broken line costs only itself.
@@ -232,17 +253,7 @@ def read_jsonl(path, limits=InputLimits()):
     data, reason = _read_bytes(path, limits)
     if reason:
         return None, reason
-
-    def lines():
-        for number, raw in enumerate(data.splitlines(), start=1):
-            line, problem = _utf8(raw)
-            if problem:
-                yield number, None, problem
-            elif line.strip():
-                obj, problem = _decode_json(line)
-                yield number, obj, problem
-
-    return lines(), None
+    return _decode_lines(data.split(b"\n")), None
 
 
 def read_dataset_completions(dataset, completions, model=None, gravity=None, limits=InputLimits()):
@@ -329,17 +340,11 @@ class ResultsLog:
         if not self.path.exists():
             return []
         rows, dropped = [], 0
-        with open(self.path, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    dropped += 1
-                    continue
-                if isinstance(row, dict) and "model" in row and "subject" in row and "index" in row:
-                    rows.append(row)
-                else:
-                    dropped += 1
+        for _, row, problem in _read_jsonl(self.path):
+            if not problem and isinstance(row, dict) and "model" in row and "subject" in row and "index" in row:
+                rows.append(row)
+            else:
+                dropped += 1
         if dropped:
             write_jsonl_atomic(self.path, rows)
         return rows
