@@ -88,6 +88,26 @@ def prompt_input_grid(prompt):
     return extract_grid_from_text(prompt.split(PROMPT_GRID_MARKER, 1)[1])
 
 
+def text_length(value):
+    """Characters of a grid value as text, in one pass over it (what a length limit compares).
+
+    Text counts its characters; a list of rows counts each row (a string, or its
+    cells' ``str`` plus one separator each) plus a line break; anything else is 0
+    (:func:`as_grid` refuses it).
+    """
+    if isinstance(value, str):
+        return len(value)
+    if not isinstance(value, (list, tuple)):
+        return 0
+    total = 0
+    for row in value:
+        if isinstance(row, (list, tuple)):
+            total += sum(len(cell) if isinstance(cell, str) else len(str(cell)) for cell in row) + len(row)
+        else:
+            total += len(row) + 1 if isinstance(row, str) else len(str(row)) + 1
+    return total
+
+
 def as_grid(value):
     """A grid from text or from a list of rows; cells become stripped strings.
 

@@ -9,7 +9,7 @@ problem that SPEC section 9 prescribes metrics for gets them (all zero,
 
 import math
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException
 
 import numpy as np
 
@@ -76,7 +76,7 @@ def _cell_difference(a, b, marker_weight):
         return float(marker_weight)
     try:
         diff = abs(Decimal(a) - Decimal(b))
-    except (InvalidOperation, ValueError):
+    except (DecimalException, ValueError):  # not a number, or one like 1e999999999 that overflows
         return 1.0
     return float(diff) if diff.is_finite() else 1.0
 
@@ -212,8 +212,9 @@ class Scorer:
         if len(completion) != lc.nely or any(len(row) != lc.nelx for row in completion):
             shape = f"{len(completion)} rows" if completion else "no grid"
             widths = sorted({len(row) for row in completion})
-            if completion:
-                shape += f" of {'/'.join(map(str, widths))} cells"
+            if completion:  # many widths are named by their range, so the reason stays one short line
+                named = "/".join(map(str, widths)) if len(widths) <= 3 else f"{widths[0]} to {widths[-1]}"
+                shape += f" of {named} cells"
             return None, f"completion has {shape}, ground truth is {lc.nely}x{lc.nelx}"
         structural = lc.structural_mask()
         rho, counts = grids.densities(completion)

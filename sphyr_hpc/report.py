@@ -9,6 +9,7 @@ per-subject mean topology_score, so every subject weighs the same.
 
 import math
 import sys
+import warnings
 from collections import defaultdict
 
 from .failures import SUMMARY_KEY, failure_summary
@@ -64,7 +65,17 @@ def leaderboard(summary):
     return board
 
 
+NOTHING_TO_RANK = "nothing to rank: no record was scored"
+
+
+def rankable(board):
+    """True when some model has a mean topology_score (some record was scored)."""
+    return any(e.get("topology_score") is not None for e in board)
+
+
 def format_leaderboard(board):
+    if not rankable(board):
+        return [NOTHING_TO_RANK]
     width = max([len("model")] + [len(e["model"]) for e in board])
     header = (f"{'#':>3s} {'model':{width}s} {'subjects':>8s} {'records':>7s} {'errors':>6s} "
               + " ".join(f"{_SHORT[k]:>9s}" for k in LEADERBOARD_KEYS))
@@ -83,10 +94,24 @@ def warm_up():
 
 
 def plot_leaderboard(board, path):
-    """Horizontal bars of mean topology_score, best at the top."""
+    """Horizontal bars of mean topology_score, best at the top (a note when nothing was scored)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure  # not pyplot: no GUI machinery, a third of the import time
 
+    if not rankable(board):
+        fig = Figure(figsize=(7.0, 1.2))
+        FigureCanvasAgg(fig)
+        fig.text(0.5, 0.5, NOTHING_TO_RANK, ha="center", va="center")
+        fig.savefig(path, dpi=120)
+        return
+    with warnings.catch_warnings():
+        # A model is named by its folder: a character the font lacks is drawn as a box (the
+        # printed leaderboard and summary.json keep the name), not warned about on stderr.
+        warnings.filterwarnings("ignore", message="Glyph .* missing from", category=UserWarning)
+        _draw_leaderboard(board, path, Figure, FigureCanvasAgg)
+
+
+def _draw_leaderboard(board, path, Figure, FigureCanvasAgg):
     names = [e["model"] for e in board][::-1]
     values = [e["topology_score"] or 0.0 for e in board][::-1]
     fig = Figure(figsize=(7.0, 0.9 + 0.35 * len(board)))

@@ -32,6 +32,11 @@ completion, the ground truth and the yardstick's optimum as HDF5 + XDMF (or
 VTU) files for ParaView, named ``model__subject__index__design``.  ``--resume`` keeps what ``results.jsonl`` already holds and scores
 the rest, so a killed run loses at most the records in flight.
 
+Input is untrusted: each file and JSONL line is read on its own (one that
+cannot be read is named on stderr and costs only itself), and
+``--max-file-bytes``, ``--max-text-chars`` and ``--max-cells`` bound what a
+file, a grid text and a ground truth may cost (``sphyr_hpc/io/limits.py``).
+
 PETSc options (``-sphyr_ksp_type``, ``-sphyr_pc_type``, ...) may be given
 anywhere on the command line.
 
@@ -53,6 +58,7 @@ from mpi4py import MPI
 from . import PROCESS_STARTED
 from . import grid as grids
 from . import loadcase as loadcases
+from .io import limits as input_limits
 from .io.records import (FileProblem, ResultsLog, find_result_files, read_dataset_completions,
                          read_result_file, row_key, write_text_atomic)
 from .failures import SUMMARY_KEY, diagnose, format_failures
@@ -97,6 +103,7 @@ def build_parser():
                         help="write DIR/report.html and its pictures (DIR/report/*.png) at the end "
                              "(default: on; python -m sphyr_hpc.report DIR makes it again later)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    input_limits.add_arguments(parser)
     return parser
 
 
@@ -116,14 +123,15 @@ def read_inputs(args, parser):
     if missing:
         parser.error(f"no such file or folder: {', '.join(missing)}")
     samples, problems = [], []
+    limits = input_limits.from_args(args)
     for path in find_result_files(paths):
-        read = read_result_file(path, gravity=args.gravity)
+        read = read_result_file(path, gravity=args.gravity, limits=limits)
         if isinstance(read, FileProblem):
             problems.append(read)
         else:
             samples += read
     for completions in args.completions:
-        read, trouble = read_dataset_completions(args.dataset, completions, args.model, args.gravity)
+        read, trouble = read_dataset_completions(args.dataset, completions, args.model, args.gravity, limits)
         samples += read
         problems += trouble
     if not samples and not problems:
@@ -187,6 +195,8 @@ def score_sample(sample, scorer, fields=None, fields_format="xdmf"):
     except EXPECTED_RECORD_ERRORS as err:
         row["error"] = f"{sample.source} record {sample.index}: {err}"
         return row
+    if sample.invalid_reason:  # a completion left unparsed: scored as one with no grid, for this reason
+        metrics["invalid_reason"] = sample.invalid_reason
     row.update(json_safe(metrics))
     case, _ = scorer.prepare(sample.completion, sample.ground_truth, sample.input_grid, sample.gravity)
     row.update(diagnose(sample.completion, sample.ground_truth, case, metrics))
@@ -212,8 +222,16 @@ def _progress_bar(total, quiet):
 
 def run_score(args, parser, comm):
     rank = comm.rank
-    inputs = read_inputs(args, parser) if rank == 0 else None
-    samples, problems = comm.bcast(inputs, root=0)
+    inputs = None
+    if rank == 0:
+        try:
+            inputs = read_inputs(args, parser)
+        except SystemExit as usage:  # printed by rank 0; every rank must leave with its status, not wait
+            inputs = usage.code
+    inputs = comm.bcast(inputs, root=0)
+    if isinstance(inputs, int):
+        return inputs
+    samples, problems = inputs
     out = Path(args.out)
     log = ResultsLog(out / "results.jsonl")
     lock = _lock_output(out) if rank == 0 else None

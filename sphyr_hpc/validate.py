@@ -45,7 +45,6 @@ Example::
 """
 
 import argparse
-import json
 import os
 import random
 import sys
@@ -53,6 +52,7 @@ import time
 from collections import OrderedDict
 
 from . import grid as grids
+from .io.records import read_jsonl
 
 PROBE_NAMES = ("dataset answer", "2 cells flipped", "10 cells flipped", "filled solid", "left empty")
 FLIP_COUNTS = (("2 cells flipped", 2), ("10 cells flipped", 10))
@@ -125,36 +125,35 @@ def read_records(path, limit=None, errors=None):
     """
     errors = sys.stderr if errors is None else errors
     position = 0
-    with open(path, "r", encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if limit is not None and position >= limit:
-                return
-            if not line.strip():
-                continue
-            here, position = position, position + 1
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                print(f"{path}:{line_number}: skipped, not valid JSON: {err}", file=errors)
-                continue
-            if not isinstance(record, dict):
-                print(f"{path}:{line_number}: skipped, a record must be a JSON object, "
-                      f"not {type(record).__name__}", file=errors)
-                continue
-            try:
-                truth = grids.as_grid(record.get("ground_truth"))
-                grids.grid_shape(truth)
-            except grids.GridError as err:
-                print(f"{path}:{line_number}: skipped, no usable ground_truth: {err}", file=errors)
-                continue
-            input_grid = record.get("input_grid")
-            try:
-                input_grid = grids.as_grid(input_grid) if input_grid is not None else None
-            except grids.GridError as err:
-                # SPEC 9: without a usable input grid every non-L/S cell is free.
-                print(f"{path}:{line_number}: input_grid ignored: {err}", file=errors)
-                input_grid = None
-            yield here, dict(record, ground_truth=truth, input_grid=input_grid)
+    lines, reason = read_jsonl(path)  # each line on its own, within the default input limits
+    if reason:
+        print(f"{path}: skipped, {reason}", file=errors)
+        return
+    for line_number, record, problem in lines:
+        if limit is not None and position >= limit:
+            return
+        here, position = position, position + 1
+        if problem:
+            print(f"{path}:{line_number}: skipped, {problem}", file=errors)
+            continue
+        if not isinstance(record, dict):
+            print(f"{path}:{line_number}: skipped, a record must be a JSON object, "
+                  f"not {type(record).__name__}", file=errors)
+            continue
+        try:
+            truth = grids.as_grid(record.get("ground_truth"))
+            grids.grid_shape(truth)
+        except grids.GridError as err:
+            print(f"{path}:{line_number}: skipped, no usable ground_truth: {err}", file=errors)
+            continue
+        input_grid = record.get("input_grid")
+        try:
+            input_grid = grids.as_grid(input_grid) if input_grid is not None else None
+        except grids.GridError as err:
+            # SPEC 9: without a usable input grid every non-L/S cell is free.
+            print(f"{path}:{line_number}: input_grid ignored: {err}", file=errors)
+            input_grid = None
+        yield here, dict(record, ground_truth=truth, input_grid=input_grid)
 
 
 def _mean(values):

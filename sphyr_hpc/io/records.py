@@ -7,19 +7,25 @@ summaries, not records, and are skipped.  A record's ``model`` is the name of
 the folder holding its file, its ``subject`` the file name without ``.json``
 and a trailing ``_results``, its ``index`` its position in the file.
 
-Problems are reported as data: a file that cannot be read becomes a
-:class:`FileProblem`, a record missing a field or holding an unusable grid
-becomes a :class:`Sample` whose ``error`` names the reason.
+Problems are reported as data, and each costs only itself: a file that cannot
+be read (too large, not UTF-8, not JSON, nested too deeply, not an array)
+becomes a :class:`FileProblem` naming it, a JSONL line likewise names file and
+line; a record missing a field, holding an unusable grid or over a limit of
+:class:`~sphyr_hpc.io.limits.InputLimits` becomes a :class:`Sample` whose
+``error`` names the reason, and a completion too long to parse one whose
+``invalid_reason`` does (it is scored as a completion with no grid).
 """
 
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import grid as grids
 from ..loadcase import gravity_from_folder
 from .atomic import write_text_atomic
+from .limits import InputLimits
 
 AGGREGATED_SUFFIX = "_aggregated_results.json"
 RESULTS_SUFFIX = "_results"
@@ -39,6 +45,7 @@ class Sample:
     ground_truth: list = None
     input_grid: list = None
     error: str = None
+    invalid_reason: str = None
 
     @property
     def key(self):
@@ -49,6 +56,52 @@ class Sample:
 class FileProblem:
     path: str
     reason: str
+
+
+# What decoding untrusted JSON may raise besides JSONDecodeError: the C scanner recurses once
+# per nesting level ("[[[[..."), and a document can ask for more memory than there is.
+_DECODE_LIMITS = {RecursionError: "nested too deeply to decode", MemoryError: "too large to decode in memory"}
+
+
+def _decode_json(text):
+    """(value, None) or (None, reason) for one JSON document."""
+    try:
+        return json.loads(text), None
+    except ValueError as err:  # JSONDecodeError, or an integer of more digits than Python converts
+        return None, f"not valid JSON: {err}"
+    except (RecursionError, MemoryError) as err:
+        return None, f"not readable JSON: {_DECODE_LIMITS[type(err)]}"
+
+
+def _read_bytes(path, limits):
+    """(bytes, None) or (None, reason): the whole file, refused from its size if over the limit."""
+    try:
+        # Non-blocking open, then fstat: a FIFO or a device named like a result file is refused
+        # instead of blocking the run (no effect on regular files).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with open(fd, "rb") as handle:
+            status = os.fstat(fd)
+            if not stat.S_ISREG(status.st_mode):
+                return None, "not a regular file"
+            reason = limits.file_too_large(status.st_size)
+            if reason:
+                return None, reason
+            data = handle.read(limits.max_file_bytes + 1)  # never more, should the file grow meanwhile
+    except OSError as err:
+        return None, f"cannot read: {err}"
+    except MemoryError:
+        return None, "cannot read: out of memory"
+    if len(data) > limits.max_file_bytes:
+        return None, limits.file_too_large(len(data))
+    return data, None
+
+
+def _utf8(data):
+    """(text, None) or (None, reason); a UTF-8 byte-order mark is allowed."""
+    try:
+        return data.decode("utf-8-sig"), None
+    except UnicodeDecodeError as err:
+        return None, f"not UTF-8: {err}"
 
 
 def subject_of(path):
@@ -64,20 +117,77 @@ def find_result_files(paths):
         path = Path(path)
         if path.is_dir():
             found += sorted(
-                p for p in path.rglob("*.json") if p.is_file() and not p.name.endswith(AGGREGATED_SUFFIX)
+                # Not only regular files: a FIFO or a dangling link named *.json is reported, not skipped.
+                p for p in path.rglob("*.json") if not p.is_dir() and not p.name.endswith(AGGREGATED_SUFFIX)
             )
         else:
             found.append(path)
     return found
 
 
-def _grid(record, field):
-    value = record[field]
-    rows = grids.as_grid(value)
-    return rows
+def _cells(rows):
+    """(cells, shape text) of a parsed grid, ragged or not."""
+    widths = {len(row) for row in rows}
+    shape = f"{len(rows)}x{widths.pop()}" if len(widths) == 1 else f"{len(rows)} rows"
+    return sum(len(row) for row in rows), shape
 
 
-def sample_from_record(record, model, subject, index, source, gravity):
+def parse_grids(sample, values, where, limits):
+    """Fill ``sample``'s grids from raw field ``values``, within ``limits``.
+
+    ``values`` holds ``ground_truth`` and ``completion`` and may hold
+    ``input_grid`` or ``prompt``; ``where`` maps each field to the location
+    named in messages.  Sets ``error`` (unusable or over-limit ground truth,
+    prompt or input grid; a completion that is not a grid value) or
+    ``invalid_reason`` (a completion over the text limit, left unparsed).
+    Every check is one pass over what was read.
+    """
+    try:
+        return _parse_grids(sample, values, where, limits)
+    except (RecursionError, MemoryError) as err:  # a cell nested as deep as the JSON decoder allowed
+        sample.ground_truth = sample.completion = sample.input_grid = None
+        sample.error = f"{where['completion']}: grid not readable: {_DECODE_LIMITS[type(err)]}"
+        return sample
+
+
+def _parse_grids(sample, values, where, limits):
+    for field in ("ground_truth", "input_grid", "prompt"):
+        if field in values:
+            reason = limits.text_too_long(field, grids.text_length(values[field]))
+            if reason:
+                sample.error = f"{where[field]}: {reason}"
+                return sample
+    try:
+        sample.ground_truth = grids.as_grid(values["ground_truth"])
+    except grids.GridError as err:
+        sample.error = f"{where['ground_truth']}: ground_truth: {err}"
+        return sample
+    reason = limits.too_many_cells("ground truth", *_cells(sample.ground_truth)) if sample.ground_truth else None
+    if reason:
+        sample.error = f"{where['ground_truth']}: {reason}"
+        sample.ground_truth = None
+        return sample
+    reason = limits.text_too_long("completion", grids.text_length(values["completion"]))
+    if reason:
+        sample.invalid_reason, sample.completion = reason, []
+    else:
+        try:
+            sample.completion = grids.as_grid(values["completion"])
+        except grids.GridError as err:
+            sample.error = f"{where['completion']}: completion: {err}"
+            return sample
+    if "input_grid" in values:
+        try:
+            sample.input_grid = grids.as_grid(values["input_grid"]) if values["input_grid"] else None
+        except grids.GridError:
+            sample.input_grid = None
+    else:
+        prompt = values.get("prompt")
+        sample.input_grid = grids.prompt_input_grid(prompt) if isinstance(prompt, str) else None
+    return sample
+
+
+def sample_from_record(record, model, subject, index, source, gravity, limits=InputLimits()):
     """A :class:`Sample` from one raw record (``error`` set when it is unusable)."""
     sample = Sample(model, subject, index, source, gravity)
     where = f"{source} record {index}"
@@ -88,39 +198,24 @@ def sample_from_record(record, model, subject, index, source, gravity):
     if missing:
         sample.error = f"{where}: missing field {', '.join(repr(f) for f in missing)}"
         return sample
-    for field in ("completion", "ground_truth"):
-        try:
-            setattr(sample, field, _grid(record, field))
-        except grids.GridError as err:
-            sample.error = f"{where}: {field}: {err}"
-            return sample
-    if "input_grid" in record:
-        try:
-            sample.input_grid = grids.as_grid(record["input_grid"])
-        except grids.GridError:
-            sample.input_grid = None
-    else:
-        prompt = record["prompt"]
-        sample.input_grid = grids.prompt_input_grid(prompt) if isinstance(prompt, str) else None
-    return sample
+    fields = ("ground_truth", "completion", "input_grid" if "input_grid" in record else "prompt")
+    return parse_grids(sample, {f: record[f] for f in fields}, dict.fromkeys(fields, where), limits)
 
 
-def read_result_file(path, gravity=None):
+def read_result_file(path, gravity=None, limits=InputLimits()):
     """Samples of one result file, or a :class:`FileProblem` if it cannot be read."""
     path = Path(path)
     model = path.parent.name
     subject = subject_of(path)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            records = json.load(handle)
-    except (OSError, UnicodeDecodeError) as err:
-        return FileProblem(str(path), f"cannot read: {err}")
-    except json.JSONDecodeError as err:
-        return FileProblem(str(path), f"not valid JSON: {err}")
+    data, reason = _read_bytes(path, limits)
+    text, reason = _utf8(data) if data is not None else (None, reason)
+    records, reason = _decode_json(text) if text is not None else (None, reason)
+    if reason:
+        return FileProblem(str(path), reason)
     if not isinstance(records, list):
         return FileProblem(str(path), f"expected a JSON array of records, found a {type(records).__name__}")
     g = gravity if gravity is not None else gravity_from_folder(model)
-    return [sample_from_record(r, model, subject, i, str(path), g) for i, r in enumerate(records)]
+    return [sample_from_record(r, model, subject, i, str(path), g, limits) for i, r in enumerate(records)]
 
 
 def write_jsonl_atomic(path, rows):
@@ -128,19 +223,40 @@ def write_jsonl_atomic(path, rows):
     write_text_atomic(path, "".join(json.dumps(row, allow_nan=False) + "\n" for row in rows))
 
 
+def _decode_lines(raw_lines):
+    """(line number, object or None, problem) for every non-blank line, each decoded on its own."""
+    for number, raw in enumerate(raw_lines, start=1):
+        line, problem = _utf8(raw)
+        if problem:
+            yield number, None, problem
+        elif line.strip():
+            obj, problem = _decode_json(line)
+            yield number, obj, problem
+
+
 def _read_jsonl(path):
-    """(line number, object or None, problem) for every non-blank line of a JSONL file."""
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield number, json.loads(line), None
-            except json.JSONDecodeError as err:
-                yield number, None, f"not valid JSON: {err}"
+    """(line number, object or None, problem) for every non-blank line of a JSONL file we wrote.
+
+    A broken line costs only itself; an unreadable file raises ``OSError``.
+    Untrusted input goes through :func:`read_jsonl` instead (size limit first).
+    """
+    with open(path, "rb") as handle:
+        yield from _decode_lines(handle)
 
 
-def read_dataset_completions(dataset, completions, model=None, gravity=None):
+def read_jsonl(path, limits=InputLimits()):
+    """``(lines, None)`` or ``(None, reason)`` for an input JSONL file that cannot be read at all.
+
+    ``lines`` yields (line number, object or None, problem) for every non-blank
+    line; each line is decoded on its own, so a broken line costs only itself.
+    """
+    data, reason = _read_bytes(path, limits)
+    if reason:
+        return None, reason
+    return _decode_lines(data.split(b"\n")), None
+
+
+def read_dataset_completions(dataset, completions, model=None, gravity=None, limits=InputLimits()):
     """Samples pairing dataset records with completions by ``index``.
 
     Returns ``(samples, problems)``: broken lines and unreadable files are
@@ -157,24 +273,24 @@ def read_dataset_completions(dataset, completions, model=None, gravity=None):
             gravity = gravity_from_folder(Path(dataset).parent.name)
 
     def load(path, required):
-        records = {}
-        try:
-            for number, obj, problem in _read_jsonl(path):
-                where = f"{path}:{number}"
-                if problem:
-                    problems.append(FileProblem(where, problem))
-                elif not isinstance(obj, dict):
-                    problems.append(FileProblem(where, f"a record must be a JSON object, not {type(obj).__name__}"))
-                elif not isinstance(obj.get("index"), int) or isinstance(obj.get("index"), bool):
-                    problems.append(FileProblem(where, "record has no integer 'index'"))
-                elif obj["index"] in records:
-                    problems.append(FileProblem(where, f"duplicate index {obj['index']}"))
-                else:
-                    missing = [f for f in required if f not in obj]
-                    records[obj["index"]] = (number, obj, missing)
-        except (OSError, UnicodeDecodeError) as err:
-            problems.append(FileProblem(str(path), f"cannot read: {err}"))
+        lines, reason = read_jsonl(path, limits)
+        if reason:
+            problems.append(FileProblem(str(path), reason))
             return None
+        records = {}
+        for number, obj, problem in lines:
+            where = f"{path}:{number}"
+            if problem:
+                problems.append(FileProblem(where, problem))
+            elif not isinstance(obj, dict):
+                problems.append(FileProblem(where, f"a record must be a JSON object, not {type(obj).__name__}"))
+            elif not isinstance(obj.get("index"), int) or isinstance(obj.get("index"), bool):
+                problems.append(FileProblem(where, "record has no integer 'index'"))
+            elif obj["index"] in records:
+                problems.append(FileProblem(where, f"duplicate index {obj['index']}"))
+            else:
+                missing = [f for f in required if f not in obj]
+                records[obj["index"]] = (number, obj, missing)
         return records
 
     data = load(dataset, ("ground_truth",))
@@ -196,20 +312,11 @@ def read_dataset_completions(dataset, completions, model=None, gravity=None):
             where = f"{dataset}:{dline}" if dmissing else f"{completions}:{cline}"
             sample.error = f"{where}: index {index}: missing field {', '.join(repr(f) for f in dmissing + cmissing)}"
             continue
-        try:
-            sample.ground_truth = grids.as_grid(drec["ground_truth"])
-        except grids.GridError as err:
-            sample.error = f"{dataset}:{dline}: index {index}: ground_truth: {err}"
-            continue
-        try:
-            sample.completion = grids.as_grid(crec["completion"])
-        except grids.GridError as err:
-            sample.error = f"{completions}:{cline}: index {index}: completion: {err}"
-            continue
-        try:
-            sample.input_grid = grids.as_grid(drec.get("input_grid")) if drec.get("input_grid") else None
-        except grids.GridError:
-            sample.input_grid = None
+        in_data, in_completions = f"{dataset}:{dline}: index {index}", f"{completions}:{cline}: index {index}"
+        values = {"ground_truth": drec["ground_truth"], "completion": crec["completion"],
+                  "input_grid": drec.get("input_grid")}
+        where = {"ground_truth": in_data, "input_grid": in_data, "completion": in_completions}
+        parse_grids(sample, values, where, limits)
     return samples, problems
 
 
@@ -233,17 +340,11 @@ class ResultsLog:
         if not self.path.exists():
             return []
         rows, dropped = [], 0
-        with open(self.path, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    dropped += 1
-                    continue
-                if isinstance(row, dict) and "model" in row and "subject" in row and "index" in row:
-                    rows.append(row)
-                else:
-                    dropped += 1
+        for _, row, problem in _read_jsonl(self.path):
+            if not problem and isinstance(row, dict) and "model" in row and "subject" in row and "index" in row:
+                rows.append(row)
+            else:
+                dropped += 1
         if dropped:
             write_jsonl_atomic(self.path, rows)
         return rows
