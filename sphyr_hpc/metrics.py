@@ -166,12 +166,14 @@ class _Problem:
 class Scorer:
     """Scores completions; caches solvers per load case and yardsticks per sample."""
 
-    def __init__(self, config=None, cache_size=256, problem_cache_size=64):
+    def __init__(self, config=None, cache_size=256, problem_cache_size=64, yardsticks=None):
+        """``yardsticks``: a :class:`YardstickCache` to share with other scorers (its keys
+        hold penalty and filter radius), else a new one of ``cache_size`` entries."""
         from .solvers.condensed import one_blas_thread
 
         one_blas_thread()  # every metric rounds the same whatever the machine's thread setting
         self.config = config or ScoringConfig()
-        self.yardsticks = YardstickCache(cache_size)
+        self.yardsticks = YardstickCache(cache_size) if yardsticks is None else yardsticks
         # Analyses per (load case, design): a sample's ground truth is analysed once for
         # all its completions, and a completion equal to it costs nothing more.
         self._analyses = YardstickCache(cache_size)
