@@ -33,16 +33,17 @@ Conventions (the published interface's, kept exactly):
 * :func:`score_records` scores many records: over the ranks of ``comm``
   (``MPI.COMM_WORLD`` by default, so ``mpirun -n N python script.py`` uses N
   processes and ``python script.py`` one), samples distributed as the score
-  command distributes them (:func:`sphyr_hpc.parallel`'s shared counter, one
+  command distributes them (:class:`sphyr_hpc.parallel.SharedCounters`, one
   yardstick per sample), results yielded on rank 0 as they finish.
 
 Importing this module does not start MPI or PETSc; the first score does.
 """
 
 import math
+import numbers
 import sys
 import traceback
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping, NamedTuple, Optional
 
 from . import grid as grids
@@ -50,9 +51,9 @@ from .discretisation import PENAL
 from .optimiser.filter import FILTER_RADIUS
 
 REFERENCE_CACHE_SIZE = 1024
-"""Yardsticks kept by the module-level LRU cache.  A yardstick is a few kB (its
-optimum's densities), so 1024 of them hold every sample of a SPhyR subject
-file at ~10 MB for 20x20 grids."""
+"""Yardsticks kept by the module-level LRU cache (least recently used dropped first).
+An entry holds its key (mask, pinned densities, seed) and the optimum's densities:
+~10 kB on a 20x20 grid, so a full cache is ~10 MB."""
 
 PUBLISHED_FIELDS = (
     "physically_valid", "load_carrying", "compliance", "ground_truth_compliance", "optimal_compliance",
@@ -196,13 +197,15 @@ def reference_cache_info():
 def _check_parameters(gravity_dir, penal, filter_radius):
     """The load direction as floats; ValueError for parameters no problem can have."""
     try:
+        if isinstance(gravity_dir, (str, bytes)):
+            raise TypeError
         dr, dc = (float(v) for v in gravity_dir)
     except (TypeError, ValueError):
         raise ValueError(f"gravity_dir must be two numbers (row step, column step), not {gravity_dir!r}") from None
     if not (math.isfinite(dr) and math.isfinite(dc)) or (dr == 0.0 and dc == 0.0):
         raise ValueError(f"gravity_dir must be finite and non-zero, not {gravity_dir!r}")
     for name, value in (("penal", penal), ("filter_radius", filter_radius)):
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        if isinstance(value, bool) or not (isinstance(value, numbers.Real) and math.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a positive number, not {value!r}")
     return (dr, dc)
 
@@ -244,11 +247,7 @@ def get_structural_metrics(output_grid, gt_grid, input_grid=None, gravity_dir=(1
                      completion, truth, masked, gravity)
     why = (f"gt_grid: {truth_problem}" if truth_problem else
            f"output_grid: {completion_problem}" if completion_problem else None)
-    if why:
-        from dataclasses import replace
-
-        metrics = replace(metrics, invalid_reason=why)
-    return metrics
+    return replace(metrics, invalid_reason=why) if why else metrics
 
 
 # -- many records --------------------------------------------------------------------------------
@@ -299,7 +298,7 @@ def _tasks(records, gravity):
     from .io.records import sample_from_record
     from .score import make_tasks
 
-    samples = [sample_from_record(record, "", "", i, "records", gravity) for i, record in enumerate(records)]
+    samples = [sample_from_record(record, "", "", i, "input", gravity) for i, record in enumerate(records)]
     return make_tasks(samples)
 
 
@@ -308,13 +307,13 @@ def _scored(group, scorer):
 
     for sample in group:
         if sample.error:
-            yield ScoredRecord(sample.index, None, sample.error.replace("records record", "record", 1))
+            yield ScoredRecord(sample.index, None, sample.error)
             continue
         try:
             yield ScoredRecord(sample.index, _score(scorer, sample.completion, sample.ground_truth,
                                                     sample.input_grid, sample.gravity))
         except EXPECTED_RECORD_ERRORS as err:
-            yield ScoredRecord(sample.index, None, f"record {sample.index}: {err}")
+            yield ScoredRecord(sample.index, None, f"input record {sample.index}: {err}")
 
 
 def _score_serially(records, gravity, penal, filter_radius, own_budget):

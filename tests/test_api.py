@@ -203,7 +203,7 @@ def test_arguments_that_are_not_grids_give_zero_metrics_with_a_reason():
 
 
 def test_parameters_no_problem_can_have_raise_value_error():
-    for options in ({"gravity_dir": (0, 0)}, {"gravity_dir": "down"}, {"penal": 0}, {"filter_radius": -1.0}):
+    for options in ({"gravity_dir": (0, 0)}, {"gravity_dir": "down"}, {"gravity_dir": "10"}, {"gravity_dir": (1, 0, 0)}, {"penal": 0}, {"filter_radius": -1.0}):
         with pytest.raises(ValueError):
             score(ANSWER, **options)
 
@@ -264,7 +264,7 @@ def test_score_records_yields_one_result_per_record_equal_to_single_calls():
         assert by_position[i].error is None
         assert by_position[i].metrics == get_structural_metrics(record["completion"], record["ground_truth"],
                                                                  record["input_grid"])
-    assert by_position[4] == ScoredRecord(4, None, "record 4: missing field 'completion'")
+    assert by_position[4] == ScoredRecord(4, None, "input record 4: missing field 'completion'")
     assert by_position[5].metrics is None and "completion" in by_position[5].error
 
 
@@ -288,3 +288,18 @@ def test_the_144_published_records_through_the_api_equal_the_score_commands_resu
     assert set(ours) == set(command)
     for key, row in command.items():
         assert ours[key] == {**row, "invalid_reason": row.get("invalid_reason")}, key
+
+
+def test_the_example_scores_its_records_as_published_and_both_functions_agree(capsys):
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import python_api
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    assert python_api.main([]) == 0
+    out = capsys.readouterr().out
+    table = [line.split() for line in out.split("(b)")[1].split("(c)")[0].splitlines()[2:] if line.strip()]
+    assert len(table) == 10
+    for name, ours, published, _ in table:
+        assert float(ours) == pytest.approx(float(published), abs=2e-6), name
+    assert "agree on baseline-empty/10_random_cell_easy[0]: True" in out
