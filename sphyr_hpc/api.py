@@ -42,6 +42,7 @@ Importing this module does not start MPI or PETSc; the first score does.
 import math
 import numbers
 import sys
+import time
 import traceback
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping, NamedTuple, Optional
@@ -261,6 +262,7 @@ class ScoredRecord(NamedTuple):
 
 
 _RESULT_TAG = 15
+_POLL_SECONDS = 0.005  # rank 0's wait for the other ranks' results: latency negligible next to a sample
 
 
 def score_records(records, gravity_dir=(1, 0), penal=PENAL, filter_radius=FILTER_RADIUS,
@@ -350,8 +352,15 @@ def _score_over_ranks(records, gravity, penal, filter_radius, own_budget, comm):
     running = comm.size - 1  # ranks that have not said "finished"
 
     def received(block):
+        """What has arrived; with ``block``, everything until every rank has finished.  Waiting
+        polls with a short sleep: a blocking receive spins, taking a core from the ranks at work."""
         nonlocal running
-        while running and (block or comm.iprobe(source=MPI.ANY_SOURCE, tag=_RESULT_TAG)):
+        while running:
+            if not comm.iprobe(source=MPI.ANY_SOURCE, tag=_RESULT_TAG):
+                if not block:
+                    return
+                time.sleep(_POLL_SECONDS)
+                continue
             result = comm.recv(source=MPI.ANY_SOURCE, tag=_RESULT_TAG)
             if result is None:
                 running -= 1
