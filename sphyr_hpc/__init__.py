@@ -32,7 +32,7 @@ if "OMPI_COMM_WORLD_SIZE" not in _os.environ and "PMIX_RANK" not in _os.environ:
     _os.environ.setdefault("OMPI_MCA_pml", "ob1")
 
 _API = ("get_structural_metrics", "clear_reference_cache", "StructuralMetrics", "score_records",
-        "ScoredRecord", "reference_cache_info", "REFERENCE_CACHE_SIZE")
+        "ScoredRecord", "reference_cache_info", "REFERENCE_CACHE_SIZE", "STRUCTURAL_METRIC_KEYS")
 
 
 def __getattr__(name):  # PEP 562: the API module is imported when one of its names is first asked for

@@ -5,6 +5,8 @@ import::
 
     from sphyr_hpc import get_structural_metrics, clear_reference_cache, StructuralMetrics
 
+(``STRUCTURAL_METRIC_KEYS``, the metrics worth averaging over a subject, too.)
+
 Conventions (the published interface's, kept exactly):
 
 * Grids are lists of rows of string cells (``"L"``, ``"S"``, ``"V"`` or a
@@ -135,6 +137,16 @@ class StructuralMetrics:
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extras"}
         values.update(self.extras)
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in values.items()}
+
+
+def __getattr__(name):
+    # STRUCTURAL_METRIC_KEYS (the metrics worth averaging over a subject, as published) lives in
+    # sphyr_hpc.metrics, whose import starts MPI: fetched on first use (PEP 562).
+    if name == "STRUCTURAL_METRIC_KEYS":
+        from .metrics import STRUCTURAL_METRIC_KEYS
+
+        return STRUCTURAL_METRIC_KEYS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class CacheInfo(NamedTuple):

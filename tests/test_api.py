@@ -165,6 +165,13 @@ def test_signature_and_defaults_are_the_published_ones():
                         "include_own_budget_reference": False}
 
 
+def test_the_metrics_worth_averaging_are_importable_as_published():
+    from sphyr_hpc import STRUCTURAL_METRIC_KEYS
+
+    assert STRUCTURAL_METRIC_KEYS == ("topology_score", "structural_efficiency", "material_efficiency",
+                                      "compliance_efficiency_vs_ground_truth", "load_carrying", "volume_ratio")
+
+
 def test_fields_have_the_published_names_and_python_types():
     metrics = score(ANSWER)
     published = ["physically_valid", "load_carrying", "compliance", "ground_truth_compliance",
