@@ -310,3 +310,13 @@ def test_the_example_scores_its_records_as_published_and_both_functions_agree(ca
     for name, ours, published, _ in table:
         assert float(ours) == pytest.approx(float(published), abs=2e-6), name
     assert "agree on baseline-empty/10_random_cell_easy[0]: True" in out
+
+
+def test_an_unexpected_error_on_one_rank_aborts_every_rank_instead_of_hanging():
+    script = ROOT / "tests" / "scripts" / "score_records_with_fault.py"
+    run = subprocess.run([str(ROOT / "bin" / "mpirun"), "-n", "2", sys.executable, str(script),
+                          str(DATA / "full_easy_first20.jsonl")],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert run.returncode == 3
+    assert "injected failure for the abort test" in run.stderr
+    assert "unexpected error on rank 1; aborting all 2 ranks" in run.stderr
