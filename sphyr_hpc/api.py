@@ -157,17 +157,8 @@ class CacheInfo(NamedTuple):
 
 
 # -- the module-level cache ----------------------------------------------------------------------
-_yardsticks = None  # YardstickCache, created on first use (its module starts MPI)
-_scorer = None  # the Scorer of the last configuration used; its yardsticks are _yardsticks
-
-
-def _reference_cache():
-    global _yardsticks
-    if _yardsticks is None:
-        from .optimiser.yardstick import YardstickCache
-
-        _yardsticks = YardstickCache(REFERENCE_CACHE_SIZE)
-    return _yardsticks
+_yardsticks = None  # the first scorer's yardstick cache (REFERENCE_CACHE_SIZE), shared by every later one
+_scorer = None  # the Scorer of the last configuration used
 
 
 def _scorer_for(penal, filter_radius, include_own_budget_reference):
@@ -176,7 +167,7 @@ def _scorer_for(penal, filter_radius, include_own_budget_reference):
     A new configuration replaces the scorer (its solvers and analyses depend on
     the penalty); yardsticks stay cached across configurations.
     """
-    global _scorer
+    global _scorer, _yardsticks
     from .metrics import Scorer, ScoringConfig
 
     config = ScoringConfig(penal=float(penal), filter_radius=float(filter_radius),
@@ -184,7 +175,8 @@ def _scorer_for(penal, filter_radius, include_own_budget_reference):
     if _scorer is None or _scorer.config != config:
         if _scorer is not None:
             _scorer.close()
-        _scorer = Scorer(config, yardsticks=_reference_cache())
+        _scorer = Scorer(config, cache_size=REFERENCE_CACHE_SIZE, yardsticks=_yardsticks)
+        _yardsticks = _scorer.yardsticks
     return _scorer
 
 
