@@ -5,6 +5,11 @@ Pipeline, one module a step: :mod:`~sphyr_hpc.grid` -> :mod:`~sphyr_hpc.loadcase
 :mod:`~sphyr_hpc.analysis` -> :mod:`~sphyr_hpc.optimiser` -> :mod:`~sphyr_hpc.metrics`
 -> command line (:mod:`~sphyr_hpc.score`, :mod:`~sphyr_hpc.validate`) and files
 (:mod:`~sphyr_hpc.io`).  PETSc is imported through :func:`sphyr_hpc._petsc.petsc`.
+
+The published scorer's Python interface (:mod:`~sphyr_hpc.api`) is importable from
+here: ``from sphyr_hpc import get_structural_metrics, clear_reference_cache,
+StructuralMetrics`` (and ``score_records``).  It is loaded on first use, so
+``import sphyr_hpc`` starts neither MPI nor PETSc.
 """
 
 import os as _os
@@ -25,3 +30,18 @@ for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
 # OpenMPI's UCX probe, 0.2 s of every start here.  Under mpirun the launcher's settings stand.
 if "OMPI_COMM_WORLD_SIZE" not in _os.environ and "PMIX_RANK" not in _os.environ:
     _os.environ.setdefault("OMPI_MCA_pml", "ob1")
+
+_API = ("get_structural_metrics", "clear_reference_cache", "StructuralMetrics", "score_records",
+        "ScoredRecord", "reference_cache_info", "REFERENCE_CACHE_SIZE", "STRUCTURAL_METRIC_KEYS")
+
+
+def __getattr__(name):  # PEP 562: the API module is imported when one of its names is first asked for
+    if name in _API:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_API))

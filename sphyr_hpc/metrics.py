@@ -19,6 +19,7 @@ from . import loadcase as loadcases
 from .analysis import analyse, solid_compliance
 from .optimiser.filter import FILTER_RADIUS
 from .cache import BoundedCache
+from .failures import diagnose
 from .optimiser.yardstick import YardstickKey, yardstick
 
 STRUCTURAL_METRIC_KEYS = (
@@ -166,12 +167,14 @@ class _Problem:
 class Scorer:
     """Scores completions; caches solvers per load case and yardsticks per sample."""
 
-    def __init__(self, config=None, cache_size=256, problem_cache_size=64):
+    def __init__(self, config=None, cache_size=256, problem_cache_size=64, yardsticks=None):
+        """``yardsticks``: a :class:`~sphyr_hpc.cache.BoundedCache` to share with other scorers (its keys
+        hold penalty and filter radius), else a new one of ``cache_size`` entries."""
         from .solvers.condensed import one_blas_thread
 
         one_blas_thread()  # every metric rounds the same whatever the machine's thread setting
         self.config = config or ScoringConfig()
-        self.yardsticks = BoundedCache(cache_size)
+        self.yardsticks = BoundedCache(cache_size) if yardsticks is None else yardsticks
         # Analyses per (load case, design): a sample's ground truth is analysed once for
         # all its completions, and a completion equal to it costs nothing more.
         self._analyses = BoundedCache(cache_size)
@@ -237,12 +240,19 @@ class Scorer:
         return {"completion": case.rho, "ground_truth": case.truth, "optimum": optimum.densities}
 
     def score(self, completion, ground_truth, input_grid=None, gravity=loadcases.DOWN):
-        """All metrics of one completion (grids as lists of rows of str)."""
+        """All metrics of one completion (grids as lists of rows of str), with its failure diagnosis
+        (:func:`~sphyr_hpc.failures.diagnose`: ``failure``, ``checks``, ``floating_clusters``,
+        ``beats_yardstick``)."""
+        case, reason = self.prepare(completion, ground_truth, input_grid, gravity)
+        metrics = self._physical_metrics(completion, ground_truth, case, reason)
+        metrics.update(diagnose(completion, ground_truth, case, metrics))
+        return metrics
+
+    def _physical_metrics(self, completion, ground_truth, case, reason):
         cfg = self.config
         metrics = empty_metrics()
         metrics.update(reconstruction_metrics(completion, ground_truth))
         metrics["valid_output_grid"] = valid_output_grid(completion, ground_truth)
-        case, reason = self.prepare(completion, ground_truth, input_grid, gravity)
         if case is None:
             metrics["invalid_reason"] = reason
             return metrics

@@ -44,6 +44,18 @@ class SharedCounters:
     def next_task(self):
         return self._fetch_add(_TASK, 1)
 
+    def claimed(self, n_tasks):
+        """The task indices below ``n_tasks`` this rank claims, one at a time, as it asks."""
+        while True:
+            i = self.next_task()
+            if i >= n_tasks:
+                return
+            yield i
+
+    def stop(self, n_tasks):
+        """Hand out no further task below ``n_tasks`` (tasks already claimed still run)."""
+        self._fetch_add(_TASK, n_tasks)
+
     def add_done(self, count=1):
         return self._fetch_add(_DONE, count) + count
 
@@ -65,10 +77,7 @@ def run_dynamic(comm, n_tasks, run, progress=None, poll_seconds=0.2):
     purpose (the caller aborts the job instead of entering a collective).
     """
     counters = SharedCounters(comm)
-    while True:
-        i = counters.next_task()
-        if i >= n_tasks:
-            break
+    for i in counters.claimed(n_tasks):
         run(i, counters)
         if progress is not None and comm.rank == 0:
             progress(counters.done())

@@ -61,7 +61,7 @@ from . import loadcase as loadcases
 from .io import limits as input_limits
 from .io.records import (FileProblem, ResultsLog, find_result_files, read_dataset_completions,
                          read_result_file, row_key, write_text_atomic)
-from .failures import SUMMARY_KEY, diagnose, format_failures
+from .failures import SUMMARY_KEY, format_failures
 from .io.html_report import write_report
 from .io.report_figures import record_grids
 from .metrics import ScoringConfig, Scorer, json_safe
@@ -199,7 +199,6 @@ def score_sample(sample, scorer, fields=None, fields_format="xdmf"):
         metrics["invalid_reason"] = sample.invalid_reason
     row.update(json_safe(metrics))
     case, _ = scorer.prepare(sample.completion, sample.ground_truth, sample.input_grid, sample.gravity)
-    row.update(diagnose(sample.completion, sample.ground_truth, case, metrics))
     optimum = scorer.designs(case)["optimum"] if case is not None else None  # the yardstick cache's
     row["grids"] = record_grids(sample.completion, sample.ground_truth, sample.input_grid, optimum)
     if fields is not None and case is not None:
