@@ -86,6 +86,8 @@ def build_parser():
                         help="also write each record's completion, ground truth and yardstick optimum for ParaView")
     parser.add_argument("--fields-format", choices=("xdmf", "xdmf-quad", "vtu"), default="xdmf",
                         help="format of --fields (default: HDF5 + XDMF 3)")
+    parser.add_argument("--certified", metavar="DIR",
+                        help="a certify folder: add certified_optimal_compliance and certified_structural_efficiency")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -105,6 +107,8 @@ def read_inputs(args, parser):
                if not Path(p).exists()]
     if missing:
         parser.error(f"no such file or folder: {', '.join(missing)}")
+    if args.certified and not (Path(args.certified) / "certify.jsonl").is_file():
+        parser.error(f"no certify.jsonl in {args.certified} (made by python -m sphyr_hpc.certify --out DIR)")
     samples, problems = [], []
     for path in find_result_files(paths):
         read = read_result_file(path, gravity=args.gravity)
@@ -226,11 +230,19 @@ def run_score(args, parser, comm):
         print(f"resuming: {len(done)} records already in {log.path}, {len(pending)} to score", file=sys.stderr)
 
     scorer = Scorer(ScoringConfig(design_efficiency=args.design_efficiency))
+    certified = None
+    if args.certified:
+        from .certify import certified_metrics, read_certified, sample_id
+
+        certified = comm.bcast(read_certified(args.certified) if rank == 0 else None, root=0)
     bar = _progress_bar(len(pending), args.quiet) if rank == 0 else None
 
     def run(i, counters):
         for sample in tasks[i]:
             row = score_sample(sample, scorer, args.fields, args.fields_format)
+            if certified is not None and "error" not in row:
+                row.update(certified_metrics(row, certified.get(
+                    sample_id(sample.ground_truth, sample.input_grid, sample.gravity))))
             if "error" in row:
                 print(f"error: {row['error']}", file=sys.stderr)
             log.append(row)
