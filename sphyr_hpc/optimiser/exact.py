@@ -30,7 +30,10 @@ plus the energy of the cells the budget forces out, so it is never below it.
 A node's bound is the largest of its parent's bound (its designs are a subset
 of the parent's), its own point's cut and the *root cuts*: cuts at the
 iterates of an optimality-criteria solve of the convex relaxation at the root
-(the relaxation's optimum is the tightest single cut).
+(the relaxation's optimum is the tightest single cut).  Relaxation steps at
+every node (warm-started from the root's solution) were tried and dropped: on
+v1 full_easy they raised the certified bound less per second than the nodes
+they displaced.
 
 Search: best first (the open node of smallest bound; ties: the newest), so the
 certified lower bound (the smallest bound of any open node) rises as fast as
@@ -43,6 +46,11 @@ of largest unit energy at the node's point, i.e. the one whose removal the
 cut charges most: its void child is the most likely to be pruned, and its
 solid child keeps the parent's point (no new solve).
 
+Incumbent: the yardstick's design (its ``T`` densest free cells solid), the
+rounding of the root relaxation, the swap polish (SPEC 7 with up to
+``POLISH_PASSES`` passes) of the better of them, then every leaf the search
+reaches; the polish runs again on the incumbent when a budget stops the search.
+
 Solves: the system is condensed once per sample onto the free cells' DOFs
 (:meth:`~sphyr_hpc.solvers.condensed.CondensedSystem.reduced_system`: one
 sparse factorisation of the pinned block), so a point costs one dense
@@ -50,7 +58,7 @@ Cholesky of at most a few hundred DOFs.  A point is factorised once and shared
 by its node family: the solid child of every branching has its parent's point,
 and points are cached.  A point whose Cholesky breaks down, or whose
 compliance is not finite, is a severed design (SPEC 3: infinite compliance):
-its bound is +inf.
+its bound is +inf (every design below it is severed too).
 
 Budgets: ``node_budget`` (nodes evaluated) and ``time_budget`` (seconds)
 stop the search; the result is then the incumbent and the certified lower
@@ -67,6 +75,7 @@ import numpy as np
 from scipy.linalg import lapack
 
 from .. import discretisation as fe
+from .discrete import polish
 
 RELATIVE_TOLERANCE = 1e-9
 NODE_BUDGET = 20000
@@ -74,6 +83,8 @@ TIME_BUDGET = 60.0
 # Optimality-criteria iterations on the root's convex relaxation, and the cuts kept.
 ROOT_ITERATIONS = 60
 ROOT_CUTS = 8
+# Passes of the swap polish on the incumbent (before the search, and after it if it stopped short).
+POLISH_PASSES = 20
 # Points whose solves are kept (each a compliance and one energy per free cell).
 POINT_CACHE = 4096
 
@@ -160,56 +171,66 @@ def _cut_bounds(cuts, state, budget):
     return value
 
 
-def _root_cuts(points, budget, m, iterations=ROOT_ITERATIONS, keep=ROOT_CUTS, move=0.2):
-    """Cuts at the iterates of an OC solve of the convex relaxation over all free cells."""
-    x = np.full(m, min(budget / m, 1.0))
+def _relax(points, x, active, budget, iterations, move=0.2):
+    """Cuts ``(c, g, x)`` at the iterates of optimality-criteria steps on the convex relaxation.
+
+    Only ``active`` cells move (the others keep their values in ``x``), with at
+    most ``budget`` material among them.  Every iterate's cut is valid, so the
+    iterations need not converge.  Returns the cuts and the last iterate.
+    """
+    x = np.array(x, dtype=float)
     found = []
     for _ in range(iterations):
         c, g = points.evaluate(x)
         if not math.isfinite(c):
             break
         found.append((c, g, x.copy()))
+        xa = x[active]
+        low, high = np.maximum(xa - move, 0.0), np.minimum(xa + move, 1.0)
+        sensitivity = np.sqrt(np.maximum(-g[active], 0.0))
+
+        def step(multiplier):
+            return np.clip(xa * sensitivity / math.sqrt(multiplier), low, high)
+
         lo, hi = 1e-12, 1e12
-        sensitivity = np.maximum(-g, 0.0)
         while (hi - lo) / (hi + lo) > 1e-9:
             mid = 0.5 * (lo + hi)
-            new = np.clip(x * np.sqrt(sensitivity / mid), np.maximum(x - move, 0.0), np.minimum(x + move, 1.0))
-            if new.sum() > budget:
-                lo = mid
-            else:
-                hi = mid
-        new = np.clip(x * np.sqrt(sensitivity / hi), np.maximum(x - move, 0.0), np.minimum(x + move, 1.0))
-        new = np.maximum(new, 1e-3)  # never exactly 0: OC could not bring a cell back
-        if np.max(np.abs(new - x)) < 1e-4:
-            x = new
+            lo, hi = (mid, hi) if step(mid).sum() > budget else (lo, mid)
+        new = np.maximum(step(hi), 1e-3)  # never exactly 0: OC could not bring a cell back
+        change = float(np.max(np.abs(new - xa))) if new.size else 0.0
+        x[active] = new
+        if change < 1e-4:
             break
-        x = new
-    if not found:
-        return None
-    root = np.full(m, -1, dtype=np.int8)
-    cuts = (np.array([f[0] for f in found]), np.array([f[1] for f in found]), np.array([f[2] for f in found]))
-    order = np.argsort(-_cut_bounds(cuts, root, budget))[:keep]
+    return found, x
+
+
+def _best_cuts(found, state, budget, keep):
+    """The ``keep`` cuts of ``found`` that bound the designs of ``state`` highest, stacked."""
+    cuts = tuple(np.array([f[i] for f in found]) for i in range(3))
+    order = np.argsort(-_cut_bounds(cuts, state, budget))[:keep]
     return tuple(a[order] for a in cuts)
 
 
 def branch_and_bound(condensed, pinned, budget, incumbent, node_budget=NODE_BUDGET, time_budget=TIME_BUDGET,
-                     penal=fe.PENAL, root_cuts=True):
+                     penal=fe.PENAL, root_cuts=True, polish_passes=POLISH_PASSES):
     """The best binary design of the free cells of ``condensed`` with at most ``budget`` solid ones.
 
     ``condensed`` is a :class:`~sphyr_hpc.solvers.condensed.CondensedSystem`
     on the free cells; ``pinned`` the natural densities of every other cell
     (L/S at 1); ``incumbent`` a natural binary design to start from (the
-    yardstick's, binarised to ``budget``).  Returns an :class:`ExactResult`.
+    yardstick's; its ``budget`` densest free cells are made solid), improved
+    by the relaxation's rounding and the swap polish before the search.  Returns an :class:`ExactResult`.
     """
     started = time.perf_counter()
     shape = condensed.loadcase.shape
     free_index = condensed.free_cells
     m = free_index.size
+    free_mask = np.zeros(shape, dtype=bool)
+    free_mask.ravel()[free_index] = True
     pinned = np.asarray(pinned, dtype=float).reshape(shape)
     points = _Points(condensed, fe.simp_modulus(pinned, penal))
     best_x = start_design(np.asarray(incumbent, dtype=float).ravel()[free_index], budget)
     best_c = points.evaluate(best_x)[0]
-    cuts = _root_cuts(points, budget, m) if root_cuts and m > budget else None
 
     def threshold():
         return best_c * (1.0 - RELATIVE_TOLERANCE)
@@ -218,6 +239,24 @@ def branch_and_bound(condensed, pinned, budget, incumbent, node_budget=NODE_BUDG
         nonlocal best_x, best_c
         if c < best_c:
             best_x, best_c = np.array(x, dtype=float), c
+
+    def improve():
+        """The swap polish (SPEC 7) of the incumbent, with up to ``polish_passes`` passes."""
+        design = pinned.copy().ravel()
+        design[free_index] = best_x
+        polished, _ = polish(condensed.base, design.reshape(shape), free_mask, penal, max_passes=polish_passes)
+        x = polished.ravel()[free_index]
+        consider(x, points.evaluate(x)[0])
+
+    cuts = None
+    if root_cuts and m > budget:
+        found, relaxed = _relax(points, np.full(m, min(budget / m, 1.0)), np.ones(m, dtype=bool), budget,
+                                ROOT_ITERATIONS)
+        cuts = _best_cuts(found, np.full(m, -1, dtype=np.int8), budget, ROOT_CUTS) if found else None
+        rounded = start_design(relaxed, budget)  # the relaxation's densest cells: sometimes a better start
+        consider(rounded, points.evaluate(rounded)[0])
+    if polish_passes:
+        improve()
 
     counter = 0
     root = np.full(m, -1, dtype=np.int8)
@@ -281,6 +320,8 @@ def branch_and_bound(condensed, pinned, budget, incumbent, node_budget=NODE_BUDG
             if child_bound < threshold():
                 counter += 1
                 heapq.heappush(heap, (child_bound, -counter, child.tobytes()))
+    if stopped and polish_passes:
+        improve()
     open_bound = min((b for b, _, _ in heap), default=math.inf)
     lower = min(best_c, open_bound) if stopped else best_c
     design = pinned.copy().ravel()
