@@ -56,10 +56,15 @@ def main(argv=None):
     parser.add_argument("--full-nodes", type=int, default=5000, help="node budget per full_easy sample")
     parser.add_argument("--ranks", default="1,2", help="rank counts, side by side")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "certify.json")
+    parser.add_argument("--render", action="store_true", help="only rewrite the Markdown from --out's JSON")
     args = parser.parse_args(argv)
+    if args.render:
+        report = json.loads(args.out.read_text())
+        write_results(args.out, report, markdown(report, [int(r) for r in args.ranks.split(",")]))
+        return 0
     small = sorted(p for p in args.data.glob("*.jsonl") if p.stem not in FULL)
     load = os.getloadavg()
-    report = {"date": now(), "runs": {}, "full_node_budget": args.full_nodes}
+    report = {"date": now(), "runs": {}, "full_node_budget": args.full_nodes, "ranks": args.ranks}
     with tempfile.TemporaryDirectory() as tmp:
         for ranks in (int(r) for r in args.ranks.split(",")):
             for name, datasets, budget in (("small", small, None), ("full_easy", [args.data / "full_easy.jsonl"],
@@ -74,11 +79,19 @@ def main(argv=None):
                     shutil.copy(out / "certify.jsonl", results / f"certify_{name}.jsonl")
                     shutil.copy(out / "certify.png", results / f"certify_{name}.png")
     report["machine"] = machine(load)
+    text = markdown(report, [int(r) for r in args.ranks.split(",")])
+    write_results(args.out, report, text)
+    print(text)
+    return 0
+
+
+def markdown(report, rank_counts):
     from sphyr_hpc.certify import format_table  # only now: importing it starts MPI, which would capture mpirun
-    rank_counts = [int(r) for r in args.ranks.split(",")]
+
+    full_nodes = report["full_node_budget"]
     lines = [f"# certify: the yardstick against the certified binary optimum ({report['date']})", "",
              f"v1 samples, `python -m sphyr_hpc.certify`, default node budget for the subjects with at most 30",
-             f"masked cells, {args.full_nodes} nodes per full_easy sample. Gap = yardstick / certified lower "
+             f"masked cells, {full_nodes} nodes per full_easy sample. Gap = yardstick / certified lower "
              f"bound - 1 (exact where optimal; negative: the yardstick's grey design beats every binary design).", ""]
     for name in ("small", "full_easy"):
         base = report["runs"][f"{name}/{rank_counts[0]}"]
@@ -92,12 +105,10 @@ def main(argv=None):
         if len(rank_counts) > 1:
             same = all(_strip(report["runs"][f"{name}/{r}"]["rows"]) == _strip(base["rows"]) for r in rank_counts)
             ratio = base["summary"]["seconds"] / report["runs"][f"{name}/{rank_counts[-1]}"]["summary"]["seconds"]
-            lines += ["", f"Records equal on {args.ranks} ranks (seconds aside): {same}. "
+            lines += ["", f"Records equal on {','.join(map(str, rank_counts))} ranks (seconds aside): {same}. "
                       f"Certify phase {rank_counts[0]} -> {rank_counts[-1]} ranks: {ratio:.2f}x.", ""]
     lines += [f"Machine: {report['machine']}", ""]
-    write_results(args.out, report, "\n".join(lines))
-    print("\n".join(lines))
-    return 0
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

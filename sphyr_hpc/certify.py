@@ -155,7 +155,10 @@ def _below(a, b, tolerance=1e-6):
 
 
 def _pct(value):
-    return f"{100.0 * value:.4g}%" if value is not None else "-"
+    """A relative gap in percent (3 decimals), or as a factor when it is huge (a severed design)."""
+    if value is None:
+        return "-"
+    return f"{100.0 * value:.3f}%" if abs(value) < 100.0 else f"{1.0 + value:.2g}x"
 
 
 def format_table(summary):

@@ -27,6 +27,10 @@ printed.  ``--fields DIR`` also writes, for every scored record, the
 completion, the ground truth and the yardstick's optimum as HDF5 + XDMF (or
 VTU) files for ParaView, named ``model__subject__index__design``.  ``--resume`` keeps what ``results.jsonl`` already holds and scores
 the rest, so a killed run loses at most the records in flight.
+``--certified DIR`` (a ``python -m sphyr_hpc.certify`` output folder) adds
+``certified_optimal_compliance`` and ``certified_structural_efficiency`` to
+every record whose sample certify proved optimal (null otherwise); the
+published fields are unchanged.
 
 PETSc options (``-sphyr_ksp_type``, ``-sphyr_pc_type``, ...) may be given
 anywhere on the command line.
