@@ -11,9 +11,12 @@ on 1 and 2 ranks; checks that the records of both rank counts are equal
 (``certify_small.jsonl``, ``certify_full_easy.jsonl``) and their pictures to
 ``benchmarks/results``.
 
+A third run certifies the 20x20 samples (``v2_20``, every subject but full)
+with ``--v2-nodes`` nodes a sample.
+
 Usage (from the repository root)::
 
-    .venv/bin/python benchmarks/certify.py [--data DIR] [--full-nodes K] [--ranks 1,2]
+    .venv/bin/python benchmarks/certify.py [--data DIR] [--full-nodes K] [--v2-nodes K] [--ranks 1,2]
 """
 
 import argparse
@@ -54,6 +57,7 @@ def main(argv=None):
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--data", type=Path, default=DATA, help="v1 dataset folder")
     parser.add_argument("--full-nodes", type=int, default=5000, help="node budget per full_easy sample")
+    parser.add_argument("--v2-nodes", type=int, default=2000, help="node budget per v2_20 (20x20) sample")
     parser.add_argument("--ranks", default="1,2", help="rank counts, side by side")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "certify.json")
     parser.add_argument("--render", action="store_true", help="only rewrite the Markdown from --out's JSON")
@@ -63,12 +67,15 @@ def main(argv=None):
         write_results(args.out, report, markdown(report, [int(r) for r in args.ranks.split(",")]))
         return 0
     small = sorted(p for p in args.data.glob("*.jsonl") if p.stem not in FULL)
+    v2 = sorted(p for p in (args.data.parent / "v2_20").glob("*.jsonl") if p.stem not in FULL)
+    groups = (("small", small, None), ("full_easy", [args.data / "full_easy.jsonl"], args.full_nodes),
+              ("v2_20", v2, args.v2_nodes))
     load = os.getloadavg()
-    report = {"date": now(), "runs": {}, "full_node_budget": args.full_nodes, "ranks": args.ranks}
+    report = {"date": now(), "runs": {}, "full_node_budget": args.full_nodes, "v2_node_budget": args.v2_nodes,
+              "ranks": args.ranks}
     with tempfile.TemporaryDirectory() as tmp:
         for ranks in (int(r) for r in args.ranks.split(",")):
-            for name, datasets, budget in (("small", small, None), ("full_easy", [args.data / "full_easy.jsonl"],
-                                                                         args.full_nodes)):
+            for name, datasets, budget in groups:
                 out = Path(tmp) / f"{name}_{ranks}"
                 wall, summary, rows = run(ranks, datasets, out, budget)
                 report["runs"][f"{name}/{ranks}"] = {"wall_seconds": round(wall, 2), "summary": summary,
@@ -91,9 +98,10 @@ def markdown(report, rank_counts):
     full_nodes = report["full_node_budget"]
     lines = [f"# certify: the yardstick against the certified binary optimum ({report['date']})", "",
              f"v1 samples, `python -m sphyr_hpc.certify`, default node budget for the subjects with at most 30",
-             f"masked cells, {full_nodes} nodes per full_easy sample. Gap = yardstick / certified lower "
+             f"masked cells, {full_nodes} nodes per full_easy sample; v2_20 (20x20, every subject but full): "
+             f"{report['v2_node_budget']} nodes per sample. Gap = yardstick / certified lower "
              f"bound - 1 (exact where optimal; negative: the yardstick's grey design beats every binary design).", ""]
-    for name in ("small", "full_easy"):
+    for name in ("small", "full_easy", "v2_20"):
         base = report["runs"][f"{name}/{rank_counts[0]}"]
         lines += [f"## {name} ({rank_counts[0]} rank)", "", "```"] + format_table(base["summary"]["subjects"]) + ["```", ""]
         lines += ["| ranks | wall s (whole command) | certify phase s | seconds per sample by subject |",
