@@ -49,7 +49,7 @@ def run(ranks, datasets, out, node_budget=None):
 
 
 def _strip(rows):
-    return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+    return [{k: v for k, v in r.items() if k not in ("seconds", "cpu_seconds")} for r in rows]
 
 
 def main(argv=None):
@@ -104,18 +104,23 @@ def markdown(report, rank_counts):
     for name in ("small", "full_easy", "v2_20"):
         base = report["runs"][f"{name}/{rank_counts[0]}"]
         lines += [f"## {name} ({rank_counts[0]} rank)", "", "```"] + format_table(base["summary"]["subjects"]) + ["```", ""]
-        lines += ["| ranks | wall s (whole command) | certify phase s | seconds per sample by subject |",
+        lines += ["| ranks | wall s (whole command) | certify phase s | seconds per sample by subject (wall / CPU) |",
                   "|---|---|---|---|"]
         for ranks in rank_counts:
             runinfo = report["runs"][f"{name}/{ranks}"]
-            per = ", ".join(f"{s} {v['seconds_per_sample']:.3f}" for s, v in runinfo["summary"]["subjects"].items())
+            per = ", ".join(f"{s} {v['seconds_per_sample']:.3f} / {v['cpu_seconds_per_sample']:.3f}"
+                            for s, v in runinfo["summary"]["subjects"].items())
             lines.append(f"| {ranks} | {runinfo['wall_seconds']} | {runinfo['summary']['seconds']} | {per} |")
         if len(rank_counts) > 1:
             same = all(_strip(report["runs"][f"{name}/{r}"]["rows"]) == _strip(base["rows"]) for r in rank_counts)
             ratio = base["summary"]["seconds"] / report["runs"][f"{name}/{rank_counts[-1]}"]["summary"]["seconds"]
             lines += ["", f"Records equal on {','.join(map(str, rank_counts))} ranks (seconds aside): {same}. "
                       f"Certify phase {rank_counts[0]} -> {rank_counts[-1]} ranks: {ratio:.2f}x.", ""]
-    lines += [f"Machine: {report['machine']}", ""]
+    load = report["machine"]
+    lines += [f"Load average (1, 5, 15 min) before {tuple(round(v, 1) for v in load['loadavg_before'])}, after "
+              f"{tuple(round(v, 1) for v in load['loadavg_after'])} on {load['cpus']} cores: with other jobs "
+              f"running, wall seconds on 2 ranks measure the share of the cores the ranks got; CPU seconds "
+              f"measure the work.", "", f"Machine: {report['machine']}", ""]
     return "\n".join(lines)
 
 

@@ -17,7 +17,8 @@ Outputs in ``--out``: ``certify.jsonl`` (one object per record, sorted by
 subject and index: ``subject``, ``index``, ``sample`` (an id of ground truth,
 mask and gravity, which ``score --certified`` matches), ``free_cells``,
 ``budget_cells``, ``yardstick_compliance``, ``best_compliance``,
-``lower_bound``, ``status``, ``nodes``, ``seconds``, ``yardstick_gap`` =
+``lower_bound``, ``status``, ``nodes``, ``seconds`` and ``cpu_seconds``
+(this process's CPU time: the cost on a shared machine), ``yardstick_gap`` =
 yardstick / lower_bound - 1 (the most the yardstick can be above the binary
 optimum; exact when optimal; negative when the yardstick's grey design is
 stiffer than every binary design at the budget), ``ground_truth_compliance``,
@@ -30,8 +31,9 @@ written atomically by rank 0; the table is printed.
 Records are dealt over the ranks like ``score``'s samples (largest masks
 first, to whichever rank asks: :func:`~sphyr_hpc.parallel.run_dynamic`), each
 on ``COMM_SELF``.  With the default (no time budget) the records do not
-depend on the number of ranks, except ``seconds``.  Exit status: 0, 1 when
-some record could not be certified, 2 on a usage error.
+depend on the number of ranks, except the seconds.  Exit status: 0, 1 when
+some record could not be certified, 2 on a usage error, 3 when an unexpected
+error on one rank aborted every rank.
 """
 
 import argparse
@@ -41,6 +43,7 @@ import math
 import statistics
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +53,7 @@ from .io.atomic import write_text_atomic
 from .io.records import Sample, write_jsonl_atomic
 from .optimiser import exact
 
-STATUSES = ("optimal", "gap")
+ABORT_STATUS = 3
 
 
 def sample_id(ground_truth, input_grid, gravity):
@@ -71,7 +74,7 @@ def certify_record(scorer, subject, index, ground_truth, input_grid, gravity=(1.
     from .optimiser import simp
     from .solvers.condensed import CondensedSystem
 
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     row = {"subject": subject, "index": index}
     case, reason = scorer.prepare(ground_truth, ground_truth, input_grid, gravity)  # never raises on bad grids
     if case is None:
@@ -102,7 +105,8 @@ def certify_record(scorer, subject, index, ground_truth, input_grid, gravity=(1.
     gap = optimum.compliance / lower - 1.0 if math.isfinite(lower) and lower > 0 else None
     row.update(best_compliance=_finite(best), lower_bound=_finite(lower), status=status, nodes=nodes,
                yardstick_gap=_finite(gap), ground_truth_compliance=_finite(gt.compliance),
-               seconds=round(time.perf_counter() - started, 4))
+               seconds=round(time.perf_counter() - started, 4),
+               cpu_seconds=round(time.process_time() - cpu_started, 4))
     return row
 
 
@@ -137,6 +141,7 @@ def summarise(rows):
             # The yardstick's grey design is stiffer than every binary design at the budget (gap < 0).
             "grey_beats_binary": sum(1 for r in done if r["yardstick_gap"] is not None and r["yardstick_gap"] < -1e-6),
             "seconds_per_sample": sum(r["seconds"] for r in done) / len(done) if done else None,
+            "cpu_seconds_per_sample": sum(r["cpu_seconds"] for r in done) / len(done) if done else None,
             "nodes_max": max((r["nodes"] for r in done), default=0),
         }
     return summary
@@ -354,7 +359,15 @@ def main(argv=None):
     from ._petsc import petsc
 
     petsc()
-    return run_certify(args, comm)
+    try:
+        return run_certify(args, comm)
+    except Exception:
+        if comm.size == 1:
+            raise
+        traceback.print_exc(file=sys.stderr)
+        print(f"{parser.prog}: unexpected error on rank {comm.rank}; aborting all {comm.size} ranks",
+              file=sys.stderr, flush=True)
+        comm.Abort(ABORT_STATUS)
 
 
 if __name__ == "__main__":
