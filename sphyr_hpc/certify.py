@@ -313,14 +313,16 @@ def run_certify(args, comm):
 
 
 def read_certified(folder):
-    """``{sample id: row}`` of a certify folder's certify.jsonl (rows with an error left out)."""
+    """``{sample id: row}`` of a certify folder's certify.jsonl (rows with an error, broken lines left out)."""
     rows = {}
     with open(Path(folder) / "certify.jsonl", encoding="utf-8") as handle:
         for line in handle:
-            if line.strip():
+            try:
                 row = json.loads(line)
-                if "error" not in row and row.get("sample"):
-                    rows[row["sample"]] = row
+            except json.JSONDecodeError:
+                continue  # a blank or broken line certifies nothing
+            if isinstance(row, dict) and "error" not in row and row.get("sample"):
+                rows[row["sample"]] = row
     return rows
 
 

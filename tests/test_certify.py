@@ -195,6 +195,13 @@ def test_score_certified_adds_certified_fields_and_leaves_the_published_ones(tmp
     assert certified[0]["certified_structural_efficiency"] < 0.9
 
 
+def test_a_broken_certify_line_certifies_nothing_and_the_others_still_count(tmp_path):
+    rows = [{"subject": "s", "index": 0, "sample": "a", "status": "optimal"},
+            {"subject": "s", "index": 1, "error": "no L"}]
+    (tmp_path / "certify.jsonl").write_text(json.dumps(rows[0]) + "\n{\"subject\": \n\n" + json.dumps(rows[1]) + "\n")
+    assert read_certified(tmp_path) == {"a": rows[0]}
+
+
 def test_certified_metrics_are_null_without_a_proof():
     row = {"compliance": 5.0, "load_carrying": True}
     gap = {"status": "gap", "best_compliance": 4.0, "yardstick_compliance": 4.5}

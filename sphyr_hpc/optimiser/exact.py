@@ -130,7 +130,6 @@ class _Points:
         self.positions = np.where(positions >= 0, positions, condensed.k)  # fixed DOFs read a 0
         self.ke = condensed.ke
         self.cache = OrderedDict()
-        self.solves = 0
 
     def evaluate(self, x):
         """(compliance, gradient over free cells) at ``x`` (free-cell densities in [0, 1])."""
@@ -139,7 +138,6 @@ class _Points:
         if hit is not None:
             self.cache.move_to_end(key)
             return hit
-        self.solves += 1
         moduli = self.moduli.copy()
         moduli[self.free] = fe.EMIN + np.asarray(x, dtype=float) * (fe.E0 - fe.EMIN)
         S, g, c0 = self.condensed.reduced_system(moduli)
