@@ -31,6 +31,10 @@ printed.  ``--fields DIR`` also writes, for every scored record, the
 completion, the ground truth and the yardstick's optimum as HDF5 + XDMF (or
 VTU) files for ParaView, named ``model__subject__index__design``.  ``--resume`` keeps what ``results.jsonl`` already holds and scores
 the rest, so a killed run loses at most the records in flight.
+``--certified DIR`` (a ``python -m sphyr_hpc.certify`` output folder) adds
+``certified_optimal_compliance`` and ``certified_structural_efficiency`` to
+every record whose sample certify proved optimal (null otherwise); the
+published fields are unchanged.
 
 Input is untrusted: each file and JSONL line is read on its own (one that
 cannot be read is named on stderr and costs only itself), and
@@ -102,6 +106,8 @@ def build_parser():
     parser.add_argument("--report", action=argparse.BooleanOptionalAction, default=True,
                         help="write DIR/report.html and its pictures (DIR/report/*.png) at the end "
                              "(default: on; python -m sphyr_hpc.report DIR makes it again later)")
+    parser.add_argument("--certified", metavar="DIR",
+                        help="a certify folder: add certified_optimal_compliance and certified_structural_efficiency")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     input_limits.add_arguments(parser)
     return parser
@@ -122,6 +128,8 @@ def read_inputs(args, parser):
                if not Path(p).exists()]
     if missing:
         parser.error(f"no such file or folder: {', '.join(missing)}")
+    if args.certified and not (Path(args.certified) / "certify.jsonl").is_file():
+        parser.error(f"no certify.jsonl in {args.certified} (made by python -m sphyr_hpc.certify --out DIR)")
     samples, problems = [], []
     limits = input_limits.from_args(args)
     for path in find_result_files(paths):
@@ -255,11 +263,19 @@ def run_score(args, parser, comm):
         print(f"resuming: {len(done)} records already in {log.path}, {len(pending)} to score", file=sys.stderr)
 
     scorer = Scorer(ScoringConfig(design_efficiency=args.design_efficiency))
+    certified = None
+    if args.certified:
+        from .certify import certified_metrics, read_certified, sample_id
+
+        certified = comm.bcast(read_certified(args.certified) if rank == 0 else None, root=0)
     bar = _progress_bar(len(pending), args.quiet) if rank == 0 else None
 
     def run(i, counters):
         for sample in tasks[i]:
             row = score_sample(sample, scorer, args.fields, args.fields_format)
+            if certified is not None and "error" not in row:
+                row.update(certified_metrics(row, certified.get(
+                    sample_id(sample.ground_truth, sample.input_grid, sample.gravity))))
             if "error" in row:
                 print(f"error: {row['error']}", file=sys.stderr)
             log.append(row)

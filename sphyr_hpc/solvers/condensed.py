@@ -105,6 +105,7 @@ class CondensedSystem(LinearSystem):
         position = np.full(lc.n_dofs, -1)
         position[self.dofs] = np.arange(k)
         local = position[fe.nodes_to_dofs(fe.element_nodes(*lc.shape))[self.free_cells]]  # (m, 8), -1: fixed
+        self.cell_positions = local  # each free cell's 8 DOFs as positions in ``dofs`` (-1: fixed DOF)
         self._local = np.where(local >= 0, local, k)  # fixed DOFs read the zero kept at u[k]
         # S = S0 + (map @ E_free).reshape(k, k): each free cell's K0 scattered to its condensed DOFs.
         both = (local[:, :, None] >= 0) & (local[:, None, :] >= 0)
@@ -179,7 +180,7 @@ class CondensedSystem(LinearSystem):
 
     def _solve_reduced(self, reduced, moduli):
         S0, g, c0, reference = reduced
-        S = S0 + csr.matvec(self._map, moduli[self.free_cells]).reshape(self.k, self.k)
+        S = self._assembled(S0, moduli)
         factor, info = lapack.dpotrf(S, lower=False, clean=True)
         if info != 0:
             return None
@@ -194,6 +195,21 @@ class CondensedSystem(LinearSystem):
             return None
         self._u[:-1] = u
         return compliance
+
+    def reduced_system(self, moduli):
+        """``(S, g, c0)`` for element moduli: compliance = c0 + g . S^-1 g, S dense on ``dofs``.
+
+        S is symmetric positive definite for any positive moduli; the caller
+        factorises it (a search over many designs of the free cells, see
+        :mod:`sphyr_hpc.optimiser.exact`).
+        """
+        moduli = np.asarray(moduli, dtype=float)
+        S0, g, c0, _ = self._reduced(moduli)
+        return self._assembled(S0, moduli), g, c0
+
+    def _assembled(self, S0, moduli):
+        """S = S0 + the free cells' element matrices scattered to the condensed DOFs."""
+        return S0 + csr.matvec(self._map, moduli[self.free_cells]).reshape(self.k, self.k)
 
     def solve(self, moduli):
         """Compliance for element moduli (natural order = this rank's slab); +inf per SPEC 3."""
