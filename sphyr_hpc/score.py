@@ -171,6 +171,8 @@ def score_sample(sample, scorer, fields=None, fields_format="xdmf"):
     row = {"model": sample.model, "subject": sample.subject, "index": sample.index}
     if sample.error:
         row["error"] = sample.error
+        if sample.completion_status:
+            row["completion_status"] = sample.completion_status  # counts 0 in the model's means
         return row
     try:
         metrics = scorer.score(sample.completion, sample.ground_truth, sample.input_grid, sample.gravity)

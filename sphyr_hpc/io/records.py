@@ -9,7 +9,11 @@ and a trailing ``_results``, its ``index`` its position in the file.
 
 Problems are reported as data: a file that cannot be read becomes a
 :class:`FileProblem`, a record missing a field or holding an unusable grid
-becomes a :class:`Sample` whose ``error`` names the reason.
+becomes a :class:`Sample` whose ``error`` names the reason.  When the fault is
+the model's (no completion, or one that is not a grid) ``completion_status``
+says so (``"missing"`` or ``"unreadable"``): such a record counts 0 in the
+model's means (docs/scoring.md, "Means"); a record whose ground truth or
+prompt is broken is left out of every model's means.
 """
 
 import json
@@ -39,6 +43,11 @@ class Sample:
     ground_truth: list = None
     input_grid: list = None
     error: str = None
+    completion_status: str = None  # "missing" / "unreadable": the model's fault, counts 0
+
+    def fail(self, error, completion_status=None):
+        """Mark the sample unusable; ``completion_status`` when the completion is at fault."""
+        self.error, self.completion_status = error, completion_status
 
     @property
     def key(self):
@@ -86,13 +95,14 @@ def sample_from_record(record, model, subject, index, source, gravity):
         return sample
     missing = [f for f in REQUIRED_FIELDS if f not in record and not (f == "prompt" and "input_grid" in record)]
     if missing:
-        sample.error = f"{where}: missing field {', '.join(repr(f) for f in missing)}"
+        sample.fail(f"{where}: missing field {', '.join(repr(f) for f in missing)}",
+                    "missing" if missing == ["completion"] else None)
         return sample
-    for field in ("completion", "ground_truth"):
+    for field in ("ground_truth", "completion"):
         try:
             setattr(sample, field, _grid(record, field))
         except grids.GridError as err:
-            sample.error = f"{where}: {field}: {err}"
+            sample.fail(f"{where}: {field}: {err}", "unreadable" if field == "completion" else None)
             return sample
     if "input_grid" in record:
         try:
@@ -188,23 +198,26 @@ def read_dataset_completions(dataset, completions, model=None, gravity=None):
         if index not in data:
             sample.error = f"{completions}:{done[index][0]}: index {index} is not in {dataset}"
             continue
-        if index not in done:
-            sample.error = f"{dataset}:{data[index][0]}: index {index} has no completion in {completions}"
-            continue
-        (dline, drec, dmissing), (cline, crec, cmissing) = data[index], done[index]
-        if dmissing or cmissing:
-            where = f"{dataset}:{dline}" if dmissing else f"{completions}:{cline}"
-            sample.error = f"{where}: index {index}: missing field {', '.join(repr(f) for f in dmissing + cmissing)}"
+        dline, drec, dmissing = data[index]
+        if dmissing:
+            sample.fail(f"{dataset}:{dline}: index {index}: missing field {', '.join(map(repr, dmissing))}")
             continue
         try:
             sample.ground_truth = grids.as_grid(drec["ground_truth"])
         except grids.GridError as err:
-            sample.error = f"{dataset}:{dline}: index {index}: ground_truth: {err}"
+            sample.fail(f"{dataset}:{dline}: index {index}: ground_truth: {err}")
+            continue
+        if index not in done:
+            sample.fail(f"{dataset}:{dline}: index {index} has no completion in {completions}", "missing")
+            continue
+        cline, crec, cmissing = done[index]
+        if cmissing:
+            sample.fail(f"{completions}:{cline}: index {index}: missing field 'completion'", "missing")
             continue
         try:
             sample.completion = grids.as_grid(crec["completion"])
         except grids.GridError as err:
-            sample.error = f"{completions}:{cline}: index {index}: completion: {err}"
+            sample.fail(f"{completions}:{cline}: index {index}: completion: {err}", "unreadable")
             continue
         try:
             sample.input_grid = grids.as_grid(drec.get("input_grid")) if drec.get("input_grid") else None
