@@ -34,7 +34,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from mpi4py import MPI
 
 from .. import discretisation as fe
 from .. import timing
@@ -87,6 +86,8 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
     """
     if volume_sums not in VOLUME_SUMS:
         raise ValueError(f"volume_sums must be one of {VOLUME_SUMS}, not {volume_sums!r}")
+    from mpi4py import MPI  # here, not at the top: ``optimize --help`` works without mpi4py
+
     penalty = _penalty_schedule(penal, continuation)
     mpi = system.comm.tompi4py()
     budget, pinned_volume = free_budget(free, pinned, volume_fraction)
@@ -163,6 +164,8 @@ def _oc_update(mpi, design, dc, dv, is_free, pinned, density_filter, target, mov
     Every step filters its candidate and sums it over the ranks.  One rank
     uses :class:`_SerialUpdate` instead (the same multipliers, far fewer sums).
     """
+    from mpi4py import MPI
+
     base = np.maximum(-dc, 0.0) / np.maximum(dv, 1e-12)
     low = design - move_limit
     high = design + move_limit
@@ -280,6 +283,8 @@ def _oc_update_linear(mpi, design, dc, dv, is_free, pinned, density_filter, targ
     (H x)_e / Hs_e, and the latter is x . H^T (free / Hs) = x . dv.  Only the
     final design is filtered.
     """
+    from mpi4py import MPI
+
     lower, upper = OC_BOUNDS
     free_dv = dv[is_free]
     scaled = design[is_free] * np.sqrt(np.maximum(-dc[is_free], 0.0) / np.maximum(free_dv, 1e-12))

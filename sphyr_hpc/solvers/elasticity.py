@@ -64,9 +64,8 @@ A CG solve that does not converge raises :class:`SolverError`.
 
 import numpy as np
 import scipy.sparse as sp
-from mpi4py import MPI
 
-from .._petsc import petsc
+from .._petsc import petsc, view_once
 from .. import discretisation as fe
 from .. import timing
 from . import csr, multigrid
@@ -486,6 +485,7 @@ class ElasticitySystem:
                 if self.solver != "direct":
                     multigrid.plain_csr_kernels(self.ksp)
                     self.hierarchy = multigrid.hierarchy_info(self.ksp)
+                view_once(self.ksp)  # -<prefix>ksp_view: once per distinct solver, not per solve
             with timing.timed(timing.SOLVE):
                 self.ksp.solve(self.f, self.u)
         except self.PETSc.Error as err:
@@ -543,6 +543,8 @@ class ElasticitySystem:
 
     def max_displacement(self):
         """Largest nodal displacement magnitude (collective)."""
+        from mpi4py import MPI  # imported by petsc() already; not at the top, so --help needs no MPI
+
         nodal = self.u.array_r.reshape(-1, 2)
         local = float(np.max(np.hypot(nodal[:, 0], nodal[:, 1]))) if nodal.size else 0.0
         return self.comm.tompi4py().allreduce(local, op=MPI.MAX)
