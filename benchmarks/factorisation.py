@@ -1,6 +1,6 @@
 """What one SIMP solve costs at SPhyR's sizes, and how many a yardstick needs (a benchmark, not a test).
 
-A yardstick (SPEC 8) factorises K once per SIMP iteration.  This measures, on
+A yardstick (docs/scoring.md, "Yardstick") factorises K once per SIMP iteration.  This measures, on
 the machine at hand and side by side in one run:
 
 1. the numeric factorisation + triangular solves of a real SIMP stiffness

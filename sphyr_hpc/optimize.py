@@ -24,7 +24,7 @@ that upscales to it by an integer factor), the result is compared with it
 at the same penalty: ``compliance``, ``ground_truth_compliance``,
 ``volume_fraction``, ``ground_truth_volume_fraction``,
 ``compliance_efficiency_vs_ground_truth = clip(gt_c / c, 0, 1)`` and
-``material_efficiency = min(1, gt_vf / vf)`` (SPEC section 9 names).
+``material_efficiency = min(1, gt_vf / vf)`` (names of docs/scoring.md, "Metrics").
 
 Hooks: ``optimise(..., callback=f)`` calls ``f(iteration, system,
 physical_slab, compliance, change)`` every iteration; ``--fields DIR``

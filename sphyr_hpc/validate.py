@@ -152,7 +152,7 @@ def read_records(path, limit=None, errors=None):
             try:
                 input_grid = grids.as_grid(input_grid) if input_grid is not None else None
             except grids.GridError as err:
-                # SPEC 9: without a usable input grid every non-L/S cell is free.
+                # docs/scoring.md, "Metrics": without a usable input grid every non-L/S cell is free.
                 print(f"{path}:{line_number}: input_grid ignored: {err}", file=errors)
                 input_grid = None
             yield here, dict(record, ground_truth=truth, input_grid=input_grid)

@@ -1,4 +1,4 @@
-"""One SIMP run: minimum compliance under a volume constraint (SPEC section 5).
+"""One SIMP run: minimum compliance under a volume constraint (docs/scoring.md, "SIMP run").
 
 Runs on the slabs of an :class:`~sphyr_hpc.solvers.elasticity.ElasticitySystem`
 (any number of ranks): sensitivities and the filter are local/parallel PETSc
@@ -159,7 +159,7 @@ def _penalty_schedule(penal, continuation):
 
 
 def _oc_update(mpi, design, dc, dv, is_free, pinned, density_filter, target, move_limit):
-    """Optimality criteria with bisection on the volume multiplier, sums collective (SPEC 5).
+    """Optimality criteria with bisection on the volume multiplier, sums collective (docs/scoring.md, "SIMP run").
 
     Every step filters its candidate and sums it over the ranks.  One rank
     uses :class:`_SerialUpdate` instead (the same multipliers, far fewer sums).
@@ -195,7 +195,7 @@ class _SerialUpdate:
     = sum of pinned cells + dv . new_design, with dv = H^T (free / Hs) the
     filtered volume sensitivity, so the bisection only needs the free cells'
     ``g . x``, and :func:`_certain_multipliers` decides all but a few of its
-    comparisons exactly; the step it settles on is filtered as SPEC 5 says.
+    comparisons exactly; the step it settles on is filtered as docs/scoring.md ("SIMP run") says.
     """
 
     def __init__(self, dv, is_free, pinned, density_filter, target, move_limit):
@@ -234,7 +234,7 @@ class _SerialUpdate:
             middle = _bisect(below, above, lambda m: self.volume_over(d, b, m, floor, ceiling))
         if middle is None:
             return design.copy(), design.copy(), 0.0
-        x = _clip(d * np.sqrt(b / middle), floor, ceiling)  # SPEC 5's two clips (see volume_over)
+        x = _clip(d * np.sqrt(b / middle), floor, ceiling)  # the "SIMP run" rules' two clips (see volume_over)
         new_design = self.pinned.copy()
         new_design[free] = x
         new_physical = self.pinned.copy()
@@ -243,7 +243,7 @@ class _SerialUpdate:
 
 
 def _bisect(below, above, over):
-    """SPEC 5's bisection on the multiplier: a middle below ``below`` is over the budget, one above
+    """The "SIMP run" rules' bisection on the multiplier: a middle below ``below`` is over the budget, one above
     ``above`` is not, ``over(middle)`` decides the rest.  Returns the last middle."""
     lower, upper = OC_BOUNDS
     gap = OC_RELATIVE_GAP
@@ -265,7 +265,7 @@ _SETTLED = {}
 
 
 def _settled(over):
-    """Where SPEC 5's bisection ends when every candidate is over the budget (or none is)."""
+    """Where the "SIMP run" rules' bisection ends when every candidate is over the budget (or none is)."""
     if over not in _SETTLED:
         _SETTLED[over] = _bisect(np.inf, np.inf, None) if over else _bisect(-np.inf, -np.inf, None)
     return _SETTLED[over]
@@ -310,7 +310,7 @@ def _certain_multipliers(offset, g, a, floor, ceiling, target):
     """Multipliers ``(below, above)`` outside which the bisection's comparison is known.
 
     With ``s = 1/sqrt(middle)`` a candidate cell is ``clip(a s, floor, ceiling)``
-    (``a = x sqrt(B)``; the two clips of SPEC 5 are one because ``floor <=
+    (``a = x sqrt(B)``; the two clips of docs/scoring.md "SIMP run" are one because ``floor <=
     ceiling``), so the volume ``V(s) = offset + g . clip(a s, floor,
     ceiling)`` is continuous, piecewise linear and non-decreasing in ``s``
     (``g, a >= 0``): a cell adds a ramp of slope ``g a`` from ``s = floor/a``

@@ -1,4 +1,4 @@
-"""The linear-elastic system of one load case, distributed with PETSc (SPEC sections 3-4).
+"""The linear-elastic system of one load case, distributed with PETSc (docs/scoring.md, "Finite elements").
 
 Who owns what
 -------------
@@ -464,7 +464,7 @@ class ElasticitySystem:
         K.assemble()
 
     def solve(self, moduli):
-        """Assemble, solve, and return the compliance f.u (+inf per SPEC section 3).
+        """Assemble, solve, and return the compliance f.u (+inf per docs/scoring.md, "Finite elements").
 
         ``self.u`` holds the displacements afterwards (zero when inf for lack of
         a load or of free DOFs).
