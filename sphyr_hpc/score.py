@@ -48,8 +48,8 @@ from pathlib import Path
 
 from . import PROCESS_STARTED
 from . import grid as grids
-from .cli import Parser, UsageError, report_usage_error
 from . import loadcase as loadcases
+from .cli import Parser, UsageError, report_usage_error
 from .io.records import (FileProblem, ResultsLog, find_result_files, read_dataset_completions,
                          read_result_file, row_key, write_text_atomic)
 # mpi4py, PETSc and what needs them are imported once _petsc.require() has vouched for them, so
