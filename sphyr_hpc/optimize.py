@@ -63,13 +63,14 @@ DEFAULT_TOLERANCE = 0.01     # the 88-line code's stopping change
 DEFAULT_RADIUS = 1.5         # in elements; the 88-line code's MBB example (mesh dependent)
 DEFAULT_CONTINUATION = "1,0.5,10"
 BANDWIDTH_BYTES = 400 * 2**20
-USAGE_STATUS, FAILED_STATUS, ABORT_STATUS = 2, 1, 3
+FAILED_STATUS, ABORT_STATUS = 1, 3  # usage errors: cli.USAGE_STATUS
+PROG = "python -m sphyr_hpc.optimize"
 
 
 # -- command line ---------------------------------------------------------------------------------
 def build_parser():
     p = Parser(
-        prog="python -m sphyr_hpc.optimize",
+        prog=PROG,
         description="SIMP topology optimisation of one problem over all MPI ranks.\n\n"
                     "The problem: a grid file, --preset NAME --size NXxNY, or --dataset FILE --index I.\n"
                     "The solver: a direct factorisation (Cholesky on one rank, MUMPS LU on several) up to\n"
@@ -148,6 +149,12 @@ def _check_settings(args):
         raise ProblemError(f"--penal {args.penal} must be >= 1")
     if args.fields_every < 1:
         raise ProblemError(f"--fields-every {args.fields_every} must be at least 1")
+    if args.fields and os.path.exists(args.fields) and not os.path.isdir(args.fields):
+        raise ProblemError(f"--fields {args.fields} is a file; --fields names a folder (new or existing)")
+    for option, path in (("--json", args.json), ("--png", args.png), ("--save-density", args.save_density)):
+        if path and os.path.isdir(path):
+            raise ProblemError(f"{option} {path} is a folder; {option} names a file (e.g. {path.rstrip('/')}/run"
+                               f"{'.json' if option == '--json' else '.png' if option == '--png' else '.npy'})")
     continuation = parse_continuation(args.continuation)
     if continuation is not None and continuation[0] > args.penal:
         raise ProblemError(f"--continuation starts at p={continuation[0]} above --penal {args.penal}")
@@ -441,11 +448,9 @@ def _json_safe(value):
 
 
 def write_json(path, data):
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_json_safe(data), indent=1) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    from .io.atomic import write_text_atomic
+
+    write_text_atomic(path, json.dumps(_json_safe(data), indent=1) + "\n")
 
 
 def run(args, comm, petsc_args=()):
@@ -462,8 +467,7 @@ def run(args, comm, petsc_args=()):
         truth = ground_truth_of(args, problem)
         initial = np.load(args.initial) if args.initial else None
     except (ProblemError, OSError, ValueError) as err:
-        log(f"error: {err}")
-        return USAGE_STATUS
+        return report_usage_error(PROG, err, mpi.rank)
     load_start = list(os.getloadavg())
     if mpi.rank == 0:
         print(f"load average at start: {' '.join(f'{v:.2f}' for v in load_start)}", flush=True)
@@ -498,8 +502,7 @@ def run(args, comm, petsc_args=()):
             raise
         raise OptionsError(f"PETSc rejected an option: {explain_petsc_error(err)}") from None
     except PartitionError as err:
-        log(f"error: {err}")
-        return USAGE_STATUS
+        return report_usage_error(PROG, err, mpi.rank)
     except SolverError as err:
         log(f"error: the solve failed: {err}")
         return FAILED_STATUS
@@ -541,8 +544,9 @@ def run(args, comm, petsc_args=()):
             save_png(density, args.png, title)
             print(f"density -> {args.png}", flush=True)
         if args.save_density:
-            np.save(args.save_density, density)
-            print(f"density array -> {args.save_density}", flush=True)
+            saved = args.save_density if args.save_density.endswith(".npy") else args.save_density + ".npy"
+            np.save(saved, density)  # np.save adds .npy to a name without it
+            print(f"density array -> {saved}", flush=True)
         if args.json:
             out["problem_spec"] = problem.to_dict()
             out["arguments"] = {k: v for k, v in vars(args).items()}

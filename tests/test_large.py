@@ -178,7 +178,8 @@ def test_generate_writes_grid_files_the_other_commands_read(tmp_path, capsys):
 ])
 def test_bad_options_sizes_and_presets_give_clear_errors(argv, message, capsys):
     assert optimize.main(argv) == 2
-    assert message in capsys.readouterr().out
+    err = capsys.readouterr().err  # usage errors: one line on stderr
+    assert message in err and len(err.strip().splitlines()) == 1
 
 
 @ONE_RANK

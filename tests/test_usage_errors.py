@@ -190,3 +190,16 @@ def test_optimize_says_where_it_wrote_and_what_its_final_compliance_is(tmp_path,
     assert f"-> {tmp_path / 'run.json'}" in printed
     xdmf = tmp_path / "fields" / "mbb_30x10.xdmf"
     assert xdmf.exists() and f"-> {xdmf}" in printed and "UpdatePipeline(time)" in printed
+
+
+@pytest.mark.parametrize("option, kind", [("--fields", "file"), ("--json", "folder"), ("--png", "folder"),
+                                          ("--save-density", "folder")])
+def test_optimize_output_of_the_wrong_kind_is_a_usage_error(option, kind, tmp_path, capsys):
+    from sphyr_hpc import optimize
+
+    target = tmp_path / "taken"
+    target.write_text("") if kind == "file" else target.mkdir()
+    status = optimize.main(["--preset", "mbb", "--size", "30x10", "--iterations", "2", "--quiet", option, str(target)])
+    err = capsys.readouterr().err
+    assert status == 2 and "Traceback" not in err
+    assert f"{option} {target} is a {kind}" in err
