@@ -23,6 +23,8 @@ import importlib
 import os
 import sys
 
+from .cli import USAGE_STATUS
+
 _DEBIAN_PETSC_GLOB = "/usr/lib/petscdir/petsc*/*-real"
 
 
@@ -48,7 +50,6 @@ def _locate_petsc4py():
     )
 
 
-USAGE_STATUS = 2
 INSTALL_ROUTES = (
     "  Debian 12 / Ubuntu: bin/setup (apt-get installs python3-mpi4py python3-petsc4py python3-h5py-mpi "
     "openmpi-bin, then a .venv that sees them)\n"
