@@ -34,7 +34,7 @@ from sphyr_hpc import discretisation as fe
 from sphyr_hpc import loadcase as loadcases
 from sphyr_hpc._petsc import petsc
 
-DATA = ROOT.parent / "shared" / "data" / "sphyr"
+DATA = ROOT / "examples" / "data"  # the SPhyR dataset prefixes the repository ships
 TARGET_20X20_FULL = 7.6 / 20
 CHOICES = [("petsc", "lu", o) for o in ("nd", "qmd", "natural", "rcm")] + \
           [("petsc", "cholesky", o) for o in ("nd", "qmd")] + \
