@@ -1,6 +1,6 @@
 """What one SIMP solve costs at SPhyR's sizes, and how many a yardstick needs (a benchmark, not a test).
 
-A yardstick (SPEC 8) factorises K once per SIMP iteration.  This measures, on
+A yardstick (docs/scoring.md, "Yardstick") factorises K once per SIMP iteration.  This measures, on
 the machine at hand and side by side in one run:
 
 1. the numeric factorisation + triangular solves of a real SIMP stiffness
@@ -34,7 +34,7 @@ from sphyr_hpc import discretisation as fe
 from sphyr_hpc import loadcase as loadcases
 from sphyr_hpc._petsc import petsc
 
-DATA = ROOT.parent / "shared" / "data" / "sphyr"
+DATA = ROOT / "examples" / "data"  # the SPhyR dataset prefixes the repository ships
 TARGET_20X20_FULL = 7.6 / 20
 CHOICES = [("petsc", "lu", o) for o in ("nd", "qmd", "natural", "rcm")] + \
           [("petsc", "cholesky", o) for o in ("nd", "qmd")] + \

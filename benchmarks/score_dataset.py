@@ -1,7 +1,7 @@
 """Benchmark: score every record of the SPhyR dataset samples with the ground truth as completion.
 
 For every ``<subject>.jsonl`` in each dataset folder (default: ``v1`` and
-``v2_20`` under ``../shared/data/sphyr`` relative to the repository root) every
+``v2_20`` under ``examples/data``, the prefixes the repository ships) every
 record is scored with ``completion = ground_truth`` and
 ``input_grid = input_grid``.  Each subject file gets a fresh ``Scorer()``, so
 the yardstick cache (and the per-load-case solver cache) starts cold for every
@@ -36,7 +36,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
     sys.path.insert(0, REPO_ROOT)
 
-DEFAULT_DATA_ROOT = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data", "sphyr"))
+DEFAULT_DATA_ROOT = os.path.join(REPO_ROOT, "examples", "data")
 DEFAULT_DATASETS = ("v1", "v2_20")
 DEFAULT_OUT = os.path.join(REPO_ROOT, "benchmarks", "results", "score_dataset.json")
 RAW_EFFICIENCY_TOLERANCE = 1.0005
@@ -360,7 +360,7 @@ def _json_clean(obj):
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-root", default=DEFAULT_DATA_ROOT,
-                   help="folder holding the dataset folders (default: ../shared/data/sphyr from the repo root)")
+                   help="folder holding the dataset folders (default: examples/data)")
     p.add_argument("--dataset-dir", action="append", default=None,
                    help="dataset folder of <subject>.jsonl files, absolute or relative to --data-root; "
                         "repeatable (default: v1 and v2_20)")

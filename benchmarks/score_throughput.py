@@ -1,6 +1,6 @@
 """Throughput of ``python -m sphyr_hpc.score`` on 1 and 2 ranks (a benchmark, not a test).
 
-Builds SPhyR result folders from the dataset samples in ``shared/data/sphyr``:
+Builds SPhyR result folders from the dataset samples in ``examples/data``:
 for every record of every subject, a ``ground-truth`` model (completion = the
 dataset answer) and a ``random`` model (masked cells filled at random, 0/1 on
 easy subjects, one-decimal densities on hard ones, seeded by the record's
@@ -84,7 +84,7 @@ def run(ranks, results, out):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-root", default=str(ROOT.parent / "shared" / "data" / "sphyr"))
+    parser.add_argument("--data-root", default=str(ROOT / "examples" / "data"))
     parser.add_argument("--versions", default="v1,v2_20")
     parser.add_argument("--ranks", default="1,2")
     parser.add_argument("--repeats", type=int, default=3,

@@ -10,13 +10,20 @@ under ``/usr/lib/petscdir/<version>/<arch>-real/lib/python3/dist-packages``
 and only puts it on ``sys.path`` when ``PETSC_DIR`` is set or the ``-dev``
 package is installed.  If a plain ``import petsc4py`` fails we look there,
 prefer the newest real-scalar build, and set ``PETSC_DIR`` to match.
+
+mpi4py, petsc4py and h5py (best an MPI build) are not installed by pip: PyPI's
+petsc4py compiles PETSc from source and its h5py has no MPI.  Every command
+calls :func:`require` after parsing its arguments (so ``--help`` works
+without them): a missing one is named with the two supported ways to get it,
+exit status 2, no traceback.
 """
 
 import glob
+import importlib
 import os
 import sys
 
-from mpi4py import MPI  # noqa: F401  (MPI must be initialised before PETSc)
+from .cli import USAGE_STATUS
 
 _DEBIAN_PETSC_GLOB = "/usr/lib/petscdir/petsc*/*-real"
 
@@ -43,6 +50,42 @@ def _locate_petsc4py():
     )
 
 
+INSTALL_ROUTES = (
+    "  Debian 12 / Ubuntu: bin/setup (apt-get installs python3-mpi4py python3-petsc4py python3-h5py-mpi "
+    "openmpi-bin, then a .venv that sees them)\n"
+    "  anywhere else: conda env create -f environment.yml && conda activate sphyr_hpc && pip install --no-deps ."
+)
+
+
+def missing_requirements(h5py=False):
+    """The system packages this process cannot import (names as in conda-forge)."""
+    missing = []
+    try:
+        importlib.import_module("mpi4py")
+    except ImportError:
+        missing.append("mpi4py")
+    try:
+        _locate_petsc4py()
+    except ImportError:
+        missing.append("petsc4py")
+    if h5py:
+        try:
+            importlib.import_module("h5py")  # an MPI build writes in parallel; any build works
+        except ImportError:
+            missing.append("h5py")
+    return missing
+
+
+def require(command, h5py=False):
+    """Exit with status 2 and a message naming what is missing and how to install it, or return."""
+    missing = missing_requirements(h5py)
+    if missing:
+        print(f"{command}: needs {', '.join(missing)}, which pip does not install (PyPI's petsc4py builds "
+              f"PETSc from source, its h5py has no MPI). Install them with one of:\n{INSTALL_ROUTES}",
+              file=sys.stderr)
+        sys.exit(USAGE_STATUS)
+
+
 _PETSc = None
 
 
@@ -54,6 +97,8 @@ def petsc(argv=None):
     """
     global _PETSc
     if _PETSc is None:
+        from mpi4py import MPI  # noqa: F401  (MPI must be initialised before PETSc)
+
         _locate_petsc4py()
         import petsc4py
 
@@ -62,3 +107,172 @@ def petsc(argv=None):
 
         _PETSc = PETSc
     return _PETSc
+
+
+# -- the options database of one command --------------------------------------------------------
+PREFIX = "sphyr_"
+# Per-solve viewers that a command shows itself, once per distinct solver, instead of PETSc's
+# once per KSPSolve (thousands of identical views for a scoring run).
+ONCE_VIEWERS = ("ksp_view",)
+
+
+def is_number(text):
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def split_petsc_args(argv):
+    """(ours, PETSc's): single-dash options and the value that follows go to PETSc."""
+    ours, theirs = [], []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg.startswith("-") and not arg.startswith("--") and arg != "-h" and len(arg) > 1 and not is_number(arg):
+            theirs.append(arg)
+            if i + 1 < len(argv) and (not argv[i + 1].startswith("-") or is_number(argv[i + 1])):
+                theirs.append(argv[i + 1])
+                i += 1
+        else:
+            ours.append(arg)
+        i += 1
+    return ours, theirs
+
+
+class OptionsError(ValueError):
+    """A PETSc option under the prefix that no solver read, or a value PETSc rejects (usage errors)."""
+
+
+class _Viewers:
+    """Which ONCE_VIEWERS the command line asked for, and which solvers were already shown."""
+
+    requested = ()
+    shown = set()
+
+
+def _petsc_library():
+    """petsc4py's extension module as a ctypes library: PETSc's C API through its dependencies."""
+    import ctypes
+
+    return ctypes.CDLL(petsc().__file__)
+
+
+def unused_options(prefix=PREFIX):
+    """Options under ``prefix`` in the database that no PETSc object has read (PETSc's -options_left)."""
+    import ctypes
+
+    used = ctypes.c_int(0)
+    check = _petsc_library().PetscOptionsUsed
+    check.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int))
+    unused = []
+    for name in sorted(petsc().Options().getAll()):
+        if name.startswith(prefix) and name[len(prefix):] not in ONCE_VIEWERS:
+            if check(None, name.encode(), ctypes.byref(used)) != 0:
+                raise RuntimeError(f"PetscOptionsUsed failed on -{name}")
+            if not used.value:
+                unused.append(f"-{name}")
+    return unused
+
+
+def explain_petsc_error(err):
+    """One line from a PETSc.Error: its last message lines, which name what PETSc rejected."""
+    lines = [line.split("] ", 1)[-1].strip() for line in str(err).splitlines()]
+    lines = [line for line in lines if line and not line.startswith("error code") and "() at " not in line]
+    return "; ".join(reversed(lines[-2:])) or f"PETSc error {getattr(err, 'ierr', '?')}"
+
+
+def unknown_options_message(unused):
+    return (f"unknown PETSc option{'s' if len(unused) > 1 else ''} {' '.join(unused)}: no solver read "
+            f"{'them' if len(unused) > 1 else 'it'} (misspelled, or not used by this solver; "
+            f"add -help to list the options each solver reads)")
+
+
+def check_options(prefix=PREFIX):
+    """Raise :class:`OptionsError` if the ``-<prefix>`` options would fail or go unread.
+
+    A tiny SPhyR load case is solved with the options in force, on this
+    process alone (as the scorer's solvers are): PETSc rejects a bad value
+    then, and :func:`unused_options` lists what no solver read.
+    """
+    import numpy as np
+
+    from . import loadcase
+    from .solvers.elasticity import ElasticitySystem
+
+    PETSc = petsc()
+    lc = loadcase.from_grid([["L", "L"], ["1", "1"], ["S", "S"]])
+    viewers, _Viewers.requested = _Viewers.requested, ()  # the probe is not shown
+    try:
+        with ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix=prefix) as system:
+            system.solve(system.slab_of(np.ones(lc.shape)))
+    except PETSc.Error as err:
+        raise OptionsError(f"PETSc rejected an option: {explain_petsc_error(err)}") from None
+    finally:
+        _Viewers.requested = viewers
+    unused = unused_options(prefix)
+    if unused:
+        raise OptionsError(unknown_options_message(unused))
+
+
+def view_once(ksp):
+    """Show ``ksp`` if the command line asked for a viewer and no solver like it was shown yet.
+
+    Like means: the same KSP and PC types, factorisation package and size.
+    """
+    if "ksp_view" not in _Viewers.requested:
+        return
+    pc = ksp.getPC()
+    try:
+        package = pc.getFactorSolverType()
+    except petsc().Error:
+        package = None
+    signature = (ksp.getType(), pc.getType(), package, ksp.getOperators()[0].getSize())
+    if signature not in _Viewers.shown:
+        _Viewers.shown.add(signature)
+        ksp.view()
+
+
+class command_options:
+    """The PETSc options of one command run: inserted on entry, removed on exit (STYLE).
+
+    ``args`` are the command line's single-dash options.  Per-solve viewers
+    (``-<prefix>ksp_view``) are taken out of the database and shown by
+    :func:`view_once`, once per distinct solver.
+    """
+
+    def __init__(self, args, prefix=PREFIX):
+        self.args, self.prefix = list(args), prefix
+        self.inserted = []
+
+    def __enter__(self):
+        fresh = _PETSc is None
+        # A first initialisation sees the options itself (-log_view must be known from the start).
+        self.petsc = petsc([sys.argv[0]] + self.args)
+        opts = self.petsc.Options()
+        before = set() if fresh else set(opts.getAll())
+        if self.args and not fresh:
+            try:
+                opts.insertString(" ".join(self.args))
+            except petsc().Error as err:
+                raise OptionsError(f"PETSc could not read the options: {explain_petsc_error(err)}") from None
+        # Removed on exit: what this run added, except PETSc's own options of a first initialisation,
+        # which PetscFinalize still reads (-log_view).
+        self.inserted = [name for name in opts.getAll()
+                         if name not in before and (not fresh or name.startswith(self.prefix))]
+        requested = []
+        for viewer in ONCE_VIEWERS:
+            if opts.hasName(self.prefix + viewer):
+                requested.append(viewer)
+                opts.delValue(self.prefix + viewer)
+        _Viewers.requested, _Viewers.shown = tuple(requested), set()
+        return self
+
+    def __exit__(self, *exc):
+        opts = petsc().Options()
+        for name in self.inserted:
+            if opts.hasName(name):
+                opts.delValue(name)
+        _Viewers.requested, _Viewers.shown = (), set()
+        return False

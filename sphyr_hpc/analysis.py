@@ -1,4 +1,4 @@
-"""Analysis of one design under its load case (SPEC section 4).
+"""Analysis of one design under its load case (docs/scoring.md, "Analysis").
 
 Physical measurements only, no reference answer: compliance, whether the
 design carries its load, volume fraction and the largest displacement.

@@ -11,7 +11,7 @@ Conventions (the published interface's, kept exactly):
 
 * Grids are lists of rows of string cells (``"L"``, ``"S"``, ``"V"`` or a
   density), or text with one row per line (a model's raw answer works: its grid
-  is found in the prose, SPEC section 1).  A grid that is neither gives the
+  is found in the prose, docs/scoring.md, "Grids").  A grid that is neither gives the
   all-zero metrics, never an exception.
 * Boundary conditions (loads, supports, load direction ``gravity_dir`` as
   (row step, column step), default (1, 0) = down) come from ``gt_grid`` only;
@@ -26,7 +26,7 @@ Conventions (the published interface's, kept exactly):
   all-zero metrics apply, else None), and in ``extras`` every further metric
   the scorer (:class:`sphyr_hpc.metrics.Scorer`) returns, readable as an
   attribute (``metrics.<name>``) and written by ``as_dict()``.
-* Yardsticks (SPEC section 8, the expensive part) are kept in one module-level
+* Yardsticks (docs/scoring.md, "Yardstick", the expensive part) are kept in one module-level
   LRU cache of :data:`REFERENCE_CACHE_SIZE` entries, shared by every call and
   every penalty/filter setting (both are part of the key): many completions of
   one sample cost one yardstick.  :func:`clear_reference_cache` empties it and
@@ -230,7 +230,7 @@ def _score(scorer, completion, ground_truth, input_grid, gravity):
 
 def get_structural_metrics(output_grid, gt_grid, input_grid=None, gravity_dir=(1, 0), penal=PENAL,
                            filter_radius=FILTER_RADIUS, include_own_budget_reference=False):
-    """Score a completion by simulating it and re-optimising its masked cells (SPEC section 9).
+    """Score a completion by simulating it and re-optimising its masked cells (docs/scoring.md, "Metrics").
 
     ``output_grid`` is the completion, ``gt_grid`` the dataset answer (loads,
     supports and the reference budget come from it), ``input_grid`` the masked

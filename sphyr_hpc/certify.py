@@ -5,7 +5,7 @@ Usage::
     mpirun -n N python -m sphyr_hpc.certify --dataset D.jsonl [D2.jsonl ...] [--samples N]
                                             [--node-budget K] [--time-budget S] --out DIR
 
-For every dataset record (ground truth, masked cells, SPEC 8's budget) the
+For every dataset record (ground truth, masked cells, the "Yardstick" rules' budget) the
 yardstick is computed as ``score`` computes it, then
 :func:`~sphyr_hpc.optimiser.exact.branch_and_bound` searches the binary
 designs of the masked cells with at most ``budget_cells`` solid ones
@@ -332,7 +332,7 @@ def certified_metrics(row, certified):
     The certified optimum is the exact binary optimum at the budget where
     certify proved it (the yardstick's own compliance if its grey design is
     stiffer still); null where certify only bounded it or did not see the
-    sample.  The efficiency is SPEC 9's clipped ratio against it (0 for a
+    sample.  The efficiency is the "Metrics" rules' clipped ratio against it (0 for a
     design that does not carry its load, as for structural_efficiency).
     """
     from .metrics import clipped_ratio

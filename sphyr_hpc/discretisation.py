@@ -1,4 +1,4 @@
-"""Discretisation: bilinear plane-stress elements and the SIMP law (SPEC section 3).
+"""Discretisation: bilinear plane-stress elements and the SIMP law (docs/scoring.md, "Finite elements").
 
 Every grid cell is one unit-square Q4 element.  Local node order of element
 (r, c) is (r, c), (r, c+1), (r+1, c+1), (r+1, c), i.e. local coordinates

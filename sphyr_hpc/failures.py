@@ -9,7 +9,7 @@ this fixed order, from the most basic; ``sound`` when none does):
 category                the check fails when
 ======================  ==========================================================
 invalid_ground_truth    the ground truth poses no problem (no ``L`` or ``S`` cell,
-                        empty or ragged): not the model's fault, SPEC 9's all-zero
+                        empty or ragged): not the model's fault, the "Metrics" rules' all-zero
                         metrics
 no_grid                 no grid was found in the completion text
 wrong_shape             the completion's grid is not the ground truth's shape
@@ -45,7 +45,7 @@ Conventions:
   answer is never called weaker than the yardstick; below 0.7 a design is more
   than 1/0.7 = 1.43 times as compliant as the yardstick.
 * ``beats_yardstick``: ``structural_efficiency_raw > 1 + RATIO_TOLERANCE``
-  (1e-6, SPEC 11: a ratio's digits below it are rounding; 36 of the 411 v1
+  (1e-6, docs/scoring.md, "Parity": a ratio's digits below it are rounding; 36 of the 411 v1
   answers, which *are* the yardstick's seed, come out at 1 + 1e-13).  The
   same tolerance keeps ``overspent_material`` from firing on a volume
   fraction summed in another order.

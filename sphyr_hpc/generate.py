@@ -15,25 +15,26 @@ reads either.
 Exit status: 0 written, 2 on a usage or problem error (message on stderr).
 """
 
-import argparse
 import sys
 
 from . import problems
+from .cli import Parser, UsageError, report_usage_error
 from .problems import ProblemError
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="python -m sphyr_hpc.generate",
-                                description="Write a preset or an upscaled SPhyR sample as a grid file.")
+    p = Parser(prog="python -m sphyr_hpc.generate",
+               description="Write a preset or an upscaled SPhyR sample as a grid file (.json, or a SPhyR text "
+                           "grid),\nwhich `python -m sphyr_hpc.optimize FILE` reads.")
     p.add_argument("--preset", help=f"one of {', '.join(problems.PRESETS)}")
     p.add_argument("--size", help="NELXxNELY for --preset, e.g. 300x100")
     p.add_argument("--dataset", help="SPhyR dataset file (JSON lines); with --index")
-    p.add_argument("--index", type=int, default=0, help="record index in --dataset (default 0)")
+    p.add_argument("--index", type=int, default=0, help="record index in --dataset")
     p.add_argument("--masked", action="store_true", help="with --dataset: free only the record's V cells")
     p.add_argument("--grid", help="a SPhyR text grid (or a .json grid file) to upscale")
     p.add_argument("--upscale", type=int, default=1, help="split every cell into K x K elements")
     p.add_argument("--volfrac", type=float, help="volume fraction (default: the problem's)")
-    p.add_argument("--gravity", help="gravity step dr,dc (default down)")
+    p.add_argument("--gravity", help="gravity step dr,dc (default: 1,0, down)")
     p.add_argument("--out", required=True, help="output: .json, or a text grid for SPhyR samples")
     return p
 
@@ -44,7 +45,11 @@ def problem_of(args):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except UsageError as err:
+        return report_usage_error(parser.prog, f"{err} (see --help)")
     try:
         problem = problem_of(args)
         path = problems.write_problem(problem, args.out)

@@ -1,4 +1,4 @@
-"""Grids: the first step of the pipeline (SPEC section 1).
+"""Grids: the first step of the pipeline (docs/scoring.md, "Grids").
 
 A grid is a list of rows of string cells, or text with one row per line and
 cells separated by whitespace.  Tokens, whitespace stripped:
@@ -42,7 +42,7 @@ def parse_density(token):
     """Density of a non-marker token, or None when it is not a finite number.
 
     ``nan``/``inf`` spellings are rejected: a cell must hold a finite amount of
-    material.  Values outside [0, 1] are clipped, as SPEC section 1 says.
+    material.  Values outside [0, 1] are clipped, as docs/scoring.md, "Grids" says.
     """
     try:
         value = float(token)

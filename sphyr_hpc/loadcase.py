@@ -1,4 +1,4 @@
-"""Load cases: the boundary conditions a ground-truth grid encodes (SPEC section 2).
+"""Load cases: the boundary conditions a ground-truth grid encodes (docs/scoring.md, "Load case").
 
 Conventions (shared by every later step of the pipeline):
 
@@ -36,7 +36,7 @@ class LoadCaseError(ValueError):
 
 
 def gravity_from_folder(name):
-    """Gravity step (dr, dc) of a result folder name (SPEC section 2)."""
+    """Gravity step (dr, dc) of a result folder name (docs/scoring.md, "Load case")."""
     for marker, gravity in _ROTATIONS:
         if marker in name:
             return gravity

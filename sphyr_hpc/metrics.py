@@ -1,9 +1,9 @@
-"""Metrics of a completion (SPEC section 9), with the published field names.
+"""Metrics of a completion (docs/scoring.md, "Metrics"), with the published field names.
 
 :class:`Scorer` holds everything that is shared between completions of the
 same sample: the solvers of each load case, the solid compliances and the
 bounded yardstick cache.  :meth:`Scorer.score` never raises on bad grids: a
-problem that SPEC section 9 prescribes metrics for gets them (all zero,
+problem that docs/scoring.md, "Metrics" prescribes metrics for gets them (all zero,
 ``physically_valid`` false) plus an ``invalid_reason`` saying why.
 """
 
@@ -205,7 +205,7 @@ class Scorer:
 
         Returns ``(case, reason)``: ``case`` is a :class:`Case` (load case,
         completion and ground-truth densities with L/S solid, free cells,
-        completion cell counts) or None with ``reason`` saying why SPEC 9's
+        completion cell counts) or None with ``reason`` saying why the "Metrics" rules'
         all-zero metrics apply.
         """
         try:

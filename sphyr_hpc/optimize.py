@@ -24,7 +24,7 @@ that upscales to it by an integer factor), the result is compared with it
 at the same penalty: ``compliance``, ``ground_truth_compliance``,
 ``volume_fraction``, ``ground_truth_volume_fraction``,
 ``compliance_efficiency_vs_ground_truth = clip(gt_c / c, 0, 1)`` and
-``material_efficiency = min(1, gt_vf / vf)`` (SPEC section 9 names).
+``material_efficiency = min(1, gt_vf / vf)`` (names of docs/scoring.md, "Metrics").
 
 Hooks: ``optimise(..., callback=f)`` calls ``f(iteration, system,
 physical_slab, compliance, change)`` every iteration; ``--fields DIR``
@@ -39,7 +39,6 @@ Exit status: 0 done (converged or not), 1 a solve failed (SolverError) or
 the design cannot carry its load, 2 a usage or problem error.
 """
 
-import argparse
 import json
 import os
 import resource
@@ -49,13 +48,14 @@ import traceback
 from pathlib import Path
 
 import numpy as np
-from mpi4py import MPI
 
 from . import discretisation as fe
 from . import problems
 from . import timing
 from .optimiser import simp
 from .optimiser.filter import DensityFilter, filter_reach
+from ._petsc import split_petsc_args
+from .cli import Parser, UsageError, report_usage_error
 from .problems import ProblemError
 
 DEFAULT_ITERATIONS = 300
@@ -63,22 +63,28 @@ DEFAULT_TOLERANCE = 0.01     # the 88-line code's stopping change
 DEFAULT_RADIUS = 1.5         # in elements; the 88-line code's MBB example (mesh dependent)
 DEFAULT_CONTINUATION = "1,0.5,10"
 BANDWIDTH_BYTES = 400 * 2**20
-USAGE_STATUS, FAILED_STATUS, ABORT_STATUS = 2, 1, 3
+FAILED_STATUS, ABORT_STATUS = 1, 3  # usage errors: cli.USAGE_STATUS
+PROG = "python -m sphyr_hpc.optimize"
 
 
 # -- command line ---------------------------------------------------------------------------------
 def build_parser():
-    p = argparse.ArgumentParser(
-        prog="python -m sphyr_hpc.optimize",
-        description="SIMP topology optimisation of one problem over all MPI ranks (CG + multigrid).",
-        epilog="Unrecognised single-dash options (-sphyr_ksp_rtol 1e-8, -log_view) go to PETSc.",
+    p = Parser(
+        prog=PROG,
+        description="SIMP topology optimisation of one problem over all MPI ranks.\n\n"
+                    "The problem: a grid file, --preset NAME --size NXxNY, or --dataset FILE --index I.\n"
+                    "The solver: a direct factorisation (Cholesky on one rank, MUMPS LU on several) up to\n"
+                    "200k DOFs, CG + geometric multigrid above (--solver chooses).",
+        epilog="Single-dash options go to PETSc: the solver's under the prefix -sphyr_ (-sphyr_ksp_rtol 1e-8,\n"
+               "-sphyr_ksp_view: shown once), PETSc's own (-log_view).  An option under -sphyr_ that no\n"
+               "solver reads, or a value PETSc rejects, is a usage error (exit status 2).",
     )
     src = p.add_argument_group("problem")
     src.add_argument("problem", nargs="?", help="grid file: .json problem or SPhyR text grid")
     src.add_argument("--preset", choices=None, help=f"preset problem: {', '.join(problems.PRESETS)}")
     src.add_argument("--size", help="NELXxNELY for --preset, e.g. 300x100")
     src.add_argument("--dataset", help="SPhyR dataset file (JSON lines); with --index")
-    src.add_argument("--index", type=int, default=0, help="record index in --dataset (default 0)")
+    src.add_argument("--index", type=int, default=0, help="record index in --dataset")
     src.add_argument("--masked", action="store_true",
                      help="with --dataset: design only the record's V cells (default: the whole grid)")
     src.add_argument("--upscale", type=int, default=1, help="split every cell into K x K elements")
@@ -88,52 +94,28 @@ def build_parser():
     opt.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS, help="at most this many")
     opt.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
                      help="stop when the largest density change is below (0: never)")
-    opt.add_argument("--penal", type=float, default=fe.PENAL, help="SIMP penalty (default 3)")
+    opt.add_argument("--penal", type=float, default=fe.PENAL, help="SIMP penalty (the final one)")
     opt.add_argument("--continuation", default=DEFAULT_CONTINUATION,
                      help="p_start,p_step,every (penalty raised every N iterations up to --penal) or 'none'")
     opt.add_argument("--radius", type=float, default=DEFAULT_RADIUS, help="density filter radius, elements")
     opt.add_argument("--move", type=float, default=simp.MOVE_LIMIT, help="OC move limit")
     opt.add_argument("--initial", help="warm start: a .npy density (resampled to the grid)")
-    opt.add_argument("--solver", choices=("mg", "gamg", "direct"), help="default: direct <= 200k DOFs, else mg")
+    opt.add_argument("--solver", choices=("mg", "gamg", "direct"), help="linear solver (default: direct up to 200k DOFs, else mg)")
     out = p.add_argument_group("output")
     out.add_argument("--ground-truth", help="grid file to score the result against")
     out.add_argument("--png", help="write the final density as a PNG")
     out.add_argument("--save-density", help="write the final density as .npy (natural rows x columns)")
     out.add_argument("--json", help="write the run (history, timings, memory, hierarchy) as JSON")
-    out.add_argument("--fields", help="write the history for ParaView into DIR (needs sphyr_hpc.io.fields)")
-    out.add_argument("--fields-every", type=int, default=10, help="with --fields: every K iterations")
+    out.add_argument("--fields", metavar="DIR", help="write the history for ParaView into DIR (a temporal "
+                                                      "collection: load it with UpdatePipeline(time), see README)")
+    out.add_argument("--fields-every", type=int, default=10, help="with --fields: a step every K iterations")
     out.add_argument("--fields-format", choices=("xdmf", "xdmf-quad", "vtu"), default="xdmf",
-                     help="with --fields: HDF5 + XDMF 3 (default), explicit-quad XDMF, or VTU via meshio")
+                     help="with --fields: HDF5 + XDMF 3, explicit-quad XDMF, or VTU via meshio")
     out.add_argument("--bandwidth", action="store_true",
                      help="after the run, measure a 400 MB numpy copy per rank and the fraction of it "
                           "the MG-CG solve moved")
     out.add_argument("--quiet", action="store_true", help="no per-iteration lines")
     return p
-
-
-def _is_number(text):
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False
-
-
-def split_petsc_args(argv):
-    """(ours, PETSc's): single-dash options and the value that follows go to PETSc."""
-    ours, theirs = [], []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg.startswith("-") and not arg.startswith("--") and arg != "-h" and len(arg) > 1 and not _is_number(arg):
-            theirs.append(arg)
-            if i + 1 < len(argv) and (not argv[i + 1].startswith("-") or _is_number(argv[i + 1])):
-                theirs.append(argv[i + 1])
-                i += 1
-        else:
-            ours.append(arg)
-        i += 1
-    return ours, theirs
 
 
 def parse_continuation(text):
@@ -167,6 +149,12 @@ def _check_settings(args):
         raise ProblemError(f"--penal {args.penal} must be >= 1")
     if args.fields_every < 1:
         raise ProblemError(f"--fields-every {args.fields_every} must be at least 1")
+    if args.fields and os.path.exists(args.fields) and not os.path.isdir(args.fields):
+        raise ProblemError(f"--fields {args.fields} is a file; --fields names a folder (new or existing)")
+    for option, path in (("--json", args.json), ("--png", args.png), ("--save-density", args.save_density)):
+        if path and os.path.isdir(path):
+            raise ProblemError(f"{option} {path} is a folder; {option} names a file (e.g. {path.rstrip('/')}/run"
+                               f"{'.json' if option == '--json' else '.png' if option == '--png' else '.npy'})")
     continuation = parse_continuation(args.continuation)
     if continuation is not None and continuation[0] > args.penal:
         raise ProblemError(f"--continuation starts at p={continuation[0]} above --penal {args.penal}")
@@ -229,6 +217,8 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
     ``callback(iteration, system, physical_slab, compliance, change)`` runs
     every iteration.
     """
+    from mpi4py import MPI  # mpi4py and PETSc only once main() has checked for them
+
     from ._petsc import petsc
     from .solvers.elasticity import ElasticitySystem
 
@@ -295,6 +285,7 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
         }
         if writer is not None:
             writer.write_step(result.iterations, slab, compliance=result.compliance, force=True)
+            out["fields"] = str(writer.path)
         if truth is not None:
             out["score"] = score_against(system, slab, truth, penal, result.compliance)
             log("score: " + ", ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
@@ -320,6 +311,8 @@ def _hierarchy_json(system):
 
 def score_against(system, slab, truth, penal, compliance):
     """Compare a result (this rank's slab) with natural ground-truth densities at the same penalty."""
+    from mpi4py import MPI
+
     mpi = system.comm.tompi4py()
     n = system.loadcase.n_elements
     truth = np.clip(np.asarray(truth, dtype=float), 0.0, 1.0).copy()
@@ -397,6 +390,8 @@ def mg_cg_bytes_per_iteration(system):
 
 def run_summary(out, mpi, warmup=1):
     """Steady-state means over iterations after ``warmup`` (max over ranks), and memory per rank."""
+    from mpi4py import MPI
+
     hist = out["history"]
     steady = hist[warmup:] if len(hist) > warmup else hist
     summary = {"iterations_timed": len(steady), "first_iteration_seconds": hist[0]["seconds"] if hist else None}
@@ -453,14 +448,14 @@ def _json_safe(value):
 
 
 def write_json(path, data):
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_json_safe(data), indent=1) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    from .io.atomic import write_text_atomic
+
+    write_text_atomic(path, json.dumps(_json_safe(data), indent=1) + "\n")
 
 
 def run(args, comm, petsc_args=()):
+    from mpi4py import MPI
+
     from .solvers.elasticity import PartitionError, SolverError
 
     mpi = comm.tompi4py()
@@ -472,8 +467,7 @@ def run(args, comm, petsc_args=()):
         truth = ground_truth_of(args, problem)
         initial = np.load(args.initial) if args.initial else None
     except (ProblemError, OSError, ValueError) as err:
-        log(f"error: {err}")
-        return USAGE_STATUS
+        return report_usage_error(PROG, err, mpi.rank)
     load_start = list(os.getloadavg())
     if mpi.rank == 0:
         print(f"load average at start: {' '.join(f'{v:.2f}' for v in load_start)}", flush=True)
@@ -484,15 +478,31 @@ def run(args, comm, petsc_args=()):
         else:
             log(line)
 
+    from ._petsc import OptionsError, explain_petsc_error, petsc, unknown_options_message, unused_options
+
+    started = []
+
+    def check_options(iteration, system, physical, compliance, change):
+        """After the first iteration every solver option has been read: report those nobody read."""
+        if started:
+            return
+        started.append(iteration)
+        unused = sorted(set().union(*mpi.allgather(unused_options())))
+        if unused:
+            raise OptionsError(unknown_options_message(unused))
+
     try:
         out = optimise(problem, comm=comm, solver=args.solver, iterations=args.iterations,
                        tolerance=args.tolerance, penal=args.penal, continuation=continuation, radius=args.radius,
                        move=args.move, initial=initial, log=iteration_log, fields_dir=args.fields,
                        fields_every=args.fields_every, truth=truth, keep_system=args.bandwidth,
-                       fields_format=args.fields_format)
+                       fields_format=args.fields_format, callback=check_options)
+    except petsc().Error as err:
+        if started:
+            raise
+        raise OptionsError(f"PETSc rejected an option: {explain_petsc_error(err)}") from None
     except PartitionError as err:
-        log(f"error: {err}")
-        return USAGE_STATUS
+        return report_usage_error(PROG, err, mpi.rank)
     except SolverError as err:
         log(f"error: the solve failed: {err}")
         return FAILED_STATUS
@@ -517,7 +527,10 @@ def run(args, comm, petsc_args=()):
     out["petsc_options"] = list(petsc_args)
     if mpi.rank == 0:
         status = "converged" if out["converged"] else "stopped"
-        print(f"{status} after {out['iterations']} iterations: compliance {out['compliance']:.6e}, volume "
+        # The iteration lines show each design before its update; the result is the design after the
+        # last update, analysed once more at the final penalty: hence a compliance of its own.
+        print(f"{status} after {out['iterations']} iterations: compliance {out['compliance']:.6e} (the final "
+              f"design, analysed at p = {args.penal:g}), volume "
               f"{out['volume_fraction']:.4f}; mean {summary['seconds']:.3f} s/iteration (after the first), "
               f"{summary['ksp_iterations_mean']:.1f} KSP iterations/solve, peak memory "
               f"{max(summary['peak_memory_mb_per_rank']):.0f} MB/rank", flush=True)
@@ -531,46 +544,51 @@ def run(args, comm, petsc_args=()):
             save_png(density, args.png, title)
             print(f"density -> {args.png}", flush=True)
         if args.save_density:
-            np.save(args.save_density, density)
+            saved = args.save_density if args.save_density.endswith(".npy") else args.save_density + ".npy"
+            np.save(saved, density)  # np.save adds .npy to a name without it
+            print(f"density array -> {saved}", flush=True)
         if args.json:
             out["problem_spec"] = problem.to_dict()
             out["arguments"] = {k: v for k, v in vars(args).items()}
             write_json(args.json, out)
+            print(f"run (history, timings, memory) -> {args.json}", flush=True)
+        if out.get("fields"):
+            print(f"fields for ParaView -> {out['fields']} (a history: load a step with UpdatePipeline(time), "
+                  f"see README)", flush=True)
     ok = np.isfinite(out["compliance"])
     return 0 if ok else FAILED_STATUS
 
 
 def main(argv=None):
-    given = argv
+    from ._petsc import OptionsError, command_options, require
+
     argv = list(sys.argv[1:] if argv is None else argv)
     ours, petsc_args = split_petsc_args(argv)
     parser = build_parser()
-    args = parser.parse_args(ours)
-    from . import _petsc
-
-    in_process = _petsc._PETSc is not None or given is not None
-    # Only PETSc's own options reach its database (so -options_left lists just the unused ones).
-    PETSc = _petsc.petsc([sys.argv[0]] + petsc_args)
-    opts = PETSc.Options()
-    inserted = []
-    if in_process and petsc_args:  # PETSc was initialised before: add them, and remove them after
-        names = [a[1:] for a in petsc_args if a.startswith("-") and not _is_number(a)]
-        inserted = [name for name in names if not opts.hasName(name)]
-        opts.insertString(" ".join(petsc_args))
-    timing.start_logging()
-    comm = PETSc.COMM_WORLD
     try:
-        return run(args, comm, petsc_args)
-    except Exception:
-        if comm.getSize() == 1:
-            raise
-        traceback.print_exc(file=sys.stderr)
-        print(f"sphyr_hpc.optimize: unexpected error on rank {comm.getRank()}; aborting all ranks",
-              file=sys.stderr, flush=True)
-        comm.tompi4py().Abort(ABORT_STATUS)
-    finally:
-        for name in inserted:  # main() may run again in this process (tests): no leaking options
-            opts.delValue(name)
+        args = parser.parse_args(ours)
+    except UsageError as err:
+        return report_usage_error(parser.prog, f"{err} (see --help)")
+    require(parser.prog, h5py=args.fields is not None and args.fields_format != "vtu")
+    # Only PETSc's own options reach its database (so -options_left lists just the unused ones);
+    # they are removed afterwards, as main() may run again in this process (tests).
+    try:
+        with command_options(petsc_args) as options:
+            timing.start_logging()
+            comm = options.petsc.COMM_WORLD
+            try:
+                return run(args, comm, petsc_args)
+            except OptionsError as err:
+                return report_usage_error(parser.prog, err, comm.getRank())
+            except Exception:
+                if comm.getSize() == 1:
+                    raise
+                traceback.print_exc(file=sys.stderr)
+                print(f"sphyr_hpc.optimize: unexpected error on rank {comm.getRank()}; aborting all ranks",
+                      file=sys.stderr, flush=True)
+                comm.tompi4py().Abort(ABORT_STATUS)
+    except OptionsError as err:  # options PETSc could not even parse
+        return report_usage_error(parser.prog, err)
 
 
 if __name__ == "__main__":

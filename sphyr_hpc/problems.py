@@ -8,12 +8,12 @@ comes in two kinds, which are also the two kinds of *grid file*:
 ``"grid"``: a SPhyR grid (ground truth, or an input grid with ``V`` cells)
     upscaled by an integer factor ``k``: every cell becomes k x k elements
     carrying its token, so ``L`` and ``S`` blocks become k x k blocks (the unit
-    load is spread over all upscaled ``L`` cells, SPEC section 2, and every
+    load is spread over all upscaled ``L`` cells, docs/scoring.md, "Load case", and every
     node of an upscaled ``S`` block is clamped), densities are carried over and
     ``V`` cells stay free.  Design space: the ``V`` cells of ``input_grid``
     when there is one, else every non-``L``/``S`` cell; the pinned densities
     are the grid's; the volume fraction defaults to the grid's mean density
-    (the ground truth's, SPEC section 8).  The grid's own densities are the
+    (the ground truth's, docs/scoring.md, "Yardstick").  The grid's own densities are the
     ground truth a result can be scored against (``ground_truth()``).
 
 ``"preset"``: rectangles of load and support cells plus single fixed DOFs
@@ -353,7 +353,7 @@ def dataset_problem(path, index, upscale=1, gravity=None, volume_fraction=None, 
 
     The whole grid is designed (every non-L/S cell free) unless ``masked``:
     then only the record's ``V`` cells are, the rest pinned to the ground truth.
-    Gravity defaults to the one of the file's folder name (SPEC section 2).
+    Gravity defaults to the one of the file's folder name (docs/scoring.md, "Load case").
     """
     path = Path(path)
     try:

@@ -1,10 +1,16 @@
 """Summaries of scored records: summary.json, the leaderboard and its picture.
 
 ``summarise`` gives, per model and subject, the record count, the number of
-records with an ``error`` and the mean of each headline metric over the scored
-records (``null``, i.e. an infinite compliance's ratio, counts as 0; booleans
-as 0/1).  The leaderboard ranks models by the mean over their subjects of the
-per-subject mean topology_score, so every subject weighs the same.
+records with an ``error``, the model's coverage and the mean of each headline
+metric (``null``, i.e. an infinite compliance's ratio, counts as 0; booleans
+as 0/1).  Means cannot be gamed by not answering (docs/scoring.md, "Means"):
+a record whose completion is missing or unreadable (``completion_status``)
+counts 0, like any completion that cannot be judged; only a record whose
+sample itself is broken (ground truth or prompt) is left out, for every model
+alike.  ``coverage`` is the fraction of the counted records the model
+answered readably.  The leaderboard ranks models by the mean over their
+subjects of the per-subject mean topology_score, so every subject weighs the
+same.
 """
 
 import math
@@ -15,6 +21,7 @@ from collections import defaultdict
 from .failures import SUMMARY_KEY, failure_summary
 from .metrics import STRUCTURAL_METRIC_KEYS
 
+COMPLETION_STATUSES = ("missing", "unreadable")
 LEADERBOARD_KEYS = ("topology_score", "structural_efficiency", "material_efficiency",
                     "compliance_efficiency_vs_ground_truth", "load_carrying", "volume_ratio")
 _SHORT = {"topology_score": "topo", "structural_efficiency": "struct", "material_efficiency": "material",
@@ -41,9 +48,14 @@ def summarise(rows):
         for subject in sorted(groups[model]):
             items = groups[model][subject]
             scored = [r for r in items if "error" not in r]
+            zero = [r for r in items if "error" in r and r.get("completion_status") in COMPLETION_STATUSES]
             entry = {"count": len(items), "errors": len(items) - len(scored)}
+            for status in COMPLETION_STATUSES:
+                entry[status] = sum(r.get("completion_status") == status for r in zero)
+            entry["excluded"] = entry["errors"] - len(zero)  # broken samples: in no model's means
+            entry["coverage"] = _mean([1.0] * len(scored) + [0.0] * len(zero))
             for key in STRUCTURAL_METRIC_KEYS:
-                entry[key] = _mean([float(r.get(key) or 0.0) for r in scored])
+                entry[key] = _mean([float(r.get(key) or 0.0) for r in scored] + [0.0] * len(zero))
             summary[model][subject] = entry
     summary[SUMMARY_KEY] = failure_summary(rows)  # per model and overall (sphyr_hpc.failures)
     return summary
@@ -58,6 +70,9 @@ def leaderboard(summary):
         entry = {"model": model, "subjects": len(subjects),
                  "records": sum(s["count"] for s in subjects.values()),
                  "errors": sum(s["errors"] for s in subjects.values())}
+        counted = sum(s["count"] - s["excluded"] for s in subjects.values())
+        answered = sum(s["count"] - s["errors"] for s in subjects.values())
+        entry["coverage"] = answered / counted if counted else None
         for key in LEADERBOARD_KEYS:
             entry[key] = _mean([s[key] for s in subjects.values() if s[key] is not None])
         board.append(entry)
@@ -77,12 +92,14 @@ def format_leaderboard(board):
     if not rankable(board):
         return [NOTHING_TO_RANK]
     width = max([len("model")] + [len(e["model"]) for e in board])
-    header = (f"{'#':>3s} {'model':{width}s} {'subjects':>8s} {'records':>7s} {'errors':>6s} "
+    header = (f"{'#':>3s} {'model':{width}s} {'subjects':>8s} {'records':>7s} {'errors':>6s} {'coverage':>8s} "
               + " ".join(f"{_SHORT[k]:>9s}" for k in LEADERBOARD_KEYS))
     lines = [header, "-" * len(header)]
     for rank, e in enumerate(board, start=1):
         values = " ".join(f"{e[k]:9.3f}" if e[k] is not None else f"{'-':>9s}" for k in LEADERBOARD_KEYS)
-        lines.append(f"{rank:3d} {e['model']:{width}s} {e['subjects']:8d} {e['records']:7d} {e['errors']:6d} {values}")
+        coverage = f"{100 * e['coverage']:7.1f}%" if e.get("coverage") is not None else f"{'-':>8s}"
+        lines.append(f"{rank:3d} {e['model']:{width}s} {e['subjects']:8d} {e['records']:7d} {e['errors']:6d} "
+                     f"{coverage} {values}")
     return lines
 
 

@@ -39,7 +39,6 @@ Exit status: 0 when every run succeeded, 1 when some failed (recorded with its
 ``error``), 2 on a usage error.
 """
 
-import argparse
 import json
 import os
 import platform
@@ -51,6 +50,7 @@ import time
 from pathlib import Path
 
 from . import problems
+from .cli import Parser, UsageError, report_usage_error
 from .problems import ProblemError
 
 REPO_MPIRUN = Path(__file__).resolve().parent.parent / "bin" / "mpirun"
@@ -59,26 +59,35 @@ KEYS = ("nelx", "nely", "ranks", "dofs", "ksp_iterations", "seconds_per_iteratio
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="python -m sphyr_hpc.scaling",
-                                description="Time SIMP iterations over grid sizes and MPI rank counts.")
+    p = Parser(prog="python -m sphyr_hpc.scaling",
+               description="Time SIMP iterations over grid sizes and MPI rank counts.\n\n"
+                           "Runs `mpirun -n R python -m sphyr_hpc.optimize` itself for every size and rank count\n"
+                           "(run this command without mpirun), each from one design optimised first at the\n"
+                           "smallest size, and writes the timings as JSON, a Markdown table and three plots.",
+               epilog="PETSc options for every run follow a lone --, e.g. -- -sphyr_ksp_rtol 1e-8 -log_view.\n"
+                      "Exit status: 0 every run succeeded, 1 some failed (recorded with its error), 2 usage error.")
     p.add_argument("--sizes", required=True, help="comma-separated NELXxNELY, e.g. 128x64,256x128")
-    p.add_argument("--ranks", default="1,2", help="comma-separated rank counts (default 1,2)")
-    p.add_argument("--iterations", type=int, default=10, help="SIMP iterations a run (default 10)")
+    p.add_argument("--ranks", default="1,2", help="comma-separated rank counts")
+    p.add_argument("--iterations", type=int, default=10,
+                   help="SIMP iterations a run (the first is not timed: at least 2)")
     p.add_argument("--json", required=True, help="output JSON (a list, one object per size and rank count)")
-    p.add_argument("--md", help="Markdown table (default: the JSON path with .md)")
-    p.add_argument("--plots", help="PNG prefix (default: the JSON path without .json)")
-    p.add_argument("--preset", default="mbb", help=f"problem preset ({', '.join(problems.PRESETS)})")
+    p.add_argument("--md", help="Markdown table with speed-up and efficiency (default: the JSON path with .md)")
+    p.add_argument("--plots", help="PNG prefix: PREFIX_time/_ksp/_speedup.png (default: the JSON path without "
+                                   ".json)")
+    p.add_argument("--preset", default="mbb", help=f"problem preset: {', '.join(problems.PRESETS)}")
     p.add_argument("--volfrac", type=float, help="volume fraction (default: the preset's)")
-    p.add_argument("--radius", type=float, default=1.5, help="filter radius in elements (default 1.5)")
+    p.add_argument("--radius", type=float, default=1.5, help="density filter radius in elements")
     p.add_argument("--solver", default="mg", choices=("mg", "gamg", "direct"),
-                   help="linear solver of the timed runs (default mg, at every size)")
+                   help="linear solver of the timed runs, at every size")
     p.add_argument("--design-iterations", type=int, default=100,
-                   help="iterations of the design run at the smallest size (0: uniform start)")
-    p.add_argument("--design", help="start every run from this .npy density instead")
-    p.add_argument("--no-bandwidth", action="store_true", help="skip the copy-bandwidth measurement")
-    p.add_argument("--mpirun", help="mpirun command (default: bin/mpirun, else mpirun --oversubscribe)")
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds allowed a run")
-    p.add_argument("--quiet", action="store_true")
+                   help="iterations of the design run at the smallest size (0: a uniform start)")
+    p.add_argument("--design", help="start every run from this .npy density instead of a design run")
+    p.add_argument("--no-bandwidth", action="store_true",
+                   help="skip measuring the copy bandwidth (and the fraction of it MG-CG moves)")
+    p.add_argument("--mpirun", help="mpirun command (default: the repository's bin/mpirun, else mpirun "
+                                    "--oversubscribe)")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds allowed a run before it is stopped")
+    p.add_argument("--quiet", action="store_true", help="no line per run")
     return p
 
 
@@ -298,7 +307,13 @@ def main(argv=None):
         cut = argv.index("--")
         argv, petsc_args = argv[:cut], argv[cut + 1:]
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as err:
+        return report_usage_error(parser.prog, f"{err} (see --help)")
+    from ._petsc import require
+
+    require(parser.prog)  # the runs need them; say so now, not once per run
 
     def log(line):
         if not args.quiet:

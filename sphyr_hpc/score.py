@@ -52,28 +52,32 @@ written stays valid for ``--resume``).
 
 import argparse
 import json
+import signal
 import sys
 import time
 import traceback
+from importlib import resources
 from pathlib import Path
-
-from mpi4py import MPI
 
 from . import PROCESS_STARTED
 from . import grid as grids
 from . import loadcase as loadcases
+from .cli import Parser, UsageError, report_usage_error
+from .failures import SUMMARY_KEY, format_failures
 from .io import limits as input_limits
 from .io.records import (FileProblem, ResultsLog, find_result_files, read_dataset_completions,
                          read_result_file, row_key, write_text_atomic)
-from .failures import SUMMARY_KEY, format_failures
-from .io.html_report import write_report
-from .io.report_figures import record_grids
-from .metrics import ScoringConfig, Scorer, json_safe
-from .parallel import run_dynamic
-from .report import format_leaderboard, leaderboard, plot_leaderboard, summarise, warm_up
+# mpi4py, PETSc and what needs them are imported once _petsc.require() has vouched for them, so
+# that --help and the install message work without them.
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "results"
+# The bundled example records: the repository's examples/ folder, which sphyr_hpc/_examples links
+# to and a non-editable install carries as package data.
+EXAMPLES = Path(str(resources.files("sphyr_hpc") / "_examples" / "results"))
 ABORT_STATUS = 3
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM, raised like SIGINT so that both end the run the same way."""
 
 
 def _gravity(text):
@@ -87,25 +91,39 @@ def _gravity(text):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="python -m sphyr_hpc.score", description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="*", metavar="PATH", help="result files or folders of model folders")
-    parser.add_argument("--dataset", help="dataset JSONL (index, input_grid, ground_truth)")
+    parser = Parser(
+        prog="python -m sphyr_hpc.score",
+        description=__doc__.splitlines()[0] + "\n\n"
+        "With no PATH and no --dataset the bundled examples (examples/results: two baselines, 144\n"
+        "records) are scored.  `python -m sphyr_hpc.score validate --help` describes the dataset check.",
+        epilog="PETSc options for the solvers go anywhere on the command line under the prefix -sphyr_\n"
+               "(-sphyr_ksp_type cg -sphyr_pc_type gamg, -sphyr_ksp_view: shown once per distinct solver);\n"
+               "an option no solver reads, or a value PETSc rejects, is a usage error.\n"
+               "Exit status: 0 all scored, 1 some record or file could not be, 2 usage error,\n"
+               "3 unexpected error (--resume finishes the job), 130/143 interrupted by SIGINT/SIGTERM (likewise).",
+    )
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="result files, or folders of model folders of them (default: the bundled examples)")
+    parser.add_argument("--dataset", help="dataset JSONL (index, input_grid, ground_truth); needs --completions")
     parser.add_argument("--completions", nargs="+", default=[], metavar="C.jsonl",
-                        help="completions JSONL (index, completion) for --dataset")
-    parser.add_argument("--model", help="model name for --completions (default: the file's name)")
-    parser.add_argument("--out", default="out", help="output folder (default: ./out)")
-    parser.add_argument("--resume", action="store_true", help="keep the records already in DIR/results.jsonl")
+                        help="completions JSONL (index, completion) of --dataset's records; the model is the "
+                             "file's name")
+    parser.add_argument("--model", help="model name for one --completions file (instead of the file's name)")
+    parser.add_argument("--out", default="out", help="output folder (results.jsonl, summary.json, leaderboard.png, "
+                                                     "run.json); outside every input folder")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the records already in OUT/results.jsonl and score the rest (same inputs only)")
     parser.add_argument("--gravity", type=_gravity, default=None,
-                        help="load direction dr,dc for every record (default: from the folder name)")
+                        help="load direction dr,dc for every record (default: from the folder name, else 1,0 = down)")
     parser.add_argument("--design-efficiency", action="store_true",
                         help="also re-optimise at each completion's own budget (slow)")
     parser.add_argument("--fields", metavar="DIR",
                         help="also write each record's completion, ground truth and yardstick optimum for ParaView")
     parser.add_argument("--fields-format", choices=("xdmf", "xdmf-quad", "vtu"), default="xdmf",
-                        help="format of --fields (default: HDF5 + XDMF 3)")
+                        help="format of --fields: HDF5 + XDMF 3, explicit-quad XDMF, or VTU")
     parser.add_argument("--report", action=argparse.BooleanOptionalAction, default=True,
                         help="write DIR/report.html and its pictures (DIR/report/*.png) at the end "
-                             "(default: on; python -m sphyr_hpc.report DIR makes it again later)")
+                             "(python -m sphyr_hpc.report DIR makes it again later)")
     parser.add_argument("--certified", metavar="DIR",
                         help="a certify folder: add certified_optimal_compliance and certified_structural_efficiency")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -123,6 +141,9 @@ def read_inputs(args, parser):
         parser.error("--model names one completions file; give one --completions file per run")
     paths = list(args.paths)
     if not paths and not args.dataset:
+        if not EXAMPLES.is_dir():
+            parser.error(f"no input given and the bundled examples are not installed ({EXAMPLES}): name result "
+                         f"files or folders, or --dataset D.jsonl --completions C.jsonl")
         paths = [EXAMPLES]
     missing = [str(p) for p in paths + ([args.dataset] if args.dataset else []) + args.completions
                if not Path(p).exists()]
@@ -130,6 +151,7 @@ def read_inputs(args, parser):
         parser.error(f"no such file or folder: {', '.join(missing)}")
     if args.certified and not (Path(args.certified) / "certify.jsonl").is_file():
         parser.error(f"no certify.jsonl in {args.certified} (made by python -m sphyr_hpc.certify --out DIR)")
+    check_output_folders(args, paths, parser)
     samples, problems = [], []
     limits = input_limits.from_args(args)
     for path in find_result_files(paths):
@@ -145,6 +167,46 @@ def read_inputs(args, parser):
     if not samples and not problems:
         parser.error(f"no result files under {', '.join(map(str, paths))}")
     return samples, problems
+
+
+def check_output_folders(args, paths, parser):
+    """--out and --fields must be folders (or not exist yet) outside every input folder."""
+    inputs = [Path(p).resolve() for p in paths + [args.dataset] + args.completions if p]
+    for option, folder in (("--out", args.out), ("--fields", args.fields)):
+        if folder is None:
+            continue
+        folder = Path(folder)
+        if folder.exists() and not folder.is_dir():
+            parser.error(f"{option} {folder} is a file; {option} names a folder (give a new or existing folder)")
+        resolved = folder.resolve()
+        for source in inputs:
+            if source.is_dir() and (resolved == source or source in resolved.parents):
+                parser.error(f"{option} {folder} is inside the input folder {source}: the next run would read "
+                             f"its outputs as results; choose a folder outside it")
+
+
+def inputs_of(args, paths):
+    """What a run's records come from, as run.json records it: --resume must see the same."""
+    return {"paths": sorted(str(Path(p).resolve()) for p in paths),
+            "dataset": str(Path(args.dataset).resolve()) if args.dataset else None,
+            "completions": [str(Path(c).resolve()) for c in args.completions],
+            "model": args.model, "gravity": list(args.gravity) if args.gravity else None,
+            "design_efficiency": args.design_efficiency}
+
+
+def check_resume(run_json, inputs):
+    """A UsageError naming what differs if ``run_json`` was written from other inputs."""
+    try:
+        before = json.loads(Path(run_json).read_text(encoding="utf-8")).get("inputs")
+    except (OSError, ValueError, AttributeError):
+        return  # no (readable) record of the inputs: nothing to compare
+    if not isinstance(before, dict):
+        return
+    changed = [key for key in inputs if before.get(key) != inputs[key]]
+    if changed:
+        what = "; ".join(f"{key}: {before.get(key)} then, {inputs[key]} now" for key in changed)
+        raise UsageError(f"--resume: {Path(run_json).parent} was written from other inputs ({what}); "
+                         f"rerun with the same inputs, or drop --resume to start over")
 
 
 def sample_key(sample):
@@ -194,9 +256,14 @@ def score_sample(sample, scorer, fields=None, fields_format="xdmf"):
     With ``fields`` (a folder) the completion, the ground truth and the
     yardstick optimum are also written there for ParaView.
     """
+    from .io.report_figures import record_grids
+    from .metrics import json_safe
+
     row = {"model": sample.model, "subject": sample.subject, "index": sample.index}
     if sample.error:
         row["error"] = sample.error
+        if sample.completion_status:
+            row["completion_status"] = sample.completion_status  # counts 0 in the model's means
         return row
     try:
         metrics = scorer.score(sample.completion, sample.ground_truth, sample.input_grid, sample.gravity)
@@ -228,16 +295,21 @@ def _progress_bar(total, quiet):
 
 
 def run_score(args, parser, comm):
+    from .io.html_report import write_report
+    from .metrics import ScoringConfig, Scorer
+    from .parallel import run_dynamic
+    from .report import format_leaderboard, leaderboard, plot_leaderboard, summarise, warm_up
+
     rank = comm.rank
     inputs = None
     if rank == 0:
         try:
             inputs = read_inputs(args, parser)
-        except SystemExit as usage:  # printed by rank 0; every rank must leave with its status, not wait
-            inputs = usage.code
+        except UsageError as err:
+            inputs = err
     inputs = comm.bcast(inputs, root=0)
-    if isinstance(inputs, int):
-        return inputs
+    if isinstance(inputs, UsageError):
+        raise inputs
     samples, problems = inputs
     out = Path(args.out)
     log = ResultsLog(out / "results.jsonl")
@@ -248,15 +320,27 @@ def run_score(args, parser, comm):
                   f"wait for it to end or kill it before --resume", file=sys.stderr)
         return 2
     done = None
+    sources = inputs_of(args, args.paths or ([] if args.dataset else [EXAMPLES]))
     if rank == 0:
-        for problem in problems:
-            print(f"error: {problem.path}: {problem.reason}", file=sys.stderr)
-        if args.resume:
-            done = {row_key(row) for row in log.recover()}
+        try:
+            if args.resume:
+                check_resume(out / "run.json", sources)
+        except UsageError as err:
+            done = err
         else:
-            log.reset()
-            done = set()
+            for problem in problems:
+                print(f"error: {problem.path}: {problem.reason}", file=sys.stderr)
+            if args.resume:
+                done = {row_key(row) for row in log.recover()}
+            else:
+                log.reset()
+                done = set()
+            write_text_atomic(out / "run.json", json.dumps({"inputs": sources, "finished": False}, indent=2) + "\n")
     done = comm.bcast(done, root=0)
+    if isinstance(done, UsageError):
+        if lock is not None:
+            lock.close()
+        raise done
     pending = [s for s in samples if s.key not in done]
     tasks = make_tasks(pending)
     if rank == 0 and args.resume and not args.quiet:
@@ -315,7 +399,7 @@ def run_score(args, parser, comm):
         scored = sum(1 for r in rows if "error" not in r)
         write_text_atomic(out / "run.json", json.dumps({
             "ranks": comm.size, "records": len(rows), "scored": scored, "errors": len(rows) - scored,
-            "scored_this_run": len(pending), "resumed": bool(args.resume),
+            "scored_this_run": len(pending), "resumed": bool(args.resume), "inputs": sources, "finished": True,
             # The scoring phase (every rank at work) and the whole command as this process saw it.
             "seconds": {"scoring": round(scoring_seconds, 3),
                         "process": round(time.perf_counter() - PROCESS_STARTED, 3)},
@@ -352,25 +436,45 @@ def _lock_output(out):
     return handle
 
 
+def _raise_interrupted(signum, frame):
+    raise Interrupted()
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "validate":
         from .validate import main as validate_main
 
         return validate_main(argv[1:])
-    parser = build_parser()
-    args, petsc_args = parser.parse_known_args(argv)
-    unknown = [a for a in petsc_args if a.startswith("--")]
-    if unknown:
-        parser.error(f"unrecognised arguments: {' '.join(unknown)}")
-    from ._petsc import petsc
+    from ._petsc import OptionsError, check_options, command_options, require, split_petsc_args
 
-    PETSc = petsc()
-    if petsc_args:
-        PETSc.Options().insertString(" ".join(petsc_args))
-    comm = MPI.COMM_WORLD
+    parser = build_parser()
+    ours, petsc_args = split_petsc_args(argv)
     try:
-        return run_score(args, parser, comm)
+        args = parser.parse_args(ours)
+    except UsageError as err:
+        return report_usage_error(parser.prog, f"{err} (see --help)")
+    require(parser.prog, h5py=args.fields is not None and args.fields_format != "vtu")
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+        with command_options(petsc_args):
+            check_options()
+            return run_score(args, parser, comm)
+    except (UsageError, OptionsError) as err:
+        return report_usage_error(parser.prog, err, comm.rank)
+    except KeyboardInterrupt as err:
+        signum = signal.SIGTERM if isinstance(err, Interrupted) else signal.SIGINT
+        status = 128 + signum  # the shell's convention for a process ended by a signal
+        if comm.rank == 0:
+            print(f"\n{parser.prog}: interrupted ({signal.Signals(signum).name}); the records scored so far are in "
+                  f"{Path(args.out) / 'results.jsonl'}: run the same command with --resume to finish",
+                  file=sys.stderr, flush=True)
+        if comm.size > 1:
+            comm.Abort(status)  # the other ranks may be inside a collective
+        return status
     except Exception:
         if comm.size == 1:
             raise
@@ -378,6 +482,8 @@ def main(argv=None):
         print(f"sphyr_hpc.score: unexpected error on rank {comm.rank}; aborting all {comm.size} ranks "
               f"(results.jsonl stays valid for --resume)", file=sys.stderr, flush=True)
         comm.Abort(ABORT_STATUS)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

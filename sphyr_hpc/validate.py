@@ -1,4 +1,4 @@
-"""Evidence that the metric ranks what it should (SPEC section 10).
+"""Evidence that the metric ranks what it should (docs/scoring.md, "Validate").
 
 For the first N records of a dataset JSONL file (lines of
 ``{"index", "input_grid", "ground_truth"}``) every record yields five probe
@@ -52,6 +52,7 @@ import time
 from collections import OrderedDict
 
 from . import grid as grids
+from .cli import Parser, UsageError, report_usage_error
 from .io.records import read_jsonl
 
 PROBE_NAMES = ("dataset answer", "2 cells flipped", "10 cells flipped", "filled solid", "left empty")
@@ -150,7 +151,7 @@ def read_records(path, limit=None, errors=None):
         try:
             input_grid = grids.as_grid(input_grid) if input_grid is not None else None
         except grids.GridError as err:
-            # SPEC 9: without a usable input grid every non-L/S cell is free.
+            # docs/scoring.md, "Metrics": without a usable input grid every non-L/S cell is free.
             print(f"{path}:{line_number}: input_grid ignored: {err}", file=errors)
             input_grid = None
         yield here, dict(record, ground_truth=truth, input_grid=input_grid)
@@ -263,30 +264,37 @@ def _positive_int(text):
 
 def main(argv=None):
     """Command line entry point; returns the exit status (1 if nothing was scored)."""
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0],
-        epilog="PETSc options (single dash) may follow, e.g. -sphyr_ksp_type cg.",
+    from ._petsc import OptionsError, check_options, command_options, require, split_petsc_args
+
+    parser = Parser(
+        prog="python -m sphyr_hpc.score validate",
+        description=__doc__.splitlines()[0] + "\n\nScores five probes of each of the first N records "
+        "(the dataset answer, 2 and 10 cells flipped,\nfilled solid, left empty) and prints their mean "
+        "metrics.",
+        epilog="PETSc options (single dash, prefix -sphyr_) may follow, e.g. -sphyr_ksp_type cg.",
     )
     parser.add_argument("--dataset", required=True, metavar="PATH", help="dataset JSONL file")
     parser.add_argument("--samples", type=_positive_int, default=20, metavar="N",
-                        help="score the first N records (default 20)")
+                        help="score the first N records")
     level = parser.add_mutually_exclusive_group()
     level.add_argument("--hard", dest="hard", action="store_true", default=None,
-                       help="hard probes (one-decimal densities) whatever the file name")
+                       help="hard probes (one-decimal densities) whatever the file name (default: from the "
+                            "file name)")
     level.add_argument("--easy", dest="hard", action="store_false", help="easy probes (0/1)")
-    args, rest = parser.parse_known_args(argv)
-    unknown = [token for token in rest if token.startswith("--")]
-    if unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    if not os.path.isfile(args.dataset):
-        parser.error(f"dataset file not found: {args.dataset}")
-
-    from ._petsc import petsc
-
-    PETSc = petsc()
-    if rest:
-        PETSc.Options().insertString(" ".join(rest))
-    result = run_validate(args.dataset, args.samples, hard=args.hard)
+    ours, petsc_args = split_petsc_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        args = parser.parse_args(ours)
+        if not os.path.isfile(args.dataset):
+            parser.error(f"dataset file not found: {args.dataset}")
+    except UsageError as err:
+        return report_usage_error(parser.prog, f"{err} (see --help)")
+    require(parser.prog)
+    try:
+        with command_options(petsc_args):
+            check_options()
+            result = run_validate(args.dataset, args.samples, hard=args.hard)
+    except OptionsError as err:
+        return report_usage_error(parser.prog, err)
     return 0 if result["samples"] else 1
 
 

@@ -65,7 +65,7 @@ def test_condensed_solve_equals_the_full_solve(record, kind):
 
 
 def test_condensed_solve_hands_a_severed_design_to_the_full_system():
-    """A void row across the grid cuts every load path: SPEC 3's verdict is the full solver's."""
+    """A void row across the grid cuts every load path: the "Finite elements" rules' verdict is the full solver's."""
     record = RECORDS[0]
     truth = record["ground_truth"]
     lc = loadcases.from_grid(truth)

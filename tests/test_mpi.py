@@ -171,7 +171,7 @@ def test_distributed_simp_run_has_the_serial_compliance_history(problem):
         # The distributed result is identical on every rank.
         assert world.compliance == reference_world.compliance
         np.testing.assert_array_equal(world.densities, reference_world.densities)
-    # The run honours the volume constraint (SPEC 5: sum(physical) <= pinned + budget).
+    # The run honours the volume constraint (docs/scoring.md, "SIMP run": sum(physical) <= pinned + budget).
     assert reference_world.densities.mean() <= 0.4 + 1e-6
     # Compliance decreases overall from the uniform start.
     assert reference_world.history[-1][1] < reference_world.history[0][1]

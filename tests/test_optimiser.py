@@ -53,7 +53,7 @@ def test_binarise_keeps_the_budget_and_the_densest_cells():
 
 
 def _plain_bisection(offset, g, d, b, move, target):
-    """SPEC 5's bisection on the free cells, every middle evaluated."""
+    """The "SIMP run" rules' bisection on the free cells, every middle evaluated."""
     from sphyr_hpc.optimiser import simp
 
     lower, upper = simp.OC_BOUNDS
@@ -85,7 +85,7 @@ def _oc_instances():
 
 
 def test_serial_oc_takes_the_step_of_the_plain_bisection():
-    """The one-rank update decides most comparisons analytically; its step must be SPEC's, bit for bit."""
+    """The one-rank update decides most comparisons analytically; its step must be the rules', bit for bit."""
     import scipy.sparse as sp
 
     from sphyr_hpc.optimiser import simp

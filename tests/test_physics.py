@@ -1,6 +1,6 @@
 """Physics invariants of the discretisation, load cases, solvers and density filter.
 
-Every expected value here comes from the physics or from SPEC sections 1-5
+Every expected value here comes from the physics or from docs/scoring.md ("Grids" to "SIMP run")
 (closed-form element matrix, rigid-body modes, scaling laws, symmetry,
 equilibrium, the load/filter rules), never from the code's own output.
 
@@ -63,7 +63,7 @@ def _petsc_compliance(system, moduli_natural):
 
 
 class DenseReference:
-    """K u = f solved densely with NumPy on the free DOFs, K assembled from SPEC's element DOFs.
+    """K u = f solved densely with NumPy on the free DOFs, K assembled from docs/scoring.md's element DOFs.
 
     An independent check of the PETSc systems, with their ``solve`` /
     ``max_displacement`` interface; natural arrays throughout.
@@ -103,7 +103,7 @@ class DenseReference:
 
 
 def _spec_edofs(nely, nelx):
-    """Element DOFs written straight from SPEC section 2 (independent of the library)."""
+    """Element DOFs written straight from docs/scoring.md, "Load case" (independent of the library)."""
     out = np.empty((nely * nelx, 8), dtype=np.int64)
     for r in range(nely):
         for c in range(nelx):

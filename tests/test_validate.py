@@ -1,4 +1,4 @@
-"""validate (SPEC section 10): the probes, their ranking, and parity with the published table.
+"""validate (docs/scoring.md, "Validate"): the probes, their ranking, and parity with the published table.
 
 The parity numbers are what the published scorer's ``validate --subject
 full_easy --samples 20`` prints (SPhyR README); tests/data/full_easy_first20.jsonl

@@ -13,7 +13,11 @@ becomes a :class:`FileProblem` naming it, a JSONL line likewise names file and
 line; a record missing a field, holding an unusable grid or over a limit of
 :class:`~sphyr_hpc.io.limits.InputLimits` becomes a :class:`Sample` whose
 ``error`` names the reason, and a completion too long to parse one whose
-``invalid_reason`` does (it is scored as a completion with no grid).
+``invalid_reason`` does (it is scored as a completion with no grid).  When the
+fault is the model's (no completion, or one that is not a grid)
+``completion_status`` says so (``"missing"`` or ``"unreadable"``): such a
+record counts 0 in the model's means (docs/scoring.md, "Means"); a record
+whose ground truth or prompt is broken is left out of every model's means.
 """
 
 import json
@@ -46,6 +50,11 @@ class Sample:
     input_grid: list = None
     error: str = None
     invalid_reason: str = None
+    completion_status: str = None  # "missing" / "unreadable": the model's fault, counts 0
+
+    def fail(self, error, completion_status=None):
+        """Mark the sample unusable; ``completion_status`` when the completion is at fault."""
+        self.error, self.completion_status = error, completion_status
 
     @property
     def key(self):
@@ -150,22 +159,30 @@ def parse_grids(sample, values, where, limits):
         return sample
 
 
-def _parse_grids(sample, values, where, limits):
+def parse_ground_truth(sample, values, where, limits):
+    """The ground-truth side of :func:`parse_grids`: whether ``values``' ground truth (and input
+    grid or prompt) are usable and within ``limits``; sets ``sample.ground_truth`` or ``error``."""
     for field in ("ground_truth", "input_grid", "prompt"):
         if field in values:
             reason = limits.text_too_long(field, grids.text_length(values[field]))
             if reason:
                 sample.error = f"{where[field]}: {reason}"
-                return sample
+                return False
     try:
         sample.ground_truth = grids.as_grid(values["ground_truth"])
     except grids.GridError as err:
         sample.error = f"{where['ground_truth']}: ground_truth: {err}"
-        return sample
+        return False
     reason = limits.too_many_cells("ground truth", *_cells(sample.ground_truth)) if sample.ground_truth else None
     if reason:
         sample.error = f"{where['ground_truth']}: {reason}"
         sample.ground_truth = None
+        return False
+    return True
+
+
+def _parse_grids(sample, values, where, limits):
+    if not parse_ground_truth(sample, values, where, limits):
         return sample
     reason = limits.text_too_long("completion", grids.text_length(values["completion"]))
     if reason:
@@ -174,7 +191,7 @@ def _parse_grids(sample, values, where, limits):
         try:
             sample.completion = grids.as_grid(values["completion"])
         except grids.GridError as err:
-            sample.error = f"{where['completion']}: completion: {err}"
+            sample.fail(f"{where['completion']}: completion: {err}", "unreadable")
             return sample
     if "input_grid" in values:
         try:
@@ -196,7 +213,8 @@ def sample_from_record(record, model, subject, index, source, gravity, limits=In
         return sample
     missing = [f for f in REQUIRED_FIELDS if f not in record and not (f == "prompt" and "input_grid" in record)]
     if missing:
-        sample.error = f"{where}: missing field {', '.join(repr(f) for f in missing)}"
+        sample.fail(f"{where}: missing field {', '.join(repr(f) for f in missing)}",
+                    "missing" if missing == ["completion"] else None)
         return sample
     fields = ("ground_truth", "completion", "input_grid" if "input_grid" in record else "prompt")
     return parse_grids(sample, {f: record[f] for f in fields}, dict.fromkeys(fields, where), limits)
@@ -304,18 +322,21 @@ def read_dataset_completions(dataset, completions, model=None, gravity=None, lim
         if index not in data:
             sample.error = f"{completions}:{done[index][0]}: index {index} is not in {dataset}"
             continue
-        if index not in done:
-            sample.error = f"{dataset}:{data[index][0]}: index {index} has no completion in {completions}"
+        dline, drec, dmissing = data[index]
+        if dmissing:
+            sample.fail(f"{dataset}:{dline}: index {index}: missing field {', '.join(map(repr, dmissing))}")
             continue
-        (dline, drec, dmissing), (cline, crec, cmissing) = data[index], done[index]
-        if dmissing or cmissing:
-            where = f"{dataset}:{dline}" if dmissing else f"{completions}:{cline}"
-            sample.error = f"{where}: index {index}: missing field {', '.join(repr(f) for f in dmissing + cmissing)}"
+        in_data = f"{dataset}:{dline}: index {index}"
+        truth = {"ground_truth": drec["ground_truth"], "input_grid": drec.get("input_grid")}
+        if index not in done or done[index][2]:
+            # No completion: the model's zero, unless the sample itself is broken (then nobody's).
+            if parse_ground_truth(sample, truth, dict.fromkeys(truth, in_data), limits):
+                sample.fail(f"{in_data} has no completion in {completions}" if index not in done else
+                            f"{completions}:{done[index][0]}: index {index}: missing field 'completion'", "missing")
             continue
-        in_data, in_completions = f"{dataset}:{dline}: index {index}", f"{completions}:{cline}: index {index}"
-        values = {"ground_truth": drec["ground_truth"], "completion": crec["completion"],
-                  "input_grid": drec.get("input_grid")}
-        where = {"ground_truth": in_data, "input_grid": in_data, "completion": in_completions}
+        cline, crec, _ = done[index]
+        values = {**truth, "completion": crec["completion"]}
+        where = {"ground_truth": in_data, "input_grid": in_data, "completion": f"{completions}:{cline}: index {index}"}
         parse_grids(sample, values, where, limits)
     return samples, problems
 

@@ -1,4 +1,4 @@
-"""From densities to 0/1 designs: binarisation (SPEC 6) and the swap polish (SPEC 7).
+"""From densities to 0/1 designs: binarisation and the swap polish (docs/scoring.md, "Binarising", "Swap polish").
 
 Both act on natural (nely, nelx) arrays that every rank holds; the polish's
 compliance evaluations are collective solves on the system, so every rank

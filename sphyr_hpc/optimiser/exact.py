@@ -1,9 +1,9 @@
 """The exact discrete optimum of a masked region, or a proven bound on it: branch and bound.
 
-Problem (SPEC 8's budget): among the binary designs of the free cells with at
+Problem (the "Yardstick" rules' budget): among the binary designs of the free cells with at
 most ``T`` solid free cells (``T = floor(B + 1e-9)``, ``B`` the free budget of
 :func:`~sphyr_hpc.optimiser.simp.free_budget`), pinned cells at their
-ground-truth densities, find the one of least compliance (SPEC 3, ``p = 3``;
+ground-truth densities, find the one of least compliance (docs/scoring.md, "Finite elements", ``p = 3``;
 on binary free cells every penalty gives the same moduli).
 
 Conventions: ``free`` and ``pinned`` are natural (nely, nelx) arrays; free
@@ -47,7 +47,7 @@ cut charges most: its void child is the most likely to be pruned, and its
 solid child keeps the parent's point (no new solve).
 
 Incumbent: the yardstick's design (its ``T`` densest free cells solid), the
-rounding of the root relaxation, the swap polish (SPEC 7 with up to
+rounding of the root relaxation, the swap polish (docs/scoring.md, "Swap polish" with up to
 ``POLISH_PASSES`` passes) of the better of them, then every leaf the search
 reaches; the polish runs again on the incumbent when a budget stops the search.
 
@@ -57,7 +57,7 @@ sparse factorisation of the pinned block), so a point costs one dense
 Cholesky of at most a few hundred DOFs.  A point is factorised once and shared
 by its node family: the solid child of every branching has its parent's point,
 and points are cached.  A point whose Cholesky breaks down, or whose
-compliance is not finite, is a severed design (SPEC 3: infinite compliance):
+compliance is not finite, is a severed design (docs/scoring.md, "Finite elements": infinite compliance):
 its bound is +inf (every design below it is severed too).
 
 Budgets: ``node_budget`` (nodes evaluated) and ``time_budget`` (seconds)
@@ -104,7 +104,7 @@ class ExactResult:
 
 
 def budget_cells(free_budget):
-    """SPEC 6's integer target of a free budget (in cells)."""
+    """the "Binarising" rules' integer target of a free budget (in cells)."""
     return int(math.floor(free_budget + 1e-9))
 
 
@@ -239,7 +239,7 @@ def branch_and_bound(condensed, pinned, budget, incumbent, node_budget=NODE_BUDG
             best_x, best_c = np.array(x, dtype=float), c
 
     def improve():
-        """The swap polish (SPEC 7) of the incumbent, with up to ``polish_passes`` passes."""
+        """The swap polish (docs/scoring.md, "Swap polish") of the incumbent, with up to ``polish_passes`` passes."""
         design = pinned.copy().ravel()
         design[free_index] = best_x
         polished, _ = polish(condensed.base, design.reshape(shape), free_mask, penal, max_passes=polish_passes)

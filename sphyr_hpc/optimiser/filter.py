@@ -1,4 +1,4 @@
-"""The density filter as a parallel PETSc Mat (SPEC section 5).
+"""The density filter as a parallel PETSc Mat (docs/scoring.md, "SIMP run").
 
 H has weight ``R - dist(e, f)`` for every cell f within ``ceil(R) - 1`` rows
 and columns of e with a positive weight; ``Hs`` are its row sums.  R = 1.2

@@ -1,4 +1,4 @@
-"""One SIMP run: minimum compliance under a volume constraint (SPEC section 5).
+"""One SIMP run: minimum compliance under a volume constraint (docs/scoring.md, "SIMP run").
 
 Runs on the slabs of an :class:`~sphyr_hpc.solvers.elasticity.ElasticitySystem`
 (any number of ranks): sensitivities and the filter are local/parallel PETSc
@@ -34,7 +34,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from mpi4py import MPI
 
 from .. import discretisation as fe
 from .. import timing
@@ -87,6 +86,8 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
     """
     if volume_sums not in VOLUME_SUMS:
         raise ValueError(f"volume_sums must be one of {VOLUME_SUMS}, not {volume_sums!r}")
+    from mpi4py import MPI  # here, not at the top: ``optimize --help`` works without mpi4py
+
     penalty = _penalty_schedule(penal, continuation)
     mpi = system.comm.tompi4py()
     budget, pinned_volume = free_budget(free, pinned, volume_fraction)
@@ -157,11 +158,13 @@ def _penalty_schedule(penal, continuation):
 
 
 def _oc_update(mpi, design, dc, dv, is_free, pinned, density_filter, target, move_limit):
-    """Optimality criteria with bisection on the volume multiplier, sums collective (SPEC 5).
+    """Optimality criteria with bisection on the volume multiplier, sums collective (docs/scoring.md, "SIMP run").
 
     Every step filters its candidate and sums it over the ranks.  One rank
     uses :class:`_SerialUpdate` instead (the same multipliers, far fewer sums).
     """
+    from mpi4py import MPI
+
     base = np.maximum(-dc, 0.0) / np.maximum(dv, 1e-12)
     low = design - move_limit
     high = design + move_limit
@@ -188,7 +191,7 @@ class _SerialUpdate:
     = sum of pinned cells + dv . new_design, with dv = H^T (free / Hs) the
     filtered volume sensitivity, so the bisection only needs the free cells'
     ``g . x``, and :func:`_certain_multipliers` decides all but a few of its
-    comparisons exactly; the step it settles on is filtered as SPEC 5 says.
+    comparisons exactly; the step it settles on is filtered as docs/scoring.md ("SIMP run") says.
     """
 
     def __init__(self, dv, is_free, pinned, density_filter, target, move_limit):
@@ -227,7 +230,7 @@ class _SerialUpdate:
             middle = _bisect(below, above, lambda m: self.volume_over(d, b, m, floor, ceiling))
         if middle is None:
             return design.copy(), design.copy(), 0.0
-        x = fe.clip(d * np.sqrt(b / middle), floor, ceiling)  # SPEC 5's two clips (see volume_over)
+        x = fe.clip(d * np.sqrt(b / middle), floor, ceiling)  # the "SIMP run" rules' two clips (see volume_over)
         new_design = self.pinned.copy()
         new_design[free] = x
         new_physical = self.pinned.copy()
@@ -236,7 +239,7 @@ class _SerialUpdate:
 
 
 def _bisect(below, above, over):
-    """SPEC 5's bisection on the multiplier: a middle below ``below`` is over the budget, one above
+    """The "SIMP run" rules' bisection on the multiplier: a middle below ``below`` is over the budget, one above
     ``above`` is not, ``over(middle)`` decides the rest.  Returns the last middle."""
     lower, upper = OC_BOUNDS
     gap = OC_RELATIVE_GAP
@@ -258,7 +261,7 @@ _SETTLED = {}
 
 
 def _settled(over):
-    """Where SPEC 5's bisection ends when every candidate is over the budget (or none is)."""
+    """Where the "SIMP run" rules' bisection ends when every candidate is over the budget (or none is)."""
     if over not in _SETTLED:
         _SETTLED[over] = _bisect(np.inf, np.inf, None) if over else _bisect(-np.inf, -np.inf, None)
     return _SETTLED[over]
@@ -274,6 +277,8 @@ def _oc_update_linear(mpi, design, dc, dv, is_free, pinned, density_filter, targ
     (H x)_e / Hs_e, and the latter is x . H^T (free / Hs) = x . dv.  Only the
     final design is filtered.
     """
+    from mpi4py import MPI
+
     free_dv = dv[is_free]
     scaled = design[is_free] * np.sqrt(np.maximum(-dc[is_free], 0.0) / np.maximum(free_dv, 1e-12))
     low = np.maximum(design[is_free] - move_limit, 0.0)
@@ -297,7 +302,7 @@ def _certain_multipliers(offset, g, a, floor, ceiling, target):
     """Multipliers ``(below, above)`` outside which the bisection's comparison is known.
 
     With ``s = 1/sqrt(middle)`` a candidate cell is ``clip(a s, floor, ceiling)``
-    (``a = x sqrt(B)``; the two clips of SPEC 5 are one because ``floor <=
+    (``a = x sqrt(B)``; the two clips of docs/scoring.md "SIMP run" are one because ``floor <=
     ceiling``), so the volume ``V(s) = offset + g . clip(a s, floor,
     ceiling)`` is continuous, piecewise linear and non-decreasing in ``s``
     (``g, a >= 0``): a cell adds a ramp of slope ``g a`` from ``s = floor/a``

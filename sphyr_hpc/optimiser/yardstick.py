@@ -1,4 +1,4 @@
-"""The yardstick: the best design the optimiser finds at the reference budget (SPEC 8).
+"""The yardstick: the best design the optimiser finds at the reference budget (docs/scoring.md, "Yardstick").
 
 Designs: a cold SIMP run at each penalty of the schedule; a warm-started chain
 through it; for every seed (the dataset answer) the seed itself and a run at

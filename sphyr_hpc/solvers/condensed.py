@@ -1,6 +1,6 @@
 """K(E) u = f when only a few cells change: static condensation onto their DOFs.
 
-A yardstick (SPEC 8) solves hundreds of systems that differ only in the
+A yardstick (docs/scoring.md, "Yardstick") solves hundreds of systems that differ only in the
 moduli of the free (masked) cells; every other cell keeps its pinned
 density.  Split the free DOFs into I, those of the free cells' nodes, and A,
 the rest.  Only the I-I block changes:
@@ -17,10 +17,10 @@ factorised with LAPACK's Cholesky each solve.  With up to ``MAX_DOFS`` such
 DOFs on 10x10 (SPhyR's cell, row and column masks; more on larger grids, see
 :func:`usable`) that is several times cheaper than factorising all of K, and
 it is the same solution up to rounding.  Whatever the condensed solve cannot vouch for (a Cholesky that
-breaks down, a residual above SPEC 3's bound, a design whose compliance
+breaks down, a residual above the "Finite elements" rules' bound, a design whose compliance
 exceeds ``SINGULARITY_RATIO`` (:mod:`sphyr_hpc.discretisation`) times that of
 the design with every free cell solid: a severed load path) is solved again by the PETSc system in full, so
-SPEC 3's infinite compliances come from where they always did.
+The "Finite elements" rules' infinite compliances come from where they always did.
 
 :class:`CondensedSystem` is a :class:`~sphyr_hpc.solvers.base.LinearSystem`
 that stands in for a one-rank
@@ -212,7 +212,7 @@ class CondensedSystem(LinearSystem):
         return S0 + csr.matvec(self._map, moduli[self.free_cells]).reshape(self.k, self.k)
 
     def solve(self, moduli):
-        """Compliance for element moduli (natural order = this rank's slab); +inf per SPEC 3."""
+        """Compliance for element moduli (natural order = this rank's slab); +inf as "Finite elements" says."""
         moduli = np.asarray(moduli, dtype=float)
         if self.base.n_free == 0 or not self.base.has_load:
             return np.inf

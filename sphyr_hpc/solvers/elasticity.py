@@ -1,4 +1,4 @@
-"""The linear-elastic system of one load case, distributed with PETSc (SPEC sections 3-4).
+"""The linear-elastic system of one load case, distributed with PETSc (docs/scoring.md, "Finite elements").
 
 Who owns what
 -------------
@@ -41,9 +41,8 @@ A CG solve that does not converge raises :class:`SolverError`.
 """
 
 import numpy as np
-from mpi4py import MPI
 
-from .._petsc import petsc
+from .._petsc import petsc, view_once
 from .. import discretisation as fe
 from .. import timing
 from . import multigrid
@@ -327,7 +326,7 @@ class ElasticitySystem(LinearSystem):
             raise RuntimeError("only a one-rank system assembled in place (assembly='elements') offers this")
 
     def solve(self, moduli):
-        """Assemble, solve, and return the compliance f.u (+inf per SPEC section 3).
+        """Assemble, solve, and return the compliance f.u (+inf per docs/scoring.md, "Finite elements").
 
         ``self.u`` holds the displacements afterwards (zero when inf for lack of
         a load or of free DOFs).
@@ -347,6 +346,7 @@ class ElasticitySystem(LinearSystem):
                 if self.solver != "direct":
                     multigrid.plain_csr_kernels(self.ksp)
                     self.hierarchy = multigrid.hierarchy_info(self.ksp)
+                view_once(self.ksp)  # -<prefix>ksp_view: once per distinct solver, not per solve
             with timing.timed(timing.SOLVE):
                 self.ksp.solve(self.f, self.u)
         except self.PETSc.Error as err:
@@ -404,6 +404,8 @@ class ElasticitySystem(LinearSystem):
 
     def max_displacement(self):
         """Largest nodal displacement magnitude (collective)."""
+        from mpi4py import MPI  # imported by petsc() already; not at the top, so --help needs no MPI
+
         nodal = self.u.array_r.reshape(-1, 2)
         local = float(np.max(np.hypot(nodal[:, 0], nodal[:, 1]))) if nodal.size else 0.0
         return self.comm.tompi4py().allreduce(local, op=MPI.MAX)

@@ -67,7 +67,7 @@ MAX_LEVELS = 12
 # The coarsest grid is factorised (LU) at every set-up: ~2-4k DOFs costs milliseconds.
 COARSE_MAX_DOFS = 3000
 MIN_ELEMENTS = 2
-# Relative residual reduction of the CG solve.  The SPEC residual check is
+# Relative residual reduction of the CG solve.  The residual check of docs/scoring.md is
 # ||K u - f|| <= 1e-6 * max(||f||, 1) and ||f|| < 1 for a unit load spread
 # over more than one node, so 1e-6 * ||f|| always passes it.
 RTOL = 1e-6
