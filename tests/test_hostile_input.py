@@ -215,14 +215,16 @@ def test_a_jsonl_line_that_cannot_be_read_costs_only_that_line(tmp_path, capsys)
 
 @pytest.mark.filterwarnings("error")  # any library warning fails the test
 def test_a_run_with_nothing_scored_says_there_is_nothing_to_rank_and_nothing_else(tmp_path, capsys):
+    # A broken sample (no ground truth) is left out for every model; a missing completion would
+    # count 0 for its model (docs/scoring.md, "Means"), which is a score, so it is not used here.
     folder = _folder(tmp_path, {"nested_results.json": "[" * 100_000,
-                                "broken_results.json": [_record(completion=None)]})
+                                "broken_results.json": [_record(ground_truth=None)]})
     status, rows = _score(tmp_path, folder)
     captured = capsys.readouterr()
     assert status == 1
     assert "nothing to rank: no record was scored" in captured.out.splitlines()
     assert all(line.startswith("error: ") for line in captured.err.splitlines())
-    assert "nested_results.json: not readable JSON" in captured.err and "'completion'" in captured.err
+    assert "nested_results.json: not readable JSON" in captured.err and "ground_truth" in captured.err
     assert (tmp_path / "out" / "leaderboard.png").stat().st_size > 0
 
 
