@@ -35,6 +35,17 @@ class LoadCaseError(ValueError):
     """A ground truth that does not describe a structural problem."""
 
 
+def parse_gravity(text):
+    """A gravity step written ``"dr,dc"`` (e.g. ``"1,0"``, down); ValueError saying why otherwise."""
+    try:
+        dr, dc = (float(v) for v in str(text).split(","))
+    except ValueError:
+        raise ValueError(f"gravity must be 'dr,dc', e.g. 1,0 (down), not {text!r}") from None
+    if dr == 0.0 and dc == 0.0:
+        raise ValueError("gravity must be non-zero")
+    return (dr, dc)
+
+
 def gravity_from_folder(name):
     """Gravity step (dr, dc) of a result folder name (docs/scoring.md, "Load case")."""
     for marker, gravity in _ROTATIONS:

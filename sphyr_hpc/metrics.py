@@ -19,6 +19,7 @@ from . import loadcase as loadcases
 from .analysis import analyse, solid_compliance
 from .optimiser.filter import FILTER_RADIUS
 from .cache import BoundedCache
+from .io.atomic import json_safe  # noqa: F401 - the metrics' JSON form, imported from here by callers
 from .failures import diagnose
 from .optimiser.yardstick import YardstickKey, yardstick
 
@@ -56,11 +57,6 @@ def empty_metrics():
         "unfilled_cells": 0,
         "unparsable_cells": 0,
     }
-
-
-def json_safe(metrics):
-    """Non-finite floats become None (``inf`` is not JSON)."""
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
 
 
 def clipped_ratio(reference, actual):

@@ -39,7 +39,6 @@ Exit status: 0 done (converged or not), 1 a solve failed (SolverError) or
 the design cannot carry its load, 2 a usage or problem error.
 """
 
-import json
 import os
 import resource
 import sys
@@ -56,6 +55,9 @@ from .optimiser import simp
 from .optimiser.filter import DensityFilter, filter_reach
 from ._petsc import split_petsc_args
 from .cli import Parser, UsageError, report_usage_error
+from .io.atomic import write_json_atomic
+from .io.field_files import FORMATS
+from .solvers.elasticity import SOLVERS
 from .problems import ProblemError
 
 DEFAULT_ITERATIONS = 300
@@ -100,7 +102,7 @@ def build_parser():
     opt.add_argument("--radius", type=float, default=DEFAULT_RADIUS, help="density filter radius, elements")
     opt.add_argument("--move", type=float, default=simp.MOVE_LIMIT, help="OC move limit")
     opt.add_argument("--initial", help="warm start: a .npy density (resampled to the grid)")
-    opt.add_argument("--solver", choices=("mg", "gamg", "direct"), help="linear solver (default: direct up to 200k DOFs, else mg)")
+    opt.add_argument("--solver", choices=SOLVERS, help="linear solver (default: direct up to 200k DOFs, else mg)")
     out = p.add_argument_group("output")
     out.add_argument("--ground-truth", help="grid file to score the result against")
     out.add_argument("--png", help="write the final density as a PNG")
@@ -109,7 +111,7 @@ def build_parser():
     out.add_argument("--fields", metavar="DIR", help="write the history for ParaView into DIR (a temporal "
                                                       "collection: load it with UpdatePipeline(time), see README)")
     out.add_argument("--fields-every", type=int, default=10, help="with --fields: a step every K iterations")
-    out.add_argument("--fields-format", choices=("xdmf", "xdmf-quad", "vtu"), default="xdmf",
+    out.add_argument("--fields-format", choices=FORMATS, default=FORMATS[0],
                      help="with --fields: HDF5 + XDMF 3, explicit-quad XDMF, or VTU via meshio")
     out.add_argument("--bandwidth", action="store_true",
                      help="after the run, measure a 400 MB numpy copy per rank and the fraction of it "
@@ -180,7 +182,7 @@ def ground_truth_of(args, problem):
 # -- the run --------------------------------------------------------------------------------------
 def _fields_writer(directory, problem, system, every, log, fields_format="xdmf"):
     try:
-        from .io.fields import HistoryWriter
+        from .io.fields import HistoryWriter, safe_name
     except ImportError as err:
         log(f"--fields: sphyr_hpc.io.fields.HistoryWriter is not available ({err}); no fields written")
         return None
@@ -188,12 +190,8 @@ def _fields_writer(directory, problem, system, every, log, fields_format="xdmf")
     if comm.rank == 0:
         os.makedirs(directory, exist_ok=True)
     comm.Barrier()
-    stem = os.path.join(directory, f"{_safe(problem.name)}_{problem.nelx}x{problem.nely}")
+    stem = os.path.join(directory, f"{safe_name(problem.name)}_{problem.nelx}x{problem.nely}")
     return HistoryWriter(stem, system, every=every, fields_format=fields_format)
-
-
-def _safe(name):
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in str(name)) or "problem"
 
 
 def _rank0_logger(comm, quiet=False):
@@ -435,24 +433,6 @@ def save_png(density, path, title=None):
     plt.close(fig)
 
 
-def _json_safe(value):
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, np.generic):
-        return _json_safe(value.item())
-    return value
-
-
-def write_json(path, data):
-    from .io.atomic import write_text_atomic
-
-    write_text_atomic(path, json.dumps(_json_safe(data), indent=1) + "\n")
-
-
 def run(args, comm, petsc_args=()):
     from mpi4py import MPI
 
@@ -550,7 +530,7 @@ def run(args, comm, petsc_args=()):
         if args.json:
             out["problem_spec"] = problem.to_dict()
             out["arguments"] = {k: v for k, v in vars(args).items()}
-            write_json(args.json, out)
+            write_json_atomic(args.json, out)
             print(f"run (history, timings, memory) -> {args.json}", flush=True)
         if out.get("fields"):
             print(f"fields for ParaView -> {out['fields']} (a history: load a step with UpdatePipeline(time), "

@@ -63,7 +63,9 @@ from pathlib import Path
 import numpy as np
 
 from . import grid as grids
+from .io.atomic import write_text_atomic
 from .loadcase import DOWN, LoadCase
+from .loadcase import parse_gravity as loadcase_parse_gravity
 
 FORMAT = "sphyr_hpc.problem"
 VERSION = 1
@@ -421,9 +423,7 @@ def write_problem(problem, path):
         tokens = np.asarray(problem.grid, dtype=object)
         up = np.repeat(np.repeat(tokens, problem.upscale, axis=0), problem.upscale, axis=1)
         text = "\n".join(" ".join(row) for row in up.tolist()) + "\n"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, text)
     return path
 
 
@@ -437,14 +437,13 @@ def resize_nearest(field, shape):
 
 
 def parse_gravity(text):
-    """A gravity step "dr,dc" (None stays None: the problem's own)."""
+    """A gravity step "dr,dc" (:func:`sphyr_hpc.loadcase.parse_gravity`; None stays None: the problem's own)."""
     if text is None:
         return None
     try:
-        dr, dc = (float(v) for v in text.split(","))
-    except ValueError:
-        raise ProblemError(f"--gravity {text!r} is not dr,dc (e.g. 1,0)") from None
-    return (dr, dc)
+        return loadcase_parse_gravity(text)
+    except ValueError as err:
+        raise ProblemError(f"--gravity: {err}") from None
 
 
 def resolve(path=None, preset_name=None, size=None, dataset=None, index=0, masked=False, upscale=1, gravity=None,

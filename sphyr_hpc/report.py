@@ -22,8 +22,6 @@ from .failures import SUMMARY_KEY, failure_summary
 from .metrics import STRUCTURAL_METRIC_KEYS
 
 COMPLETION_STATUSES = ("missing", "unreadable")
-LEADERBOARD_KEYS = ("topology_score", "structural_efficiency", "material_efficiency",
-                    "compliance_efficiency_vs_ground_truth", "load_carrying", "volume_ratio")
 _SHORT = {"topology_score": "topo", "structural_efficiency": "struct", "material_efficiency": "material",
           "compliance_efficiency_vs_ground_truth": "vs GT", "load_carrying": "carrying",
           "volume_ratio": "vol ratio"}
@@ -73,7 +71,7 @@ def leaderboard(summary):
         counted = sum(s["count"] - s["excluded"] for s in subjects.values())
         answered = sum(s["count"] - s["errors"] for s in subjects.values())
         entry["coverage"] = answered / counted if counted else None
-        for key in LEADERBOARD_KEYS:
+        for key in STRUCTURAL_METRIC_KEYS:
             entry[key] = _mean([s[key] for s in subjects.values() if s[key] is not None])
         board.append(entry)
     board.sort(key=lambda e: (-(e["topology_score"] if e["topology_score"] is not None else -math.inf), e["model"]))
@@ -93,10 +91,10 @@ def format_leaderboard(board):
         return [NOTHING_TO_RANK]
     width = max([len("model")] + [len(e["model"]) for e in board])
     header = (f"{'#':>3s} {'model':{width}s} {'subjects':>8s} {'records':>7s} {'errors':>6s} {'coverage':>8s} "
-              + " ".join(f"{_SHORT[k]:>9s}" for k in LEADERBOARD_KEYS))
+              + " ".join(f"{_SHORT[k]:>9s}" for k in STRUCTURAL_METRIC_KEYS))
     lines = [header, "-" * len(header)]
     for rank, e in enumerate(board, start=1):
-        values = " ".join(f"{e[k]:9.3f}" if e[k] is not None else f"{'-':>9s}" for k in LEADERBOARD_KEYS)
+        values = " ".join(f"{e[k]:9.3f}" if e[k] is not None else f"{'-':>9s}" for k in STRUCTURAL_METRIC_KEYS)
         coverage = f"{100 * e['coverage']:7.1f}%" if e.get("coverage") is not None else f"{'-':>8s}"
         lines.append(f"{rank:3d} {e['model']:{width}s} {e['subjects']:8d} {e['records']:7d} {e['errors']:6d} "
                      f"{coverage} {values}")

@@ -51,6 +51,8 @@ from pathlib import Path
 
 from . import problems
 from .cli import Parser, UsageError, report_usage_error
+from .io.atomic import write_text_atomic
+from .solvers.elasticity import SOLVERS
 from .problems import ProblemError
 
 REPO_MPIRUN = Path(__file__).resolve().parent.parent / "bin" / "mpirun"
@@ -77,7 +79,7 @@ def build_parser():
     p.add_argument("--preset", default="mbb", help=f"problem preset: {', '.join(problems.PRESETS)}")
     p.add_argument("--volfrac", type=float, help="volume fraction (default: the preset's)")
     p.add_argument("--radius", type=float, default=1.5, help="density filter radius in elements")
-    p.add_argument("--solver", default="mg", choices=("mg", "gamg", "direct"),
+    p.add_argument("--solver", default="mg", choices=SOLVERS,
                    help="linear solver of the timed runs, at every size")
     p.add_argument("--design-iterations", type=int, default=100,
                    help="iterations of the design run at the smallest size (0: a uniform start)")
@@ -292,14 +294,6 @@ def plot(entries, prefix):
     return paths
 
 
-def _write(path, text):
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     petsc_args = []
@@ -354,10 +348,10 @@ def main(argv=None):
                     log(f"  {size[0]}x{size[1]} on {r}: {entry['seconds_per_iteration']:.3f} s/iteration, "
                         f"{entry['ksp_iterations']:.1f} KSP its/solve, {entry['peak_memory_mb']:.0f} MB/rank")
     meta["load_average_end"] = list(os.getloadavg())
-    _write(args.json, json.dumps(entries, indent=1) + "\n")
+    write_text_atomic(args.json, json.dumps(entries, indent=1) + "\n")
     md_path = args.md or str(Path(args.json).with_suffix(".md"))
-    _write(md_path, markdown(entries, meta))
-    _write(str(Path(args.json).with_suffix(".meta.json")), json.dumps(meta, indent=1) + "\n")
+    write_text_atomic(md_path, markdown(entries, meta))
+    write_text_atomic(str(Path(args.json).with_suffix(".meta.json")), json.dumps(meta, indent=1) + "\n")
     prefix = args.plots or str(Path(args.json).with_suffix(""))
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     paths = plot(entries, prefix)

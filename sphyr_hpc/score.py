@@ -65,6 +65,7 @@ from . import loadcase as loadcases
 from .cli import Parser, UsageError, report_usage_error
 from .failures import SUMMARY_KEY, format_failures
 from .io import limits as input_limits
+from .io.field_files import FORMATS
 from .io.records import (FileProblem, ResultsLog, find_result_files, read_dataset_completions,
                          read_result_file, row_key, write_text_atomic)
 # mpi4py, PETSc and what needs them are imported once _petsc.require() has vouched for them, so
@@ -81,13 +82,11 @@ class Interrupted(KeyboardInterrupt):
 
 
 def _gravity(text):
+    """``--gravity`` for argparse: :func:`~sphyr_hpc.loadcase.parse_gravity`."""
     try:
-        dr, dc = (float(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"gravity must be 'dr,dc', e.g. 1,0 (down), not {text!r}") from None
-    if dr == 0.0 and dc == 0.0:
-        raise argparse.ArgumentTypeError("gravity must be non-zero")
-    return (dr, dc)
+        return loadcases.parse_gravity(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def build_parser():
@@ -119,7 +118,7 @@ def build_parser():
                         help="also re-optimise at each completion's own budget (slow)")
     parser.add_argument("--fields", metavar="DIR",
                         help="also write each record's completion, ground truth and yardstick optimum for ParaView")
-    parser.add_argument("--fields-format", choices=("xdmf", "xdmf-quad", "vtu"), default="xdmf",
+    parser.add_argument("--fields-format", choices=FORMATS, default=FORMATS[0],
                         help="format of --fields: HDF5 + XDMF 3, explicit-quad XDMF, or VTU")
     parser.add_argument("--report", action=argparse.BooleanOptionalAction, default=True,
                         help="write DIR/report.html and its pictures (DIR/report/*.png) at the end "

@@ -1,13 +1,39 @@
-"""Atomic file writes: a file appears complete or not at all.
+"""Atomic file writes: a file appears complete or not at all; and the one JSON form of numbers.
 
 The text goes to a temporary file in the same folder, which then replaces the
 target (``os.replace`` is atomic on POSIX).  The temporary file gets the
 permissions a plain ``open`` would give (``mkstemp`` makes it 0600).
+
+JSON has no infinity or NaN: :func:`json_safe` writes them as ``null`` (an
+infinite compliance is ``null`` in every file sphyr_hpc writes) and NumPy
+scalars as plain numbers.
 """
 
+import json
+import math
 import os
 import tempfile
 from pathlib import Path
+
+import numpy as np
+
+
+def json_safe(value):
+    """``value`` with non-finite floats as None and NumPy scalars as Python ones, recursively."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def write_json_atomic(path, data, indent=1):
+    """``data`` as JSON (through :func:`json_safe`), written atomically."""
+    write_text_atomic(path, json.dumps(json_safe(data), indent=indent, allow_nan=False) + "\n")
 
 
 def _umask():

@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 
 from .. import failures
-from ..report import LEADERBOARD_KEYS, leaderboard, summarise
+from ..metrics import STRUCTURAL_METRIC_KEYS
+from ..report import leaderboard, summarise
 from . import report_figures as figures
 from .atomic import write_bytes_atomic, write_text_atomic
 from .fields import safe_name
@@ -132,8 +133,8 @@ def render_html(title, rows, broken, board, fsum, pictures):
 
     parts.append("<h2>Leaderboard</h2><p class='note'>Models ranked by the mean over subjects of their mean "
                  "topology_score (every subject weighs the same).</p>")
-    parts.append(_table(["#", "model", "subjects", "records", "errors"] + list(LEADERBOARD_KEYS),
-                        [[i, e["model"], e["subjects"], e["records"], e["errors"]] + [e[k] for k in LEADERBOARD_KEYS]
+    parts.append(_table(["#", "model", "subjects", "records", "errors"] + list(STRUCTURAL_METRIC_KEYS),
+                        [[i, e["model"], e["subjects"], e["records"], e["errors"]] + [e[k] for k in STRUCTURAL_METRIC_KEYS]
                          for i, e in enumerate(board, start=1)]))
     heat, bars, *mosaics = [_figure_html(*picture) for picture in pictures]
     parts.append(heat)
