@@ -40,9 +40,7 @@ the design cannot carry its load, 2 a usage or problem error.
 """
 
 import os
-import resource
 import sys
-import time
 import traceback
 from pathlib import Path
 
@@ -52,7 +50,9 @@ from . import discretisation as fe
 from . import problems
 from . import timing
 from .optimiser import simp
-from .optimiser.filter import DensityFilter, filter_reach
+from .optimiser.driver import (DEFAULT_CONTINUATION, DEFAULT_ITERATIONS, DEFAULT_RADIUS, DEFAULT_TOLERANCE,
+                               copy_bandwidth, mg_cg_bytes_per_iteration, optimise, rank0_logger,
+                               run_summary)
 from ._petsc import split_petsc_args
 from .cli import Parser, UsageError, report_usage_error
 from .io.atomic import write_json_atomic
@@ -60,11 +60,6 @@ from .io.field_files import FORMATS
 from .solvers.elasticity import SOLVERS
 from .problems import ProblemError
 
-DEFAULT_ITERATIONS = 300
-DEFAULT_TOLERANCE = 0.01     # the 88-line code's stopping change
-DEFAULT_RADIUS = 1.5         # in elements; the 88-line code's MBB example (mesh dependent)
-DEFAULT_CONTINUATION = "1,0.5,10"
-BANDWIDTH_BYTES = 400 * 2**20
 FAILED_STATUS, ABORT_STATUS = 1, 3  # usage errors: cli.USAGE_STATUS
 PROG = "python -m sphyr_hpc.optimize"
 
@@ -179,231 +174,6 @@ def ground_truth_of(args, problem):
     return problem.ground_truth()
 
 
-# -- the run --------------------------------------------------------------------------------------
-def _fields_writer(directory, problem, system, every, log, fields_format="xdmf"):
-    try:
-        from .io.fields import HistoryWriter, safe_name
-    except ImportError as err:
-        log(f"--fields: sphyr_hpc.io.fields.HistoryWriter is not available ({err}); no fields written")
-        return None
-    comm = system.comm.tompi4py()
-    if comm.rank == 0:
-        os.makedirs(directory, exist_ok=True)
-    comm.Barrier()
-    stem = os.path.join(directory, f"{safe_name(problem.name)}_{problem.nelx}x{problem.nely}")
-    return HistoryWriter(stem, system, every=every, fields_format=fields_format)
-
-
-def _rank0_logger(comm, quiet=False):
-    def log(line):
-        if comm.rank == 0 and not quiet:
-            print(line, flush=True)
-    return log
-
-
-def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAULT_ITERATIONS,
-             tolerance=DEFAULT_TOLERANCE, penal=fe.PENAL, continuation=None, radius=DEFAULT_RADIUS,
-             move=simp.MOVE_LIMIT, initial=None, callback=None, log=None, fields_dir=None, fields_every=10,
-             truth=None, keep_system=False, fields_format="xdmf"):
-    """Run SIMP on ``problem`` over ``comm`` (default PETSc.COMM_WORLD); collective.
-
-    Returns a dict (the same on every rank except ``density``, the natural
-    final density on rank 0 and None elsewhere) with the history (one dict per
-    iteration: iteration, compliance, volume, change, penal, ksp_iterations,
-    seconds and this rank's event seconds), the final compliance, the
-    multigrid hierarchy and, with ``truth``, the comparison with it.
-    ``callback(iteration, system, physical_slab, compliance, change)`` runs
-    every iteration.
-    """
-    from mpi4py import MPI  # mpi4py and PETSc only once main() has checked for them
-
-    from ._petsc import petsc
-    from .solvers.elasticity import ElasticitySystem
-
-    PETSc = petsc()
-    timing.start_logging()
-    comm = comm if comm is not None else PETSc.COMM_WORLD
-    mpi = comm.tompi4py()
-    log = log or _rank0_logger(mpi)
-    lc = problem.loadcase()
-    free, pinned = simp.design_space(lc, *problem.design())
-    volume_fraction = problem.target_volume_fraction()
-    started = time.perf_counter()
-    system = ElasticitySystem(lc, comm=comm, prefix=prefix, solver=solver,
-                              element_halo=max(1, filter_reach(radius)))
-    density_filter = DensityFilter(system, radius)
-    setup_seconds = time.perf_counter() - started
-    log(f"{problem.name}: {lc.nelx}x{lc.nely} elements, {lc.n_dofs} DOFs, volume fraction "
-        f"{volume_fraction:.4g}, {int(free.sum())} free cells, {mpi.size} rank(s), solver {system.solver} "
-        f"({system.ksp.getType()}/{system.ksp.getPC().getType()}), filter radius {radius:g}, "
-        f"set-up {setup_seconds:.2f} s")
-    if initial is not None:
-        initial = problems.resize_nearest(initial, lc.shape)
-    writer = _fields_writer(fields_dir, problem, system, fields_every, log, fields_format) if fields_dir else None
-    history = []
-    clock = {"last": time.perf_counter(), "events": {n: timing.seconds(n) for n in timing.EVENTS}}
-    penalty = simp._penalty_schedule(penal, continuation)
-
-    def on_iteration(iteration, compliance, physical, change):
-        now = time.perf_counter()
-        events = {n: timing.seconds(n) for n in timing.EVENTS}
-        volume = mpi.allreduce(float(np.sum(physical)), op=MPI.SUM) / lc.n_elements
-        row = {"iteration": iteration, "compliance": float(compliance), "volume": volume, "change": float(change),
-               "penal": penalty(iteration), "ksp_iterations": int(system.last_iterations),
-               "seconds": now - clock["last"]}
-        row.update({f"{n}_seconds": events[n] - clock["events"][n] for n in timing.EVENTS})
-        history.append(row)
-        if iteration == 1 and system.hierarchy:
-            from .solvers.multigrid import format_hierarchy
-
-            for line in format_hierarchy(*system.hierarchy, system.multigrid.levels if system.multigrid else None):
-                log(line)
-        log(f"it {iteration:4d}  c {compliance:.6e}  vol {volume:.4f}  change {change:.4f}  p {row['penal']:.2f}  "
-            f"ksp {row['ksp_iterations']:3d}  {row['seconds']:.2f} s")
-        if callback is not None:
-            callback(iteration, system, physical, compliance, change)
-        if writer is not None:
-            writer.write_step(iteration, physical, compliance=compliance, change=change)
-        clock["last"] = time.perf_counter()
-        clock["events"] = {n: timing.seconds(n) for n in timing.EVENTS}
-
-    try:
-        result = simp.run_simp(system, density_filter, volume_fraction, free, pinned, penal=penal,
-                               max_iterations=iterations, tolerance=tolerance, move_limit=move, initial=initial,
-                               callback=on_iteration, volume_sums="linear", continuation=continuation,
-                               gather=False)
-        slab = result.densities
-        volume = mpi.allreduce(float(np.sum(slab)), op=MPI.SUM) / lc.n_elements
-        out = {
-            "problem": problem.name, "nelx": lc.nelx, "nely": lc.nely, "dofs": lc.n_dofs, "ranks": mpi.size,
-            "solver": system.solver, "volume_fraction_target": volume_fraction, "compliance": result.compliance,
-            "volume_fraction": volume, "iterations": result.iterations, "converged": result.converged,
-            "history": history, "setup_seconds_once": setup_seconds,
-            "hierarchy": _hierarchy_json(system),
-        }
-        if writer is not None:
-            writer.write_step(result.iterations, slab, compliance=result.compliance, force=True)
-            out["fields"] = str(writer.path)
-        if truth is not None:
-            out["score"] = score_against(system, slab, truth, penal, result.compliance)
-            log("score: " + ", ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
-                                      for k, v in out["score"].items()))
-        out["density"] = system.gather(slab, root=0)
-        if keep_system:
-            out["system"] = system
-        return out
-    finally:
-        if writer is not None:
-            writer.close()
-        density_filter.close()
-        if not keep_system:
-            system.close()
-
-
-def _hierarchy_json(system):
-    if not system.hierarchy:
-        return None
-    rows, complexity = system.hierarchy
-    return {"levels": rows, "operator_complexity": complexity}
-
-
-def score_against(system, slab, truth, penal, compliance):
-    """Compare a result (this rank's slab) with natural ground-truth densities at the same penalty."""
-    from mpi4py import MPI
-
-    mpi = system.comm.tompi4py()
-    n = system.loadcase.n_elements
-    truth = np.clip(np.asarray(truth, dtype=float), 0.0, 1.0).copy()
-    truth[system.loadcase.structural_mask()] = 1.0
-    gt_compliance = system.solve(system.slab_of(fe.simp_modulus(truth, penal)))
-    vf = mpi.allreduce(float(np.sum(slab)), op=MPI.SUM) / n
-    gt_vf = float(truth.mean())
-    finite = np.isfinite(compliance) and compliance > 0 and np.isfinite(gt_compliance)
-    return {
-        "compliance": float(compliance),
-        "ground_truth_compliance": float(gt_compliance),
-        "volume_fraction": vf,
-        "ground_truth_volume_fraction": gt_vf,
-        "compliance_efficiency_vs_ground_truth": min(1.0, gt_compliance / compliance) if finite else 0.0,
-        "compliance_ratio_raw": gt_compliance / compliance if finite else 0.0,
-        "material_efficiency": min(1.0, gt_vf / vf) if vf > 0 else 0.0,
-    }
-
-
-# -- measurements ------------------------------------------------------------------------------------
-def peak_memory_mb():
-    """This process's peak resident set size, MB (ru_maxrss is in kB on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def copy_bandwidth(mpi, nbytes=BANDWIDTH_BYTES, repeats=3):
-    """Aggregate bandwidth (bytes/s, read + write) of every rank copying its own ``nbytes`` array at once."""
-    src = np.ones(nbytes // 8)
-    dst = np.empty_like(src)
-    np.copyto(dst, src)  # first touch
-    best = np.inf
-    for _ in range(repeats):
-        mpi.Barrier()
-        t0 = time.perf_counter()
-        np.copyto(dst, src)
-        mpi.Barrier()
-        best = min(best, time.perf_counter() - t0)
-    return mpi.size * 2.0 * src.nbytes / best
-
-
-def mg_cg_bytes_per_iteration(system):
-    """Bytes the MatMults of one MG-CG iteration move (a lower bound: vector updates not counted).
-
-    CG: one MatMult on the fine level.  A cycle visits the level d below the
-    finest once (V-cycle) or 2^d times (W-cycle); every visit of a level but
-    the coarsest does m Chebyshev steps down and m up (one MatMult each), one
-    residual, and the restriction and interpolation to the level below.  A
-    MatMult moves the matrix (8-byte values, 4-byte column indices) and reads
-    x / writes y once.  The smoothers' vector updates and the coarse solves are
-    not counted.
-    """
-    if not system.hierarchy or not system.hierarchy[0]:
-        return None
-    PETSc = system.PETSc
-    pc = system.ksp.getPC()
-    rows = system.hierarchy[0]  # finest first
-    n_levels = len(rows)
-
-    def mat_bytes(nnz, m, n):
-        return 12.0 * nnz + 8.0 * (m + n)
-
-    w_cycle = getattr(system, "mg_cycle", "v") == "w"
-    interps = list(system.multigrid.interpolations if system.multigrid else ())[::-1]  # finest pair first
-    total = mat_bytes(rows[0]["nonzeros"], rows[0]["rows"], rows[0]["rows"])  # CG's MatMult
-    for depth, level in enumerate(rows[:-1]):
-        visits = 2**depth if w_cycle else 1
-        steps = pc.getMGSmoother(n_levels - 1 - depth).getTolerances()[3]
-        total += visits * (2 * steps + 1) * mat_bytes(level["nonzeros"], level["rows"], level["rows"])
-        if depth < len(interps):
-            info = interps[depth].getInfo(PETSc.Mat.InfoType.GLOBAL_SUM)
-            m, n = interps[depth].getSize()
-            total += visits * 2 * mat_bytes(info["nz_used"], m, n)
-    return total
-
-
-def run_summary(out, mpi, warmup=1):
-    """Steady-state means over iterations after ``warmup`` (max over ranks), and memory per rank."""
-    from mpi4py import MPI
-
-    hist = out["history"]
-    steady = hist[warmup:] if len(hist) > warmup else hist
-    summary = {"iterations_timed": len(steady), "first_iteration_seconds": hist[0]["seconds"] if hist else None}
-    local = {k: float(np.mean([h[k] for h in steady])) if steady else 0.0
-             for k in ["seconds"] + [f"{n}_seconds" for n in timing.EVENTS]}
-    for key, value in local.items():
-        summary[key] = mpi.allreduce(value, op=MPI.MAX)
-    summary["ksp_iterations_mean"] = float(np.mean([h["ksp_iterations"] for h in steady])) if steady else 0.0
-    summary["ksp_iterations_max"] = int(max([h["ksp_iterations"] for h in steady], default=0))
-    memory = mpi.allgather(peak_memory_mb())
-    summary["peak_memory_mb_per_rank"] = memory
-    return summary
-
-
 # -- output ----------------------------------------------------------------------------------------
 def save_png(density, path, title=None):
     """The density as a grey image (black = material), row 0 at the top, square cells.
@@ -439,8 +209,8 @@ def run(args, comm, petsc_args=()):
     from .solvers.elasticity import PartitionError, SolverError
 
     mpi = comm.tompi4py()
-    log = _rank0_logger(mpi)
-    quiet_log = _rank0_logger(mpi, args.quiet)
+    log = rank0_logger(mpi)
+    quiet_log = rank0_logger(mpi, args.quiet)
     try:
         continuation = _check_settings(args)
         problem = load_problem(args)

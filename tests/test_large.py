@@ -20,7 +20,7 @@ from sphyr_hpc import discretisation as fe
 from sphyr_hpc import generate, optimize, problems, scaling
 from sphyr_hpc import loadcase as lcs
 from sphyr_hpc._petsc import petsc
-from sphyr_hpc.optimiser import simp
+from sphyr_hpc.optimiser import driver, simp
 from sphyr_hpc.optimiser.filter import DensityFilter
 from sphyr_hpc.problems import ProblemError
 from sphyr_hpc.solvers import assembly, elasticity, multigrid
@@ -352,10 +352,10 @@ def test_linear_volume_sums_follow_the_scorer_bisection():
 
 @ONE_RANK
 def test_continuation_raises_the_penalty_in_steps_and_converges_only_at_the_end():
-    schedule = simp._penalty_schedule(3.0, (1.0, 0.5, 10))
+    schedule = simp.penalty_schedule(3.0, (1.0, 0.5, 10))
     assert [schedule(i) for i in (1, 10, 11, 21, 31, 41, 100)] == [1.0, 1.0, 1.5, 2.0, 2.5, 3.0, 3.0]
     with pytest.raises(ValueError):
-        simp._penalty_schedule(3.0, (4.0, 0.5, 10))
+        simp.penalty_schedule(3.0, (4.0, 0.5, 10))
     problem = problems.preset("mbb", 30, 10, 0.5)
     lc = problem.loadcase()
     free, pinned = simp.design_space(lc, *problem.design())
@@ -398,7 +398,7 @@ def test_optimize_runs_the_mbb_preset_with_multigrid_and_writes_its_outputs(tmp_
 def test_optimize_callback_and_fields_hook(tmp_path, capsys):
     problem = problems.preset("mbb", 30, 10, 0.5)
     seen = []
-    out = optimize.optimise(problem, comm=petsc().COMM_SELF, iterations=4, tolerance=0.0, log=lambda line: None,
+    out = driver.optimise(problem, comm=petsc().COMM_SELF, iterations=4, tolerance=0.0, log=lambda line: None,
                             callback=lambda it, system, slab, c, ch: seen.append((it, slab.size, c, ch)))
     assert [s[0] for s in seen] == [1, 2, 3, 4] and all(s[1] == 300 for s in seen)
     assert out["density"].shape == (10, 30)
@@ -455,7 +455,7 @@ def _mg_history(comm, prefix, nelx=96, nely=48, iterations=15):
     problem = problems.preset("mbb", nelx, nely, 0.5)
     clear = _options(prefix, mg_coarse_max_dofs=600)
     try:
-        out = optimize.optimise(problem, comm=comm, prefix=prefix, solver="mg", iterations=iterations,
+        out = driver.optimise(problem, comm=comm, prefix=prefix, solver="mg", iterations=iterations,
                                 tolerance=0.0, continuation=(1.0, 0.5, 3), log=lambda line: None)
     finally:
         clear()

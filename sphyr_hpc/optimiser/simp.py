@@ -88,7 +88,7 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
         raise ValueError(f"volume_sums must be one of {VOLUME_SUMS}, not {volume_sums!r}")
     from mpi4py import MPI  # here, not at the top: ``optimize --help`` works without mpi4py
 
-    penalty = _penalty_schedule(penal, continuation)
+    penalty = penalty_schedule(penal, continuation)
     mpi = system.comm.tompi4py()
     budget, pinned_volume = free_budget(free, pinned, volume_fraction)
     n_free = int(free.sum())
@@ -147,7 +147,7 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
     return SimpResult(system.gather(physical) if gather else physical, compliance, iteration, converged, history)
 
 
-def _penalty_schedule(penal, continuation):
+def penalty_schedule(penal, continuation):
     """Penalty of each iteration (1-based): constant, or raised in steps up to ``penal``."""
     if continuation is None:
         return lambda iteration: penal
