@@ -22,6 +22,7 @@ import glob
 import importlib
 import os
 import sys
+from contextlib import contextmanager
 
 from .cli import USAGE_STATUS
 
@@ -232,6 +233,28 @@ def view_once(ksp):
     if signature not in _Viewers.shown:
         _Viewers.shown.add(signature)
         ksp.view()
+
+
+@contextmanager
+def inserted_options(prefix, defaults):
+    """``defaults`` ({name: value}, names without ``-`` and prefix) in the options database under
+    ``prefix`` for the duration of the block, except where the user has set them.
+
+    A solver's defaults that PETSc reads only from the database (multigrid level
+    smoothers, GAMG, the Chebyshev eigenvalue estimate) go in around the calls that
+    read them and out afterwards, so they never leak into another solver; an option
+    the user gave is never touched.  :class:`command_options` does the same for a
+    command line's options.
+    """
+    opts = petsc().Options(prefix)
+    added = [name for name in defaults if not opts.hasName(name)]
+    for name in added:
+        opts.setValue(name, defaults[name])
+    try:
+        yield opts
+    finally:
+        for name in added:
+            opts.delValue(name)
 
 
 class command_options:

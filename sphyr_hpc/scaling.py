@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 
 from . import problems
+from ._petsc import split_petsc_args
 from .cli import Parser, UsageError, report_usage_error
 from .io.atomic import write_text_atomic
 from .solvers.elasticity import SOLVERS
@@ -66,7 +67,8 @@ def build_parser():
                            "Runs `mpirun -n R python -m sphyr_hpc.optimize` itself for every size and rank count\n"
                            "(run this command without mpirun), each from one design optimised first at the\n"
                            "smallest size, and writes the timings as JSON, a Markdown table and three plots.",
-               epilog="PETSc options for every run follow a lone --, e.g. -- -sphyr_ksp_rtol 1e-8 -log_view.\n"
+               epilog="PETSc options (single dash, anywhere: -sphyr_ksp_rtol 1e-8 -log_view) go to every run,\n"
+                      "as in every other command.\n"
                       "Exit status: 0 every run succeeded, 1 some failed (recorded with its error), 2 usage error.")
     p.add_argument("--sizes", required=True, help="comma-separated NELXxNELY, e.g. 128x64,256x128")
     p.add_argument("--ranks", default="1,2", help="comma-separated rank counts")
@@ -295,11 +297,7 @@ def plot(entries, prefix):
 
 
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    petsc_args = []
-    if "--" in argv:
-        cut = argv.index("--")
-        argv, petsc_args = argv[:cut], argv[cut + 1:]
+    argv, petsc_args = split_petsc_args(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

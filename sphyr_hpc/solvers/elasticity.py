@@ -42,14 +42,13 @@ A CG solve that does not converge raises :class:`SolverError`.
 
 import numpy as np
 
-from .._petsc import petsc, view_once
+from .._petsc import inserted_options, petsc, view_once
 from .. import discretisation as fe
 from .. import timing
 from . import multigrid
 from .assembly import ElementAssembly, StencilAssembly
 from .base import RESIDUAL_TOLERANCE, LinearSystem, residual_acceptable
 from .multigrid import configure_gamg, configure_mg
-from .options import inserted_options
 
 # Above this many DOFs the default solver is CG + multigrid instead of LU.
 DIRECT_SOLVER_MAX_DOFS = 200_000
