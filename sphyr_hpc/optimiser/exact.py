@@ -68,13 +68,13 @@ bound, i.e. a proven gap.
 import heapq
 import math
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.linalg import lapack
 
 from .. import discretisation as fe
+from ..cache import BoundedCache
 from .discrete import polish
 
 RELATIVE_TOLERANCE = 1e-9
@@ -129,31 +129,26 @@ class _Points:
         positions = condensed.cell_positions
         self.positions = np.where(positions >= 0, positions, condensed.k)  # fixed DOFs read a 0
         self.ke = condensed.ke
-        self.cache = OrderedDict()
+        self.cache = BoundedCache(POINT_CACHE)
 
     def evaluate(self, x):
         """(compliance, gradient over free cells) at ``x`` (free-cell densities in [0, 1])."""
-        key = np.asarray(x, dtype=float).tobytes()
-        hit = self.cache.get(key)
-        if hit is not None:
-            self.cache.move_to_end(key)
-            return hit
+        x = np.asarray(x, dtype=float)
+        return self.cache.get_or_compute(x.tobytes(), lambda: self._evaluate(x))
+
+    def _evaluate(self, x):
         moduli = self.moduli.copy()
-        moduli[self.free] = fe.EMIN + np.asarray(x, dtype=float) * (fe.E0 - fe.EMIN)
+        moduli[self.free] = fe.EMIN + x * (fe.E0 - fe.EMIN)
         S, g, c0 = self.condensed.reduced_system(moduli)
         factor, info = lapack.dpotrf(S, lower=False, clean=False)
-        result = (math.inf, np.zeros(self.free.size))
         if info == 0:
             u, info = lapack.dpotrs(factor, g, lower=False)
             c = c0 + float(g @ u)
             if info == 0 and math.isfinite(c) and c >= 0.0:
                 ue = np.append(u, 0.0)[self.positions]
                 energies = np.einsum("ij,ij->i", ue @ self.ke, ue)
-                result = (c, -(fe.E0 - fe.EMIN) * energies)
-        self.cache[key] = result
-        if len(self.cache) > POINT_CACHE:
-            self.cache.popitem(last=False)
-        return result
+                return c, -(fe.E0 - fe.EMIN) * energies
+        return math.inf, np.zeros(self.free.size)
 
 
 def _cut_bounds(cuts, state, budget):
