@@ -52,7 +52,9 @@ from . import loadcase as loadcases
 from .io.records import (FileProblem, ResultsLog, find_result_files, read_dataset_completions,
                          read_result_file, row_key, write_text_atomic)
 from .metrics import ScoringConfig, Scorer, json_safe
+from . import split
 from .parallel import run_dynamic
+from .solvers.sizing import MG_MIN_DOFS
 from .report import format_leaderboard, leaderboard, plot_leaderboard, summarise, warm_up
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "results"
@@ -86,6 +88,8 @@ def build_parser():
                         help="also write each record's completion, ground truth and yardstick optimum for ParaView")
     parser.add_argument("--fields-format", choices=("xdmf", "xdmf-quad", "vtu"), default="xdmf",
                         help="format of --fields (default: HDF5 + XDMF 3)")
+    parser.add_argument("--multigrid-dofs", type=int, default=MG_MIN_DOFS, metavar="N",
+                        help="yardstick SIMP runs use CG + multigrid from N DOFs (0: always)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -193,9 +197,10 @@ def score_sample(sample, scorer, fields=None, fields_format="xdmf"):
 
 
 def _progress_bar(total, quiet):
+    """Steps: one per record and one per SIMP run of a yardstick (split.Steps), so it moves inside a sample."""
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="rec", disable=quiet, file=sys.stderr, dynamic_ncols=True, smoothing=0.05)
+    return tqdm(total=total, unit="step", disable=quiet, file=sys.stderr, dynamic_ncols=True, smoothing=0.05)
 
 
 def run_score(args, parser, comm):
@@ -225,20 +230,39 @@ def run_score(args, parser, comm):
     if rank == 0 and args.resume and not args.quiet:
         print(f"resuming: {len(done)} records already in {log.path}, {len(pending)} to score", file=sys.stderr)
 
-    scorer = Scorer(ScoringConfig(design_efficiency=args.design_efficiency))
-    bar = _progress_bar(len(pending), args.quiet) if rank == 0 else None
+    scorer = Scorer(ScoringConfig(design_efficiency=args.design_efficiency, mg_min_dofs=args.multigrid_dofs))
+    # Large samples' yardsticks in pieces over the ranks first (sphyr_hpc/split.py), then every group.
+    pieces = split.plan(tasks, scorer, comm.size)
+    cases = {p.task: p.case for p in pieces}
+    promised = [len(group) + (0 if i in cases or group[0].error else split.YARDSTICK_RUNS)
+                for i, group in enumerate(tasks)]
+    phase = {"offset": 0, "total": sum(p.runs for p in pieces)}
+    bar = _progress_bar(phase["total"] + sum(promised), args.quiet) if rank == 0 else None
+
+    def progress(count):
+        bar.update(phase["offset"] + count - bar.n)
+        return count >= phase["total"]
+
+    steps = split.Steps(progress if bar is not None else None)
+    scorer.on_run = steps.step
+    computed = {}
+
+    def run_piece(i, counters):
+        steps.start(counters, pieces[i].runs)
+        computed[(pieces[i].task, pieces[i].piece)] = scorer.run_piece(pieces[i].case, pieces[i].piece)
+        steps.finish()
 
     def run(i, counters):
+        steps.start(counters, promised[i])
+        if i in gathered:
+            scorer.supply(cases[i], gathered.pop(i))
         for sample in tasks[i]:
             row = score_sample(sample, scorer, args.fields, args.fields_format)
             if "error" in row:
                 print(f"error: {row['error']}", file=sys.stderr)
             log.append(row)
-            counters.add_done(1)
-
-    def progress(count):
-        bar.update(count - bar.n)
-        return count >= len(pending)
+            steps.step(1)
+        steps.finish()
 
     # The leaderboard is drawn by the last rank.  With several ranks it loads matplotlib (and
     # its fonts) now, so the dynamic balancing absorbs that instead of the run's serial end.
@@ -247,6 +271,14 @@ def run_score(args, parser, comm):
     scoring_started = time.perf_counter()
     if comm.size > 1 and rank == drawer:
         warm_up()  # the other ranks are already taking tasks
+    gathered = {}
+    if pieces:
+        run_dynamic(comm, len(pieces), run_piece, progress if bar is not None else None)
+        gathered = split.gather_pieces(comm, computed)
+        computed.clear()
+        phase.update(offset=phase["total"], total=sum(promised))
+    else:
+        phase["total"] = sum(promised)
     run_dynamic(comm, len(tasks), run, progress if bar is not None else None)
     scoring_seconds = time.perf_counter() - scoring_started
     log.close()

@@ -88,6 +88,7 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
     if volume_sums not in VOLUME_SUMS:
         raise ValueError(f"volume_sums must be one of {VOLUME_SUMS}, not {volume_sums!r}")
     penalty = _penalty_schedule(penal, continuation)
+    system.reset()  # an iterative solver warm-starts within this run only, never from another's
     mpi = system.comm.tompi4py()
     budget, pinned_volume = free_budget(free, pinned, volume_fraction)
     n_free = int(free.sum())
