@@ -15,7 +15,10 @@ completion as text or grid) by index.
 Work: records are grouped by sample (ground truth, mask, gravity); each group's
 yardstick is computed once, by one rank, and every completion of that sample
 is scored against it.  Groups go to whichever rank is free next (largest
-first), so the records written do not depend on the number of ranks.
+first), so the records written do not depend on the number of ranks.  With
+several ranks, the SIMP runs of large samples' yardsticks are spread over the
+ranks first (:mod:`sphyr_hpc.split`); the progress bar counts records and
+SIMP runs.
 
 Outputs under ``--out`` (default ``out``): ``results.jsonl`` (one object per
 record: model, subject, index, every metric with infinite compliances as null,

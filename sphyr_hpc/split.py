@@ -7,9 +7,9 @@ p = 2 and 3, the run seeded by the dataset answer), and a piece's designs do
 not depend on which rank computes it nor on what that rank solved before (each
 run starts its solver afresh).  So, when there are several ranks:
 
-1. the pieces of every *large* sample's yardstick (at least
-   :data:`SPLIT_MIN_CELLS` cells) are tasks that any rank takes, longest
-   first (:func:`sphyr_hpc.parallel.run_dynamic`: a rank with nothing else to
+1. the pieces of the yardsticks of the largest samples (at least
+   :data:`SPLIT_MIN_CELLS` cells; as many samples as ranks, see :func:`plan`)
+   are tasks that any rank takes, longest first (:func:`sphyr_hpc.parallel.run_dynamic`: a rank with nothing else to
    do takes the next piece, so two ranks share even a single sample);
 2. their designs are gathered on every rank (an ``allgather`` of numpy arrays);
 3. the samples are scored as before, one group per task, each yardstick
@@ -51,14 +51,21 @@ class Piece:
 def plan(tasks, scorer, n_ranks, min_cells=SPLIT_MIN_CELLS):
     """The pieces to spread over ``n_ranks`` ranks, longest first (the same list on every rank).
 
-    ``tasks`` are groups of samples sharing a yardstick (``score.make_tasks``);
-    a group is split when there are several ranks and its sample is large and
-    poses a problem (an invalid ground truth has no yardstick).
+    ``tasks`` are groups of samples sharing a yardstick (``score.make_tasks``,
+    most expensive first).  With several ranks, the first ``n_ranks`` groups
+    whose sample is large and poses a problem (an invalid ground truth has no
+    yardstick) are split: enough to keep every rank busy where whole samples
+    would leave some idle, and the designs gathered stay those of at most
+    ``n_ranks`` samples.  Further large samples are whole tasks, as when
+    there are more of them than ranks.
     """
     if n_ranks < 2:
         return []
     out = []
+    split = 0
     for i, group in enumerate(tasks):
+        if split >= n_ranks:
+            break
         sample = group[0]
         if sample.error or not sample.ground_truth or sum(len(row) for row in sample.ground_truth) < min_cells:
             continue
@@ -66,6 +73,7 @@ def plan(tasks, scorer, n_ranks, min_cells=SPLIT_MIN_CELLS):
         if case is None:
             continue
         out += [Piece(i, case, piece) for piece in scorer.yardstick_pieces(case)]
+        split += 1
     out.sort(key=lambda p: p.runs, reverse=True)  # stable: ties keep the tasks' order (largest first)
     return out
 

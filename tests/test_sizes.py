@@ -122,7 +122,7 @@ def test_yardstick_from_pieces_computed_apart_and_out_of_order_is_the_same(tmp_p
     np.testing.assert_array_equal(assembled.densities, whole.densities)
 
 
-def test_large_samples_are_split_into_pieces_longest_first_only_on_several_ranks():
+def test_large_samples_up_to_one_per_rank_are_split_into_pieces_longest_first_on_several_ranks():
     from sphyr_hpc.io.records import read_result_file
     from sphyr_hpc.metrics import Scorer
     from sphyr_hpc.score import make_tasks
@@ -135,9 +135,11 @@ def test_large_samples_are_split_into_pieces_longest_first_only_on_several_ranks
     scorer = Scorer()
     try:
         assert split.plan(tasks, scorer, 1) == []
-        planned = split.plan(tasks, scorer, 2)
+        two = split.plan(tasks, scorer, 2)
+        planned = split.plan(tasks, scorer, 8)
     finally:
         scorer.close()
+    assert len({p.task for p in two}) == 2  # as many samples as ranks; the others stay whole tasks
     assert len(planned) == 4 * len(yardstick.pieces())  # the four 40x40 samples, not the 10x10 ones
     assert {len(tasks[p.task][0].ground_truth) for p in planned} == {40}
     assert [p.runs for p in planned] == sorted((p.runs for p in planned), reverse=True)

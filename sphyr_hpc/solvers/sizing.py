@@ -6,12 +6,13 @@ Measured side by side on full-mask SPhyR samples (``benchmarks/solver_crossover.
 ``benchmarks/results/solver_crossover.md``):
 
 * up to ~3k DOFs PETSc's own Cholesky with nested dissection is the fastest
-  (refactorised each iteration; 0.45 ms at 20x20) and exact;
-* above, its cost grows as n^1.5 (79 ms of CPU at 80x80, 13k DOFs), while CG
-  preconditioned by the geometric multigrid of :mod:`~sphyr_hpc.solvers.multigrid`
-  (the hierarchy ``optimize`` uses; Galerkin products and a small coarse LU at
-  each set-up), warm-started from the previous iteration of the same run, grows
-  about linearly (~20 ms at 80x80).
+  (refactorised each iteration; 2.8 ms of CPU at 30x30) and exact;
+* above, its cost grows as n^1.5 (55 ms at 80x80, 13k DOFs; 460 ms at 160x160),
+  while CG preconditioned by the geometric multigrid of
+  :mod:`~sphyr_hpc.solvers.multigrid` (the hierarchy ``optimize`` uses; Galerkin
+  products and a small coarse LU at each set-up), warm-started from the previous
+  iteration of the same run, grows about linearly (23 ms at 80x80, 116 ms at
+  160x160, 5-6 CG iterations at every size).
 
 :data:`MG_MIN_DOFS` is that crossover.  Only the SIMP runs switch: candidate
 compliances, the swap polish (whose screen needs a factorisation) and the
