@@ -69,7 +69,9 @@ def plan(tasks, scorer, n_ranks, min_cells=SPLIT_MIN_CELLS):
         sample = group[0]
         if sample.error or not sample.ground_truth or sum(len(row) for row in sample.ground_truth) < min_cells:
             continue
-        case, _ = scorer.prepare(sample.completion, sample.ground_truth, sample.input_grid, sample.gravity)
+        # The yardstick depends on the ground truth, mask and gravity only: a completion of the
+        # wrong shape (whose record gets SPEC's zero metrics) must not keep the sample whole.
+        case, _ = scorer.prepare(sample.ground_truth, sample.ground_truth, sample.input_grid, sample.gravity)
         if case is None:
             continue
         out += [Piece(i, case, piece) for piece in scorer.yardstick_pieces(case)]
