@@ -19,9 +19,10 @@ from . import loadcase as loadcases
 from .analysis import analyse, solid_compliance
 from .optimiser.filter import FILTER_RADIUS
 from .cache import BoundedCache
-from .io.atomic import json_safe  # noqa: F401 - the metrics' JSON form, imported from here by callers
 from .failures import diagnose
-from .optimiser.yardstick import YardstickKey, yardstick
+from .io.atomic import json_safe  # noqa: F401 - the metrics' JSON form, imported from here by callers
+from .optimiser.yardstick import PENAL_SCHEDULE, YardstickKey, pieces, run_piece, yardstick
+from .solvers.sizing import MG_MIN_DOFS
 
 STRUCTURAL_METRIC_KEYS = (
     "topology_score",
@@ -144,6 +145,7 @@ class ScoringConfig:
     filter_radius: float = FILTER_RADIUS
     design_efficiency: bool = False
     solver_prefix: str = "sphyr_"
+    mg_min_dofs: int = MG_MIN_DOFS  # SIMP runs on multigrid from this many DOFs (solvers/sizing.py)
 
 
 class _Problem:
@@ -175,6 +177,8 @@ class Scorer:
         # all its completions, and a completion equal to it costs nothing more.
         self._analyses = BoundedCache(cache_size)
         self._problems = BoundedCache(problem_cache_size, on_evict=_Problem.close)
+        self._computed = {}  # YardstickKey -> {piece: designs} computed elsewhere (see supply)
+        self.on_run = None   # called after every SIMP run of a yardstick (progress)
 
     def problem(self, lc):
         return self._problems.get_or_compute(lc, lambda: _Problem(lc, self.config))
@@ -193,8 +197,33 @@ class Scorer:
         return self.yardsticks.get_or_compute(
             key,
             lambda: yardstick(self.problem(lc).system, volume_fraction, free, pinned, seeds=seeds,
-                              penal=cfg.penal, radius=cfg.filter_radius),
+                              penal=cfg.penal, radius=cfg.filter_radius, mg_min_dofs=cfg.mg_min_dofs,
+                              computed=self._computed.pop(key, None), on_run=self.on_run),
         )
+
+    # -- a sample's yardstick in pieces (sphyr_hpc/split.py spreads them over ranks) --------------
+    def _main_yardstick(self, case):
+        """(key, arguments) of the yardstick every completion of ``case``'s sample is scored against."""
+        cfg = self.config
+        vf = float(np.clip(case.truth, 0.0, 1.0).mean())  # the ground truth's volume fraction (analyse's)
+        args = (case.loadcase, case.free, case.truth, vf, (case.truth,))
+        return YardstickKey.of(*args, cfg.penal, cfg.filter_radius), args
+
+    def yardstick_pieces(self, case):
+        """The independent pieces of ``case``'s yardstick (:func:`~sphyr_hpc.optimiser.yardstick.pieces`)."""
+        return pieces(PENAL_SCHEDULE, 1)
+
+    def run_piece(self, case, piece):
+        """The designs of one piece of ``case``'s yardstick, on this process."""
+        cfg = self.config
+        _, (lc, free, pinned, vf, seeds) = self._main_yardstick(case)
+        return run_piece(self.problem(lc).system, piece, vf, free, pinned, seeds=seeds, penal=cfg.penal,
+                         radius=cfg.filter_radius, mg_min_dofs=cfg.mg_min_dofs, on_run=self.on_run)
+
+    def supply(self, case, computed):
+        """Pieces of ``case``'s yardstick computed elsewhere ({piece: designs}), used when it is needed."""
+        key, _ = self._main_yardstick(case)
+        self._computed[key] = dict(computed)
 
     def prepare(self, completion, ground_truth, input_grid=None, gravity=loadcases.DOWN):
         """The problem a completion poses, or the reason it poses none.
@@ -291,3 +320,4 @@ class Scorer:
     def close(self):
         self._problems.clear()  # closes every problem
         self._analyses.clear()
+        self._computed.clear()

@@ -15,7 +15,10 @@ completion as text or grid) by index.
 Work: records are grouped by sample (ground truth, mask, gravity); each group's
 yardstick is computed once, by one rank, and every completion of that sample
 is scored against it.  Groups go to whichever rank is free next (largest
-first), so the records written do not depend on the number of ranks.
+first), so the records written do not depend on the number of ranks.  With
+several ranks, the SIMP runs of large samples' yardsticks are spread over the
+ranks first (:mod:`sphyr_hpc.split`); the progress bar counts records and
+SIMP runs.
 
 Outputs under ``--out`` (default ``out``): ``results.jsonl`` (one object per
 record: model, subject, index, every metric with infinite compliances as null,
@@ -70,6 +73,7 @@ from .io.records import (FileProblem, ResultsLog, find_result_files, read_datase
                          read_result_file, row_key, write_text_atomic)
 # mpi4py, PETSc and what needs them are imported once _petsc.require() has vouched for them, so
 # that --help and the install message work without them.
+from .solvers.sizing import MG_MIN_DOFS
 
 # The bundled example records: the repository's examples/ folder, which sphyr_hpc/_examples links
 # to and a non-editable install carries as package data.
@@ -125,6 +129,8 @@ def build_parser():
                              "(python -m sphyr_hpc.report DIR makes it again later)")
     parser.add_argument("--certified", metavar="DIR",
                         help="a certify folder: add certified_optimal_compliance and certified_structural_efficiency")
+    parser.add_argument("--multigrid-dofs", type=int, default=MG_MIN_DOFS, metavar="N",
+                        help="yardstick SIMP runs use CG + multigrid from N DOFs (0: always)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     input_limits.add_arguments(parser)
     return parser
@@ -288,13 +294,15 @@ def score_sample(sample, scorer, fields=None, fields_format="xdmf"):
 
 
 def _progress_bar(total, quiet):
+    """Steps: one per record and one per SIMP run of a yardstick (split.Steps), so it moves inside a sample."""
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="rec", disable=quiet, file=sys.stderr, dynamic_ncols=True, smoothing=0.05)
+    return tqdm(total=total, unit="step", disable=quiet, file=sys.stderr, dynamic_ncols=True, smoothing=0.05)
 
 
 def run_score(args, parser, comm):
     from .io.html_report import write_report
+    from . import split
     from .metrics import ScoringConfig, Scorer
     from .parallel import run_dynamic
     from .report import format_leaderboard, leaderboard, plot_leaderboard, summarise, warm_up
@@ -345,15 +353,37 @@ def run_score(args, parser, comm):
     if rank == 0 and args.resume and not args.quiet:
         print(f"resuming: {len(done)} records already in {log.path}, {len(pending)} to score", file=sys.stderr)
 
-    scorer = Scorer(ScoringConfig(design_efficiency=args.design_efficiency))
+    scorer = Scorer(ScoringConfig(design_efficiency=args.design_efficiency, mg_min_dofs=args.multigrid_dofs))
     certified = None
     if args.certified:
         from .certify import certified_metrics, read_certified, sample_id
 
         certified = comm.bcast(read_certified(args.certified) if rank == 0 else None, root=0)
-    bar = _progress_bar(len(pending), args.quiet) if rank == 0 else None
+    # Large samples' yardsticks in pieces over the ranks first (sphyr_hpc/split.py), then every group.
+    pieces = split.plan(tasks, scorer, comm.size)
+    cases = {p.task: p.case for p in pieces}
+    promised = [len(group) + (0 if i in cases or group[0].error else split.YARDSTICK_RUNS)
+                for i, group in enumerate(tasks)]
+    phase = {"offset": 0, "total": sum(p.runs for p in pieces)}
+    bar = _progress_bar(phase["total"] + sum(promised), args.quiet) if rank == 0 else None
+
+    def progress(count):
+        bar.update(phase["offset"] + count - bar.n)
+        return count >= phase["total"]
+
+    steps = split.Steps(progress if bar is not None else None)
+    scorer.on_run = steps.step
+    computed = {}
+
+    def run_piece(i, counters):
+        steps.start(counters, pieces[i].runs)
+        computed[(pieces[i].task, pieces[i].piece)] = scorer.run_piece(pieces[i].case, pieces[i].piece)
+        steps.finish()
 
     def run(i, counters):
+        steps.start(counters, promised[i])
+        if i in gathered:
+            scorer.supply(cases[i], gathered.pop(i))
         for sample in tasks[i]:
             row = score_sample(sample, scorer, args.fields, args.fields_format)
             if certified is not None and "error" not in row:
@@ -362,11 +392,8 @@ def run_score(args, parser, comm):
             if "error" in row:
                 print(f"error: {row['error']}", file=sys.stderr)
             log.append(row)
-            counters.add_done(1)
-
-    def progress(count):
-        bar.update(count - bar.n)
-        return count >= len(pending)
+            steps.step(1)
+        steps.finish()
 
     # The leaderboard is drawn by the last rank.  With several ranks it loads matplotlib (and
     # its fonts) now, so the dynamic balancing absorbs that instead of the run's serial end.
@@ -375,6 +402,14 @@ def run_score(args, parser, comm):
     scoring_started = time.perf_counter()
     if comm.size > 1 and rank == drawer:
         warm_up()  # the other ranks are already taking tasks
+    gathered = {}
+    if pieces:
+        run_dynamic(comm, len(pieces), run_piece, progress if bar is not None else None)
+        gathered = split.gather_pieces(comm, computed)
+        computed.clear()
+        phase.update(offset=phase["total"], total=sum(promised))
+    else:
+        phase["total"] = sum(promised)
     run_dynamic(comm, len(tasks), run, progress if bar is not None else None)
     scoring_seconds = time.perf_counter() - scoring_started
     log.close()

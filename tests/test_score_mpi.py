@@ -227,8 +227,9 @@ def test_progress_bar_on_stderr_unless_quiet(reference, tmp_path):
     loud = _mpirun(1, str(one), "--out", str(tmp_path / "a"))
     quiet = _mpirun(1, str(one), "--out", str(tmp_path / "b"), "--quiet")
     assert loud.returncode == quiet.returncode == 0
-    assert "4/4" in loud.stderr and "rec/s" in loud.stderr
-    assert "rec/s" not in quiet.stderr
+    # Steps: 4 records and the 6 SIMP runs of each of their 4 yardsticks.
+    assert "28/28" in loud.stderr and "step/s" in loud.stderr
+    assert "step/s" not in quiet.stderr
 
 
 def test_a_second_run_on_the_same_output_is_refused_while_the_first_holds_it(tmp_path, capsys):

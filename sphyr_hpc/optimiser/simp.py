@@ -89,6 +89,7 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
     from mpi4py import MPI  # here, not at the top: ``optimize --help`` works without mpi4py
 
     penalty = penalty_schedule(penal, continuation)
+    system.reset()  # an iterative solver warm-starts within this run only, never from another's
     mpi = system.comm.tompi4py()
     budget, pinned_volume = free_budget(free, pinned, volume_fraction)
     n_free = int(free.sum())

@@ -7,6 +7,11 @@ binarisation to the free budget.  The stiffest candidate within the cell budget
 wins (first on ties; the last candidate if none fits); the polished
 binarisation of the winner replaces it if strictly better and within budget.
 
+The SIMP runs fall into independent :func:`pieces` that :func:`run_piece`
+computes on any rank; :func:`yardstick` takes those already computed and
+does the rest, so a sample's work can be spread over idle ranks with the same
+result.  Large load cases run SIMP on multigrid (:mod:`sphyr_hpc.solvers.sizing`).
+
 Yardsticks are cached per :class:`YardstickKey` in a
 :class:`~sphyr_hpc.cache.BoundedCache`: every model's completion of a sample
 shares one.
@@ -18,7 +23,7 @@ import numpy as np
 
 from .. import discretisation as fe
 from ..analysis import compliance_of
-from ..solvers import condensed
+from ..solvers import sizing
 from . import simp
 from .discrete import binarise, polish
 from .filter import FILTER_RADIUS, DensityFilter
@@ -35,10 +40,34 @@ class YardstickResult:
     polished: bool
 
 
-def yardstick(system, volume_fraction, free, pinned, seeds=(), penal=fe.PENAL, radius=FILTER_RADIUS,
-              schedule=PENAL_SCHEDULE, polish_design=True, max_iterations=simp.MAX_ITERATIONS,
-              tolerance=simp.TOLERANCE):
-    """Best design at ``volume_fraction`` on ``system`` (collective on its communicator)."""
+def pieces(schedule=PENAL_SCHEDULE, n_seeds=1):
+    """The independent pieces of a yardstick's SIMP work, the longest first.
+
+    ``("chain",)``: the cold run at the first penalty and the warm-started
+    chain through the others (its runs depend on each other); ``("cold", i)``:
+    the cold run at ``schedule[i]``, i >= 1; ``("seed", j)``: seed j and the run
+    warm-started from it.  :func:`run_piece` computes one anywhere (any rank, any
+    order: a run depends on its inputs alone), :func:`yardstick` the rest.
+    """
+    return [("chain",)] + [("cold", i) for i in range(1, len(schedule))] + [("seed", j) for j in range(n_seeds)]
+
+
+def piece_runs(piece, schedule=PENAL_SCHEDULE):
+    """SIMP runs a piece makes."""
+    return len(schedule) if piece[0] == "chain" else 1
+
+
+@dataclass(frozen=True)
+class _Setup:
+    free: np.ndarray
+    pinned: np.ndarray
+    budget_cells: float
+    cell_budget: float
+    exact: object        # the system candidates are solved on (condensed where usable)
+    run: object          # run(penalty, initial=None) -> natural densities of one SIMP run
+
+
+def _setup(system, volume_fraction, free, pinned, penal, radius, max_iterations, tolerance, mg_min_dofs, on_run):
     lc = system.loadcase
     free, pinned = simp.design_space(lc, free, pinned)
     budget_cells, _ = simp.free_budget(free, pinned, volume_fraction)
@@ -47,23 +76,64 @@ def yardstick(system, volume_fraction, free, pinned, seeds=(), penal=fe.PENAL, r
     density_filter = system.attachments.get(("filter", float(radius)))
     if density_filter is None:
         density_filter = system.attachments[("filter", float(radius))] = DensityFilter(system, radius)
-    # Every design here shares the pinned cells: on one rank, solve them condensed onto the free cells' DOFs.
-    solver = condensed.CondensedSystem(system, free) if condensed.usable(system, free) else system
-    def run(p, initial=None):
-        return simp.run_simp(solver, density_filter, volume_fraction, free, pinned, penal=p,
-                             max_iterations=max_iterations, tolerance=tolerance, initial=initial).densities
+    # Every design here shares the pinned cells: on one rank, solve them condensed onto the free cells' DOFs;
+    # SIMP runs of large load cases on multigrid (sizing.MG_MIN_DOFS).
+    exact = sizing.exact_system(system, free)
+    solver = sizing.simp_system(system, exact, mg_min_dofs)
 
-    cold = [run(p) for p in schedule]
-    chain = []
-    warm = None
-    for i, p in enumerate(schedule):
-        # The chain starts cold, so its first design is the first cold run (deterministic).
-        warm = cold[0] if i == 0 else run(p, initial=warm)
-        chain.append(warm)
+    def run(p, initial=None):
+        densities = simp.run_simp(solver, density_filter, volume_fraction, free, pinned, penal=p,
+                                  max_iterations=max_iterations, tolerance=tolerance, initial=initial).densities
+        if on_run is not None:
+            on_run()
+        return densities
+
+    return _Setup(free, pinned, budget_cells, cell_budget, exact, run)
+
+
+def _run_piece(setup, piece, seeds, penal, schedule):
+    kind = piece[0]
+    if kind == "chain":
+        chain = [setup.run(schedule[0])]  # the chain starts cold: its first design is the first cold run
+        for p in schedule[1:]:
+            chain.append(setup.run(p, initial=chain[-1]))
+        return chain
+    if kind == "cold":
+        return [setup.run(schedule[piece[1]])]
+    seed = np.asarray(seeds[piece[1]], dtype=float).reshape(setup.free.shape)
+    seed = np.where(setup.free, np.clip(seed, 0.0, 1.0), setup.pinned)
+    return [seed, setup.run(penal, initial=seed)]
+
+
+def run_piece(system, piece, volume_fraction, free, pinned, seeds=(), penal=fe.PENAL, radius=FILTER_RADIUS,
+              schedule=PENAL_SCHEDULE, max_iterations=simp.MAX_ITERATIONS, tolerance=simp.TOLERANCE,
+              mg_min_dofs=sizing.MG_MIN_DOFS, on_run=None):
+    """The designs of one of :func:`pieces` (natural arrays), as :func:`yardstick` computes them."""
+    setup = _setup(system, volume_fraction, free, pinned, penal, radius, max_iterations, tolerance, mg_min_dofs,
+                   on_run)
+    return _run_piece(setup, tuple(piece), seeds, penal, schedule)
+
+
+def yardstick(system, volume_fraction, free, pinned, seeds=(), penal=fe.PENAL, radius=FILTER_RADIUS,
+              schedule=PENAL_SCHEDULE, polish_design=True, max_iterations=simp.MAX_ITERATIONS,
+              tolerance=simp.TOLERANCE, mg_min_dofs=sizing.MG_MIN_DOFS, computed=None, on_run=None):
+    """Best design at ``volume_fraction`` on ``system`` (collective on its communicator).
+
+    ``computed``: {piece: designs} of pieces already computed by :func:`run_piece`
+    (elsewhere); the others are computed here.  ``on_run()`` is called after every SIMP run.
+    """
+    setup = _setup(system, volume_fraction, free, pinned, penal, radius, max_iterations, tolerance, mg_min_dofs,
+                   on_run)
+    computed = dict(computed or {})
+    for piece in pieces(schedule, len(seeds)):
+        if piece not in computed:
+            computed[piece] = _run_piece(setup, piece, seeds, penal, schedule)
+    chain = list(computed[("chain",)])
+    cold = [chain[0]] + [computed[("cold", i)][0] for i in range(1, len(schedule))]
     designs = cold + chain
-    for seed in seeds:
-        seed = np.where(free, np.clip(np.asarray(seed, dtype=float).reshape(lc.shape), 0.0, 1.0), pinned)
-        designs += [seed, run(penal, initial=seed)]
+    for j in range(len(seeds)):
+        designs += list(computed[("seed", j)])
+    free, pinned, budget_cells, cell_budget = setup.free, setup.pinned, setup.budget_cells, setup.cell_budget
 
     candidates = []
     for design in designs:
@@ -73,7 +143,7 @@ def yardstick(system, volume_fraction, free, pinned, seeds=(), penal=fe.PENAL, r
     def compliance(design):
         key = design.tobytes()
         if key not in known:
-            known[key] = compliance_of(solver, design, penal)
+            known[key] = compliance_of(setup.exact, design, penal)
         return known[key]
 
     best, best_c = None, np.inf

@@ -53,6 +53,10 @@ class LinearSystem(abc.ABC):
     def gather(self, slab, root=None):
         """The natural (nely, nelx) array of a slab field on every rank (or on ``root`` only)."""
 
+    def reset(self):
+        """Forget what the last solve leaves for the next (a warm start), so that a run's results
+        depend on that run alone; nothing to forget by default."""
+
     def close(self):
         """Release what the system owns (PETSc handles)."""
 

@@ -75,7 +75,9 @@ class ElasticitySystem(LinearSystem):
     """K(E) u = f for one :class:`~sphyr_hpc.loadcase.LoadCase` on ``comm``."""
 
     def __init__(self, loadcase, comm=None, prefix="sphyr_", nu=fe.NU, solver=None, element_halo=1,
-                 assembly=None):
+                 assembly=None, options=None):
+        """``options``: more option defaults ({name: value} under ``prefix``) over the solver's own;
+        the command line still wins."""
         PETSc = petsc()
         self.PETSc = PETSc
         self.loadcase = loadcase
@@ -126,7 +128,7 @@ class ElasticitySystem(LinearSystem):
             self.K.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
             self.K.setOption(PETSc.Mat.Option.USE_INODES, multigrid.USE_INODES)
         self._setup_vectors()
-        self._setup_ksp(solver)
+        self._setup_ksp(solver, options or {})
 
     # -- set-up ---------------------------------------------------------------------------------
     def _setup_elements(self, halo):
@@ -209,7 +211,7 @@ class ElasticitySystem(LinearSystem):
         # A view of u's own memory (a sequential Vec never moves it), read without a call.
         self._u_view = self.u.array_r if self._values is not None else None
 
-    def _setup_ksp(self, solver):
+    def _setup_ksp(self, solver, options):
         PETSc = self.PETSc
         # -<prefix>pc_type mg|gamg on the command line picks the multigrid flavour itself.
         requested = PETSc.Options(self.prefix).getString("pc_type", "")
@@ -241,6 +243,7 @@ class ElasticitySystem(LinearSystem):
         # Defaults are in the options database (so the command line overrides them) while
         # setFromOptions reads them and again for the first set-up, where multigrid reads
         # its level options (see solve).
+        defaults = {**defaults, **options}
         self._defaults = defaults
         with inserted_options(self.prefix, defaults) as opts:
             # The multigrid cycle in force: for reports.
@@ -388,6 +391,10 @@ class ElasticitySystem(LinearSystem):
         if not np.isfinite(compliance) or compliance < 0.0:
             return np.inf
         return float(compliance)
+
+    def reset(self):
+        """Forget the last solution: the next iterative solve starts from zero, not warm."""
+        self.u.set(0.0)
 
     def local_displacements(self):
         """Ghosted local displacement array (for element-level quantities)."""

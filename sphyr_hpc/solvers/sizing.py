@@ -1,0 +1,72 @@
+"""Which solver a yardstick's SIMP runs use, chosen by the size of the load case.
+
+A SIMP run solves K(E) u = f once per iteration with a new E, so a solver's
+cost there is the assembly, the set-up for the new operator and one solve.
+Measured side by side on full-mask SPhyR samples (``benchmarks/solver_crossover.py``,
+``benchmarks/results/solver_crossover.md``):
+
+* up to ~3k DOFs PETSc's own Cholesky with nested dissection is the fastest
+  (refactorised each iteration; 2.8 ms of CPU at 30x30) and exact;
+* above, its cost grows as n^1.5 (55 ms at 80x80, 13k DOFs; 460 ms at 160x160),
+  while CG preconditioned by the geometric multigrid of
+  :mod:`~sphyr_hpc.solvers.multigrid` (the hierarchy ``optimize`` uses; Galerkin
+  products and a small coarse LU at each set-up), warm-started from the previous
+  iteration of the same run, grows about linearly (23 ms at 80x80, 116 ms at
+  160x160, 5-6 CG iterations at every size).
+
+:data:`MG_MIN_DOFS` is that crossover.  Only the SIMP runs switch: candidate
+compliances, the swap polish (whose screen needs a factorisation) and the
+analyses stay on the exact direct solve, and a run's warm start never reaches
+into another run (:meth:`~sphyr_hpc.solvers.base.LinearSystem.reset`), so a
+yardstick does not depend on which rank computed which run, nor in what order.
+
+Tolerance: CG stops at a relative residual of :data:`SIMP_RTOL`; the SIMP
+designs it leads to differ from exact solves' by far less than the parity rules' 1e-6 (docs/scoring.md, "Parity")
+(tests/test_sizes.py checks the upscaled parity fixtures on multigrid).  The
+multigrid system's options prefix is :data:`SIMP_PREFIX`
+(``-sphyr_simp_ksp_rtol 1e-10``, ``-sphyr_simp_pc_mg_cycle_type w``...).
+"""
+
+from .._petsc import petsc
+from . import condensed
+from .multigrid import COARSE_MAX_DOFS
+
+# DOFs from which a yardstick's SIMP runs use CG + multigrid: the measured crossover lies
+# between 30x30 (1922 DOFs, multigrid 1.3x slower) and 40x40 (3362 DOFs, 1.3x faster), and
+# below COARSE_MAX_DOFS the "hierarchy" is a single level, i.e. the LU it would replace.
+MG_MIN_DOFS = COARSE_MAX_DOFS
+SIMP_PREFIX = "sphyr_simp_"
+# Relative residual of the multigrid CG solves inside SIMP (relative to ||f||, so the warm start
+# counts): 5-6 CG iterations at 80x80 instead of 8 at 1e-8, 1.5x faster per solve; compliances
+# within ~4e-9 of the exact solve's and the SIMP designs' candidates hold the parity rules (tests/test_sizes.py).
+# The residual rule of docs/scoring.md, "Finite elements", (||K u - f|| <= 1e-6 max(||f||, 1)) is checked after every solve as always.
+SIMP_RTOL = 1e-6
+SIMP_OPTIONS = {"ksp_rtol": SIMP_RTOL}
+
+
+def simp_solver(n_dofs, mg_min_dofs=MG_MIN_DOFS):
+    """``"direct"`` or ``"mg"`` for a SIMP run on a load case of ``n_dofs`` DOFs."""
+    return "mg" if mg_min_dofs is not None and n_dofs >= mg_min_dofs else "direct"
+
+
+def exact_system(system, free):
+    """What a yardstick solves exactly on: the condensed system where usable (one rank), else ``system``."""
+    return condensed.CondensedSystem(system, free) if condensed.usable(system, free) else system
+
+
+def simp_system(system, exact, mg_min_dofs=MG_MIN_DOFS):
+    """The system a yardstick's SIMP runs solve on: ``exact`` below the crossover (or when it is
+    condensed), else a multigrid system of the same load case and communicator, made once and
+    kept (closed) with ``system``."""
+    if exact is not system or simp_solver(system.loadcase.n_dofs, mg_min_dofs) == "direct":
+        return exact
+    key = ("simp-mg", SIMP_PREFIX)
+    if key not in system.attachments:
+        from .elasticity import ElasticitySystem
+
+        comm = system.comm if system.comm is not None else petsc().COMM_SELF
+        # One rank: K assembled in place (one sparse product; node-by-node stencil rows cost 4x more).
+        assembly = "elements" if comm.getSize() == 1 else None
+        system.attachments[key] = ElasticitySystem(system.loadcase, comm=comm, prefix=SIMP_PREFIX, solver="mg",
+                                                   assembly=assembly, options=SIMP_OPTIONS)
+    return system.attachments[key]
