@@ -9,8 +9,9 @@ import pytest
 from conftest import ROOT
 
 README = ROOT / "README.md"
-# Minutes each on this machine, or the suite itself: run by hand (see the README), not here.
-EXPENSIVE = ("sphyr_hpc.optimize", "sphyr_hpc.scaling", "bin/test")
+# Minutes each on this machine (the suite itself, benchmarks), or needing a cluster's batch
+# system: run by hand (see the README), not here.
+EXPENSIVE = ("sphyr_hpc.optimize", "sphyr_hpc.scaling", "bin/test", "benchmarks/", "sbatch ")
 COMMENT = re.compile(r"\s{2,}#\s*(.*)$")
 STATUS = re.compile(r"exit status (\d+)")
 
@@ -43,7 +44,7 @@ def test_the_readme_has_shell_commands_and_names_only_files_that_exist():
 def fresh_checkout(tmp_path_factory):
     """A folder that looks like a fresh clone with bin/setup run: the repository's files, outputs of its own."""
     folder = tmp_path_factory.mktemp("clone")
-    for name in ("bin", "examples", "docs", ".venv", "sphyr_hpc", "setup.cfg", "setup.py", "environment.yml"):
+    for name in ("bin", "examples", "docs", "tests", ".venv", "sphyr_hpc", "setup.cfg", "setup.py", "environment.yml"):
         (folder / name).symlink_to(ROOT / name)
     return folder
 
