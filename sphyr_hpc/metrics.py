@@ -21,6 +21,7 @@ from .optimiser.filter import FILTER_RADIUS
 from .cache import BoundedCache
 from .failures import diagnose
 from .optimiser.yardstick import YardstickKey, yardstick
+from .solvers.condensed import analysis_system
 
 STRUCTURAL_METRIC_KEYS = (
     "topology_score",
@@ -82,7 +83,7 @@ def _cell_difference(a, b, marker_weight):
     return float(diff) if diff.is_finite() else 1.0
 
 
-def _material(grid):
+def material(grid):
     total = 0.0
     for row in grid:
         for cell in row:
@@ -102,16 +103,20 @@ def _ratio(differences, material):
     return 1.0 - differences / material
 
 
-def reconstruction_metrics(output, truth):
-    """Cell-by-cell agreement with the ground truth (rows and cells paired by zip)."""
-    pairs = [(a, b) for ra, rb in zip(output, truth) for a, b in zip(ra, rb)]
-    material = _material(truth)
-    plain = sum(1 for a, b in pairs if a != b)
+def reconstruction_metrics(output, truth, truth_material=None):
+    """Cell-by-cell agreement with the ground truth (rows and cells paired by zip).
+
+    ``truth_material``: :func:`material` of ``truth`` when the caller has it
+    (every completion of a sample shares it).  Only differing cells are weighed.
+    """
+    differing = [(a, b) for ra, rb in zip(output, truth) if ra != rb for a, b in zip(ra, rb) if a != b]
+    mass = material(truth) if truth_material is None else truth_material
+    plain = len(differing)
     return {
         "exact_match": plain == 0 and len(output) == len(truth) and all(len(a) == len(b) for a, b in zip(output, truth)),
-        "difference_ratio": _ratio(plain, material),
-        "relative_difference_ratio": _ratio(sum(_cell_difference(a, b, 1) for a, b in pairs), material),
-        "penalized_difference_ratio": _ratio(sum(_cell_difference(a, b, LSV_PENALTY) for a, b in pairs), material),
+        "difference_ratio": _ratio(plain, mass),
+        "relative_difference_ratio": _ratio(sum(_cell_difference(a, b, 1) for a, b in differing), mass),
+        "penalized_difference_ratio": _ratio(sum(_cell_difference(a, b, LSV_PENALTY) for a, b in differing), mass),
     }
 
 
@@ -183,11 +188,17 @@ class Scorer:
     def problem(self, lc):
         return self._problems.get_or_compute(lc, lambda: _Problem(lc, self.config))
 
-    def analysis(self, lc, rho):
-        """:func:`~sphyr_hpc.analysis.analyse` of a natural density array, cached."""
+    def analysis(self, lc, rho, pinned=None):
+        """:func:`~sphyr_hpc.analysis.analyse` of a natural density array, cached.
+
+        ``pinned``: ``(free, truth)`` of the sample; a design equal to ``truth``
+        outside the ``free`` cells is solved condensed onto them
+        (:func:`~sphyr_hpc.solvers.condensed.analysis_system`).
+        """
         def compute():
             prob = self.problem(lc)
-            return analyse(prob.system, rho, prob.solid, self.config.penal)
+            system = prob.system if pinned is None else analysis_system(prob.system, rho, *pinned)
+            return analyse(system, rho, prob.solid, self.config.penal)
 
         return self._analyses.get_or_compute((lc, np.asarray(rho, dtype=float).tobytes()), compute)
 
@@ -244,14 +255,23 @@ class Scorer:
         (:func:`~sphyr_hpc.failures.diagnose`: ``failure``, ``checks``, ``floating_clusters``,
         ``beats_yardstick``)."""
         case, reason = self.prepare(completion, ground_truth, input_grid, gravity)
-        metrics = self._physical_metrics(completion, ground_truth, case, reason)
+        return self.score_case(completion, ground_truth, case, reason)
+
+    def score_case(self, completion, ground_truth, case, reason=None, reference=None):
+        """:meth:`score` of a completion :meth:`prepare` made ``(case, reason)`` of.
+
+        ``reference``: what every completion of the sample shares, when the
+        caller holds it (:class:`~sphyr_hpc.batch.SampleScorer`): the ground
+        truth's material (:func:`material`), analysis and yardstick.
+        """
+        metrics = self._physical_metrics(completion, ground_truth, case, reason, reference)
         metrics.update(diagnose(completion, ground_truth, case, metrics))
         return metrics
 
-    def _physical_metrics(self, completion, ground_truth, case, reason):
+    def _physical_metrics(self, completion, ground_truth, case, reason, reference=None):
         cfg = self.config
         metrics = empty_metrics()
-        metrics.update(reconstruction_metrics(completion, ground_truth))
+        metrics.update(reconstruction_metrics(completion, ground_truth, reference and reference.material))
         metrics["valid_output_grid"] = valid_output_grid(completion, ground_truth)
         if case is None:
             metrics["invalid_reason"] = reason
@@ -260,8 +280,8 @@ class Scorer:
         metrics["physically_valid"] = True
         metrics.update(case.counts)
 
-        out = self.analysis(lc, rho)
-        gt = self.analysis(lc, rho_gt)
+        out = self.analysis(lc, rho, (free, rho_gt))
+        gt = self.analysis(lc, rho_gt, (free, rho_gt)) if reference is None else reference.analysis
         metrics.update(
             compliance=out.compliance,
             ground_truth_compliance=gt.compliance,
@@ -271,7 +291,7 @@ class Scorer:
             ground_truth_volume_fraction=gt.volume_fraction,
         )
 
-        optimum = self.optimum(lc, free, rho_gt, gt.volume_fraction, (rho_gt,))
+        optimum = self.optimum(lc, free, rho_gt, gt.volume_fraction, (rho_gt,)) if reference is None else reference.optimum
         metrics["optimal_compliance"] = optimum.compliance
         if cfg.design_efficiency:
             own = self.optimum(lc, free, rho_gt, out.volume_fraction, (rho_gt,))

@@ -65,9 +65,9 @@ from . import loadcase as loadcases
 from .io import limits as input_limits
 from .io.records import (FileProblem, ResultsLog, find_result_files, read_dataset_completions,
                          read_result_file, row_key, write_text_atomic)
+from .batch import SampleScorer, sample_scorers
 from .failures import SUMMARY_KEY, format_failures
 from .io.html_report import write_report
-from .io.report_figures import record_grids
 from .metrics import ScoringConfig, Scorer, json_safe
 from .parallel import run_dynamic
 from .report import format_leaderboard, leaderboard, plot_leaderboard, summarise, warm_up
@@ -178,8 +178,15 @@ def _cost(group):
 def make_tasks(samples):
     """Samples grouped by yardstick, most expensive group first (ties: input order)."""
     groups = {}
+    keys = {}  # records quoting the same texts share their parsed grids: one key per sample
     for sample in samples:
-        groups.setdefault(sample_key(sample), []).append(sample)
+        shared = None if sample.error else (id(sample.ground_truth), id(sample.input_grid), sample.gravity)
+        key = keys.get(shared)
+        if key is None:
+            key = sample_key(sample)
+            if shared is not None:
+                keys[shared] = key
+        groups.setdefault(key, []).append(sample)
     ordered = list(groups.values())
     ordered.sort(key=_cost, reverse=True)
     return ordered
@@ -188,27 +195,29 @@ def make_tasks(samples):
 EXPECTED_RECORD_ERRORS = (grids.GridError, loadcases.LoadCaseError)
 
 
-def score_sample(sample, scorer, fields=None, fields_format="xdmf"):
+def score_sample(sample, scorer, fields=None, fields_format="xdmf", sample_scorer=None):
     """The results row of one sample; bad data becomes ``error``, not an exception.
 
     With ``fields`` (a folder) the completion, the ground truth and the
-    yardstick optimum are also written there for ParaView.
+    yardstick optimum are also written there for ParaView.  ``sample_scorer``:
+    the :class:`~sphyr_hpc.batch.SampleScorer` of the record's sample, which
+    holds what its completions share (made here when not given).
     """
     row = {"model": sample.model, "subject": sample.subject, "index": sample.index}
     if sample.error:
         row["error"] = sample.error
         return row
     try:
-        metrics = scorer.score(sample.completion, sample.ground_truth, sample.input_grid, sample.gravity)
+        if sample_scorer is None:
+            sample_scorer = SampleScorer(scorer, sample.ground_truth, sample.input_grid, sample.gravity)
+        metrics, case = sample_scorer.score(sample.completion)
     except EXPECTED_RECORD_ERRORS as err:
         row["error"] = f"{sample.source} record {sample.index}: {err}"
         return row
     if sample.invalid_reason:  # a completion left unparsed: scored as one with no grid, for this reason
         metrics["invalid_reason"] = sample.invalid_reason
     row.update(json_safe(metrics))
-    case, _ = scorer.prepare(sample.completion, sample.ground_truth, sample.input_grid, sample.gravity)
-    optimum = scorer.designs(case)["optimum"] if case is not None else None  # the yardstick cache's
-    row["grids"] = record_grids(sample.completion, sample.ground_truth, sample.input_grid, optimum)
+    row["grids"] = sample_scorer.record_grids(sample.completion, case)
     if fields is not None and case is not None:
         from .io.fields import write_record_fields
 
@@ -271,8 +280,8 @@ def run_score(args, parser, comm):
     bar = _progress_bar(len(pending), args.quiet) if rank == 0 else None
 
     def run(i, counters):
-        for sample in tasks[i]:
-            row = score_sample(sample, scorer, args.fields, args.fields_format)
+        for sample, sample_scorer in sample_scorers(scorer, tasks[i]):
+            row = score_sample(sample, scorer, args.fields, args.fields_format, sample_scorer)
             if certified is not None and "error" not in row:
                 row.update(certified_metrics(row, certified.get(
                     sample_id(sample.ground_truth, sample.input_grid, sample.gravity))))

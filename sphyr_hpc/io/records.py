@@ -14,6 +14,11 @@ line; a record missing a field, holding an unusable grid or over a limit of
 :class:`~sphyr_hpc.io.limits.InputLimits` becomes a :class:`Sample` whose
 ``error`` names the reason, and a completion too long to parse one whose
 ``invalid_reason`` does (it is scored as a completion with no grid).
+
+Every model answers the same samples, so a ground truth or prompt given as
+text is parsed once (a bounded table by text, :data:`SHARED_TEXTS` entries)
+and its grid shared, read-only, by every record that quotes it: reading
+costs one parse per sample and one per completion, not three per record.
 """
 
 import json
@@ -23,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import grid as grids
+from ..cache import BoundedCache
 from ..loadcase import gravity_from_folder
 from .atomic import write_text_atomic
 from .limits import InputLimits
@@ -30,6 +36,17 @@ from .limits import InputLimits
 AGGREGATED_SUFFIX = "_aggregated_results.json"
 RESULTS_SUFFIX = "_results"
 REQUIRED_FIELDS = ("prompt", "ground_truth", "completion")
+# Texts of ground truths and prompts whose grids are kept: two per sample of the largest
+# benchmark (v1 has 411 samples), so a model folder read after another finds them all.
+SHARED_TEXTS = 4096
+_SHARED = BoundedCache(SHARED_TEXTS)
+
+
+def _shared_grid(value, parse):
+    """``parse(value)``, parsed once per distinct text (grids given as lists are parsed each time)."""
+    if not isinstance(value, str):
+        return parse(value)
+    return _SHARED.get_or_compute((parse, value), lambda: parse(value))
 
 
 @dataclass
@@ -158,7 +175,7 @@ def _parse_grids(sample, values, where, limits):
                 sample.error = f"{where[field]}: {reason}"
                 return sample
     try:
-        sample.ground_truth = grids.as_grid(values["ground_truth"])
+        sample.ground_truth = _shared_grid(values["ground_truth"], grids.as_grid)
     except grids.GridError as err:
         sample.error = f"{where['ground_truth']}: ground_truth: {err}"
         return sample
@@ -183,7 +200,7 @@ def _parse_grids(sample, values, where, limits):
             sample.input_grid = None
     else:
         prompt = values.get("prompt")
-        sample.input_grid = grids.prompt_input_grid(prompt) if isinstance(prompt, str) else None
+        sample.input_grid = _shared_grid(prompt, grids.prompt_input_grid) if isinstance(prompt, str) else None
     return sample
 
 

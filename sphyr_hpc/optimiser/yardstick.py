@@ -48,7 +48,7 @@ def yardstick(system, volume_fraction, free, pinned, seeds=(), penal=fe.PENAL, r
     if density_filter is None:
         density_filter = system.attachments[("filter", float(radius))] = DensityFilter(system, radius)
     # Every design here shares the pinned cells: on one rank, solve them condensed onto the free cells' DOFs.
-    solver = condensed.CondensedSystem(system, free) if condensed.usable(system, free) else system
+    solver = condensed.shared(system, free) if condensed.usable(system, free) else system
     def run(p, initial=None):
         return simp.run_simp(solver, density_filter, volume_fraction, free, pinned, penal=p,
                              max_iterations=max_iterations, tolerance=tolerance, initial=initial).densities
