@@ -195,12 +195,14 @@ class Scorer:
         outside the ``free`` cells is solved condensed onto them
         (:func:`~sphyr_hpc.solvers.condensed.analysis_system`).
         """
-        def compute():
-            prob = self.problem(lc)
-            system = prob.system if pinned is None else analysis_system(prob.system, rho, *pinned)
-            return analyse(system, rho, prob.solid, self.config.penal)
-
-        return self._analyses.get_or_compute((lc, np.asarray(rho, dtype=float).tobytes()), compute)
+        prob = self.problem(lc)
+        system = prob.system if pinned is None else analysis_system(prob.system, rho, *pinned)
+        # Keyed by the system too: the last digits of a condensed and a full solve differ, and a
+        # record must not depend on which sample analysed its design first (on which rank).
+        where = None if system is prob.system else np.asarray(pinned[0], dtype=bool).tobytes()
+        return self._analyses.get_or_compute(
+            (lc, np.asarray(rho, dtype=float).tobytes(), where),
+            lambda: analyse(system, rho, prob.solid, self.config.penal))
 
     def optimum(self, lc, free, pinned, volume_fraction, seeds):
         cfg = self.config

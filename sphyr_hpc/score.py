@@ -70,7 +70,7 @@ from .failures import SUMMARY_KEY, format_failures
 from .io.html_report import write_report
 from .metrics import ScoringConfig, Scorer, json_safe
 from .parallel import run_dynamic
-from .report import format_leaderboard, leaderboard, plot_leaderboard, summarise, warm_up
+from .report import format_leaderboard, leaderboard, plot_leaderboard, summarise, summary_fields, warm_up
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "results"
 ABORT_STATUS = 3
@@ -113,26 +113,32 @@ def build_parser():
     return parser
 
 
-def read_inputs(args, parser):
-    """(samples, problems) of every input, in input order (rank 0)."""
+def _paths(args):
+    return list(args.paths) if args.paths or args.dataset else [EXAMPLES]
+
+
+def check_inputs(args, parser):
+    """Usage errors of the input options (``parser.error``: printed, exit status 2)."""
     if args.completions and not args.dataset:
         parser.error("--completions needs --dataset")
     if args.dataset and not args.completions:
         parser.error("--dataset needs --completions (to validate a dataset use: score validate --dataset ...)")
     if args.model and len(args.completions) > 1:
         parser.error("--model names one completions file; give one --completions file per run")
-    paths = list(args.paths)
-    if not paths and not args.dataset:
-        paths = [EXAMPLES]
+    paths = _paths(args)
     missing = [str(p) for p in paths + ([args.dataset] if args.dataset else []) + args.completions
                if not Path(p).exists()]
     if missing:
         parser.error(f"no such file or folder: {', '.join(missing)}")
     if args.certified and not (Path(args.certified) / "certify.jsonl").is_file():
         parser.error(f"no certify.jsonl in {args.certified} (made by python -m sphyr_hpc.certify --out DIR)")
+
+
+def load_inputs(args):
+    """(samples, problems) of every input, in input order; every rank reads them itself."""
     samples, problems = [], []
     limits = input_limits.from_args(args)
-    for path in find_result_files(paths):
+    for path in find_result_files(_paths(args)):
         read = read_result_file(path, gravity=args.gravity, limits=limits)
         if isinstance(read, FileProblem):
             problems.append(read)
@@ -142,8 +148,6 @@ def read_inputs(args, parser):
         read, trouble = read_dataset_completions(args.dataset, completions, args.model, args.gravity, limits)
         samples += read
         problems += trouble
-    if not samples and not problems:
-        parser.error(f"no result files under {', '.join(map(str, paths))}")
     return samples, problems
 
 
@@ -238,16 +242,22 @@ def _progress_bar(total, quiet):
 
 def run_score(args, parser, comm):
     rank = comm.rank
-    inputs = None
+    # Usage is checked by rank 0 (one message); then every rank reads the inputs itself, at the
+    # same time: no rank waits for rank 0 to read and pickle them all (the serial part of a run).
+    usage = None
     if rank == 0:
         try:
-            inputs = read_inputs(args, parser)
-        except SystemExit as usage:  # printed by rank 0; every rank must leave with its status, not wait
-            inputs = usage.code
-    inputs = comm.bcast(inputs, root=0)
-    if isinstance(inputs, int):
-        return inputs
-    samples, problems = inputs
+            check_inputs(args, parser)
+        except SystemExit as error:  # printed by rank 0; every rank must leave with its status, not wait
+            usage = error.code
+    usage = comm.bcast(usage, root=0)
+    if usage is not None:
+        return usage
+    samples, problems = load_inputs(args)
+    if not samples and not problems:
+        if rank == 0:
+            parser.error(f"no result files under {', '.join(map(str, _paths(args)))}")  # exit status 2
+        return 2
     out = Path(args.out)
     log = ResultsLog(out / "results.jsonl")
     lock = _lock_output(out) if rank == 0 else None
@@ -279,6 +289,8 @@ def run_score(args, parser, comm):
         certified = comm.bcast(read_certified(args.certified) if rank == 0 else None, root=0)
     bar = _progress_bar(len(pending), args.quiet) if rank == 0 else None
 
+    briefs = []  # what the summary reads of each row this rank wrote (report.summary_fields)
+
     def run(i, counters):
         for sample, sample_scorer in sample_scorers(scorer, tasks[i]):
             row = score_sample(sample, scorer, args.fields, args.fields_format, sample_scorer)
@@ -288,6 +300,7 @@ def run_score(args, parser, comm):
             if "error" in row:
                 print(f"error: {row['error']}", file=sys.stderr)
             log.append(row)
+            briefs.append(summary_fields(row))
             counters.add_done(1)
 
     def progress(count):
@@ -309,9 +322,16 @@ def run_score(args, parser, comm):
         bar.close()
     comm.Barrier()
 
+    # Each rank hands rank 0 where its lines are and the few fields the summary reads, so
+    # results.jsonl is sorted by copying lines, without decoding what every rank wrote.
+    gathered = comm.gather((log.written, briefs) if not args.resume else None, root=0)
     status = board = None
     if rank == 0:
-        rows = log.finalise()
+        if args.resume:  # the log also holds an earlier run's lines
+            rows = log.finalise()
+        else:
+            at = {written[1]: brief for lines, kept in gathered for written, brief in zip(lines, kept)}
+            rows = [at[offset] for _, offset in log.finalise_lines([w for lines, _ in gathered for w in lines])]
         summary = summarise(rows)
         board = leaderboard(summary)
         write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, allow_nan=False) + "\n")

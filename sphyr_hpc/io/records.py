@@ -30,7 +30,7 @@ from pathlib import Path
 from .. import grid as grids
 from ..cache import BoundedCache
 from ..loadcase import gravity_from_folder
-from .atomic import write_text_atomic
+from .atomic import write_bytes_atomic, write_text_atomic
 from .limits import InputLimits
 
 AGGREGATED_SUFFIX = "_aggregated_results.json"
@@ -351,6 +351,7 @@ class ResultsLog:
     def __init__(self, path):
         self.path = Path(path)
         self._fd = None
+        self.written = []  # (key, offset, length) of every line this process appended
 
     def recover(self):
         """Rows already in the log (partial or broken lines dropped)."""
@@ -377,6 +378,8 @@ class ResultsLog:
         written = os.write(self._fd, data)
         if written != len(data):  # regular files do not short-write short of a full disk
             raise OSError(f"short write to {self.path}")
+        # O_APPEND moves this descriptor's offset to the end of its own write, atomically.
+        self.written.append((row_key(row), os.lseek(self._fd, 0, os.SEEK_CUR) - written, written))
 
     def close(self):
         if self._fd is not None:
@@ -392,6 +395,22 @@ class ResultsLog:
         ordered = [rows[k] for k in sorted(rows, key=_sort_key)]
         write_jsonl_atomic(self.path, ordered)
         return ordered
+
+
+    def finalise_lines(self, written):
+        """:meth:`finalise` from the lines' places, without decoding them: ``(key, offset)`` of the
+        rows of ``written`` (every rank's ``(key, offset, length)``) that the sorted file holds, in order.
+
+        For a log that holds only lines this run appended (not ``--resume``).
+        """
+        last = {}
+        for key, offset, length in sorted(written, key=lambda entry: entry[1]):  # last write of a key wins
+            last[key] = (offset, length)
+        keys = sorted(last, key=_sort_key)
+        with open(self.path, "rb") as log:
+            data = log.read()
+        write_bytes_atomic(self.path, b"".join(data[last[k][0]:last[k][0] + last[k][1]] for k in keys))
+        return [(k, last[k][0]) for k in keys]
 
 
 def row_key(row):

@@ -118,7 +118,8 @@ def analysis_system(base, rho, free, truth, max_dofs=ANALYSIS_MAX_DOFS):
     decided = base.attachments.get("analysis_condensed")
     if decided is None:
         decided = base.attachments["analysis_condensed"] = BoundedCache(MAX_SHARED)
-    cheaper = decided.get_or_compute((free.tobytes(), max_dofs), lambda: usable(base, free, max_dofs))
+    cheaper = decided.get_or_compute(  # a mask whose nodes are all supported condenses to nothing: solve in full
+        (free.tobytes(), max_dofs), lambda: usable(base, free, max_dofs) and condensed_dofs(base.loadcase, free).size > 0)
     if cheaper and np.array_equal(np.asarray(rho)[~free], np.asarray(truth)[~free]):
         return shared(base, free)
     return base
