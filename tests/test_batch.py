@@ -98,3 +98,23 @@ def test_records_quoting_one_sample_share_its_parsed_grids_and_one_sample_scorer
     assert samples[0].completion is not samples[1].completion  # a completion is its own
     pairs = list(sample_scorers(Scorer(), samples))
     assert pairs[0][1] is pairs[1][1]
+
+
+def test_a_mask_whose_nodes_are_all_supported_is_solved_in_full_not_condensed_to_nothing():
+    truth = [["0", "0", "L", "0", "0"],
+             ["0", "1", "1", "1", "0"],
+             ["0", "1", "0", "1", "0"],
+             ["S", "S", "0", "S", "S"]]
+    given = [row[:] for row in truth]
+    given[3][2] = "V"  # between two supports: its four nodes are all fixed
+    lc = loadcases.from_grid(truth)
+    free = grids.mask_of(given, "V")
+    assert condensed.condensed_dofs(lc, free).size == 0
+    scorer = Scorer()
+    rho, _ = grids.densities(truth)
+    rho[lc.structural_mask()] = 1.0
+    system = scorer.problem(lc).system
+    assert condensed.analysis_system(system, rho, free, rho) is system
+    assert not condensed.usable(system, free)  # nor the yardstick (9889ca1 and main raised a LAPACK error here)
+    metrics, _ = SampleScorer(scorer, truth, given, loadcases.DOWN).score(truth)
+    assert metrics["load_carrying"] and metrics["compliance"] == pytest.approx(metrics["ground_truth_compliance"])

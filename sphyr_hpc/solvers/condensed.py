@@ -99,8 +99,9 @@ def condensed_dofs(loadcase, free):
 def usable(system, free, max_dofs=MAX_DOFS):
     """Whether a condensed system can stand in for ``system`` on this free mask (and is cheaper)."""
     limit = max_dofs * np.sqrt(system.loadcase.n_dofs / REFERENCE_DOFS)
+    # A mask whose nodes are all supported (a masked S cell; cells between supports) condenses to nothing.
     return (getattr(system, "in_place", False) and bool(np.any(free))
-            and condensed_dofs(system.loadcase, free).size <= limit)
+            and 0 < condensed_dofs(system.loadcase, free).size <= limit)
 
 
 def shared(base, free):
@@ -118,8 +119,7 @@ def analysis_system(base, rho, free, truth, max_dofs=ANALYSIS_MAX_DOFS):
     decided = base.attachments.get("analysis_condensed")
     if decided is None:
         decided = base.attachments["analysis_condensed"] = BoundedCache(MAX_SHARED)
-    cheaper = decided.get_or_compute(  # a mask whose nodes are all supported condenses to nothing: solve in full
-        (free.tobytes(), max_dofs), lambda: usable(base, free, max_dofs) and condensed_dofs(base.loadcase, free).size > 0)
+    cheaper = decided.get_or_compute((free.tobytes(), max_dofs), lambda: usable(base, free, max_dofs))
     if cheaper and np.array_equal(np.asarray(rho)[~free], np.asarray(truth)[~free]):
         return shared(base, free)
     return base
