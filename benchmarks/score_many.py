@@ -90,7 +90,9 @@ def run(checkout, ranks, results, out):
     python = str(Path(checkout) / ".venv" / "bin" / "python")
     cmd = [str(Path(checkout) / "bin" / "mpirun"), "-n", str(ranks), "/usr/bin/time", "-f", "peak_kb %M",
            "-a", "-o", str(out / "peak.txt"), python, "-m", "sphyr_hpc.score", str(results),
-           "--out", str(out), "--quiet", "--no-report"]
+           "--out", str(out), "--quiet"]
+    if "--report" in (Path(checkout) / "sphyr_hpc" / "score.py").read_text():  # older checkouts write no report
+        cmd.append("--no-report")
     started = time.perf_counter()
     done = subprocess.run(cmd, cwd=checkout, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - started
@@ -110,6 +112,7 @@ def main(argv=None):
     parser.add_argument("--models", type=int, default=60)
     parser.add_argument("--ranks", default="1,2")
     parser.add_argument("--runs", default="subset,all", help="subset (3 subjects, 1 and all models), all (every subject)")
+    parser.add_argument("--all-ranks", default="2", help="rank counts of the 'all' run")
     parser.add_argument("--compare", nargs="*", default=[], metavar="DIR",
                         help="other checkouts (with their .venv) timed side by side with this one")
     parser.add_argument("--build-only", metavar="DIR", help="write the result folders under DIR and stop")
@@ -133,7 +136,7 @@ def main(argv=None):
         for name, models, subjects in sets:
             results = Path(tmp) / name
             records = build(args.data, results, models, subjects)
-            for r in ranks:
+            for r in (ranks if name != "all" else [int(x) for x in args.all_ranks.split(",")]):
                 for checkout in checkouts:  # side by side: one after the other, same data
                     wall, seconds, peaks, rows = run(checkout, r, results, Path(tmp) / "out")
                     entry = {"set": name, "models": models, "records": records, "ranks": r,
