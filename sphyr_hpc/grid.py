@@ -13,6 +13,7 @@ density 0, as the published scorer does.  Shape problems (empty, ragged) raise
 :class:`GridError`, which callers turn into data.
 """
 
+import functools
 import math
 import re
 
@@ -33,11 +34,19 @@ class GridError(ValueError):
     """A grid that does not describe a rectangular array of cells."""
 
 
+# A benchmark's grids hold a handful of distinct tokens ("0", "1", "L", "0.3", ...), so what a
+# token is and what density it holds are looked up in a bounded table after the first time:
+# reading a grid is then one dictionary lookup per cell, not one regular expression.
+TOKEN_TABLE_SIZE = 4096
+
+
+@functools.lru_cache(maxsize=TOKEN_TABLE_SIZE)
 def is_cell_token(token):
     """True for ``L``, ``S``, ``V`` or a plain decimal number."""
     return token in MARKERS or bool(_NUMBER.match(token))
 
 
+@functools.lru_cache(maxsize=TOKEN_TABLE_SIZE)
 def parse_density(token):
     """Density of a non-marker token, or None when it is not a finite number.
 
@@ -53,25 +62,22 @@ def parse_density(token):
     return min(max(value, 0.0), 1.0)
 
 
-def _is_grid_line(line):
-    tokens = line.split()
-    return bool(tokens) and all(is_cell_token(t) for t in tokens)
-
-
 def extract_grid_from_text(text):
     """The grid inside free text: the longest run of consecutive grid lines.
 
     A line is a grid line when every whitespace-separated token on it is a cell
     token.  Ties go to the last run (a model's corrected second attempt).
     Returns a list of rows (lists of str); ``[]`` when the text holds no grid.
+    One pass: each line is split once and its tokens looked up in the token table.
     """
     if text is None:
         return []
     best = []
     run = []
     for line in str(text).splitlines():
-        if _is_grid_line(line):
-            run.append(line.split())
+        tokens = line.split()
+        if tokens and all(map(is_cell_token, tokens)):
+            run.append(tokens)
             continue
         if run and len(run) >= len(best):
             best = run

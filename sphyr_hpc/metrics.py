@@ -23,6 +23,7 @@ from .failures import diagnose
 from .io.atomic import json_safe  # noqa: F401 - the metrics' JSON form, imported from here by callers
 from .optimiser.yardstick import PENAL_SCHEDULE, YardstickKey, pieces, run_piece, yardstick
 from .solvers.sizing import MG_MIN_DOFS
+from .solvers.condensed import analysis_system
 
 STRUCTURAL_METRIC_KEYS = (
     "topology_score",
@@ -79,7 +80,7 @@ def _cell_difference(a, b, marker_weight):
     return float(diff) if diff.is_finite() else 1.0
 
 
-def _material(grid):
+def material(grid):
     total = 0.0
     for row in grid:
         for cell in row:
@@ -99,16 +100,20 @@ def _ratio(differences, material):
     return 1.0 - differences / material
 
 
-def reconstruction_metrics(output, truth):
-    """Cell-by-cell agreement with the ground truth (rows and cells paired by zip)."""
-    pairs = [(a, b) for ra, rb in zip(output, truth) for a, b in zip(ra, rb)]
-    material = _material(truth)
-    plain = sum(1 for a, b in pairs if a != b)
+def reconstruction_metrics(output, truth, truth_material=None):
+    """Cell-by-cell agreement with the ground truth (rows and cells paired by zip).
+
+    ``truth_material``: :func:`material` of ``truth`` when the caller has it
+    (every completion of a sample shares it).  Only differing cells are weighed.
+    """
+    differing = [(a, b) for ra, rb in zip(output, truth) if ra != rb for a, b in zip(ra, rb) if a != b]
+    mass = material(truth) if truth_material is None else truth_material
+    plain = len(differing)
     return {
         "exact_match": plain == 0 and len(output) == len(truth) and all(len(a) == len(b) for a, b in zip(output, truth)),
-        "difference_ratio": _ratio(plain, material),
-        "relative_difference_ratio": _ratio(sum(_cell_difference(a, b, 1) for a, b in pairs), material),
-        "penalized_difference_ratio": _ratio(sum(_cell_difference(a, b, LSV_PENALTY) for a, b in pairs), material),
+        "difference_ratio": _ratio(plain, mass),
+        "relative_difference_ratio": _ratio(sum(_cell_difference(a, b, 1) for a, b in differing), mass),
+        "penalized_difference_ratio": _ratio(sum(_cell_difference(a, b, LSV_PENALTY) for a, b in differing), mass),
     }
 
 
@@ -183,13 +188,21 @@ class Scorer:
     def problem(self, lc):
         return self._problems.get_or_compute(lc, lambda: _Problem(lc, self.config))
 
-    def analysis(self, lc, rho):
-        """:func:`~sphyr_hpc.analysis.analyse` of a natural density array, cached."""
-        def compute():
-            prob = self.problem(lc)
-            return analyse(prob.system, rho, prob.solid, self.config.penal)
+    def analysis(self, lc, rho, pinned=None):
+        """:func:`~sphyr_hpc.analysis.analyse` of a natural density array, cached.
 
-        return self._analyses.get_or_compute((lc, np.asarray(rho, dtype=float).tobytes()), compute)
+        ``pinned``: ``(free, truth)`` of the sample; a design equal to ``truth``
+        outside the ``free`` cells is solved condensed onto them
+        (:func:`~sphyr_hpc.solvers.condensed.analysis_system`).
+        """
+        prob = self.problem(lc)
+        system = prob.system if pinned is None else analysis_system(prob.system, rho, *pinned)
+        # Keyed by the system too: the last digits of a condensed and a full solve differ, and a
+        # record must not depend on which sample analysed its design first (on which rank).
+        where = None if system is prob.system else np.asarray(pinned[0], dtype=bool).tobytes()
+        return self._analyses.get_or_compute(
+            (lc, np.asarray(rho, dtype=float).tobytes(), where),
+            lambda: analyse(system, rho, prob.solid, self.config.penal))
 
     def optimum(self, lc, free, pinned, volume_fraction, seeds):
         cfg = self.config
@@ -269,14 +282,23 @@ class Scorer:
         (:func:`~sphyr_hpc.failures.diagnose`: ``failure``, ``checks``, ``floating_clusters``,
         ``beats_yardstick``)."""
         case, reason = self.prepare(completion, ground_truth, input_grid, gravity)
-        metrics = self._physical_metrics(completion, ground_truth, case, reason)
+        return self.score_case(completion, ground_truth, case, reason)
+
+    def score_case(self, completion, ground_truth, case, reason=None, reference=None):
+        """:meth:`score` of a completion :meth:`prepare` made ``(case, reason)`` of.
+
+        ``reference``: what every completion of the sample shares, when the
+        caller holds it (:class:`~sphyr_hpc.batch.SampleScorer`): the ground
+        truth's material (:func:`material`), analysis and yardstick.
+        """
+        metrics = self._physical_metrics(completion, ground_truth, case, reason, reference)
         metrics.update(diagnose(completion, ground_truth, case, metrics))
         return metrics
 
-    def _physical_metrics(self, completion, ground_truth, case, reason):
+    def _physical_metrics(self, completion, ground_truth, case, reason, reference=None):
         cfg = self.config
         metrics = empty_metrics()
-        metrics.update(reconstruction_metrics(completion, ground_truth))
+        metrics.update(reconstruction_metrics(completion, ground_truth, reference and reference.material))
         metrics["valid_output_grid"] = valid_output_grid(completion, ground_truth)
         if case is None:
             metrics["invalid_reason"] = reason
@@ -285,8 +307,8 @@ class Scorer:
         metrics["physically_valid"] = True
         metrics.update(case.counts)
 
-        out = self.analysis(lc, rho)
-        gt = self.analysis(lc, rho_gt)
+        out = self.analysis(lc, rho, (free, rho_gt))
+        gt = self.analysis(lc, rho_gt, (free, rho_gt)) if reference is None else reference.analysis
         metrics.update(
             compliance=out.compliance,
             ground_truth_compliance=gt.compliance,
@@ -296,7 +318,7 @@ class Scorer:
             ground_truth_volume_fraction=gt.volume_fraction,
         )
 
-        optimum = self.optimum(lc, free, rho_gt, gt.volume_fraction, (rho_gt,))
+        optimum = self.optimum(lc, free, rho_gt, gt.volume_fraction, (rho_gt,)) if reference is None else reference.optimum
         metrics["optimal_compliance"] = optimum.compliance
         if cfg.design_efficiency:
             own = self.optimum(lc, free, rho_gt, out.volume_fraction, (rho_gt,))

@@ -31,6 +31,16 @@ def _mean(values):
     return sum(values) / len(values) if values else None
 
 
+# What summarise and the failure tables read of a row: all a rank hands on after scoring.
+SUMMARY_FIELDS = ("model", "subject", "index", "error", *STRUCTURAL_METRIC_KEYS, "failure",
+                  "valid_output_grid", "exact_match", "load_carrying", "beats_yardstick")
+
+
+def summary_fields(row):
+    """The part of a results row :func:`summarise` reads."""
+    return {key: row[key] for key in SUMMARY_FIELDS if key in row}
+
+
 def summarise(rows):
     """{model: {subject: {count, errors, <metric>: mean}}}, sorted by name, and ``failures``.
 

@@ -136,20 +136,22 @@ def build_parser():
     return parser
 
 
-def read_inputs(args, parser):
-    """(samples, problems) of every input, in input order (rank 0)."""
+def _paths(args):
+    return list(args.paths) if args.paths or args.dataset else [EXAMPLES]
+
+
+def check_inputs(args, parser):
+    """Usage errors of the input options (``parser.error``: printed, exit status 2)."""
     if args.completions and not args.dataset:
         parser.error("--completions needs --dataset")
     if args.dataset and not args.completions:
         parser.error("--dataset needs --completions (to validate a dataset use: score validate --dataset ...)")
     if args.model and len(args.completions) > 1:
         parser.error("--model names one completions file; give one --completions file per run")
-    paths = list(args.paths)
-    if not paths and not args.dataset:
-        if not EXAMPLES.is_dir():
-            parser.error(f"no input given and the bundled examples are not installed ({EXAMPLES}): name result "
-                         f"files or folders, or --dataset D.jsonl --completions C.jsonl")
-        paths = [EXAMPLES]
+    paths = _paths(args)
+    if not args.paths and not args.dataset and not EXAMPLES.is_dir():
+        parser.error(f"no input given and the bundled examples are not installed ({EXAMPLES}): name result "
+                     f"files or folders, or --dataset D.jsonl --completions C.jsonl")
     missing = [str(p) for p in paths + ([args.dataset] if args.dataset else []) + args.completions
                if not Path(p).exists()]
     if missing:
@@ -157,9 +159,13 @@ def read_inputs(args, parser):
     if args.certified and not (Path(args.certified) / "certify.jsonl").is_file():
         parser.error(f"no certify.jsonl in {args.certified} (made by python -m sphyr_hpc.certify --out DIR)")
     check_output_folders(args, paths, parser)
+
+
+def load_inputs(args):
+    """(samples, problems) of every input, in input order; every rank reads them itself."""
     samples, problems = [], []
     limits = input_limits.from_args(args)
-    for path in find_result_files(paths):
+    for path in find_result_files(_paths(args)):
         read = read_result_file(path, gravity=args.gravity, limits=limits)
         if isinstance(read, FileProblem):
             problems.append(read)
@@ -169,8 +175,6 @@ def read_inputs(args, parser):
         read, trouble = read_dataset_completions(args.dataset, completions, args.model, args.gravity, limits)
         samples += read
         problems += trouble
-    if not samples and not problems:
-        parser.error(f"no result files under {', '.join(map(str, paths))}")
     return samples, problems
 
 
@@ -245,8 +249,15 @@ def _cost(group):
 def make_tasks(samples):
     """Samples grouped by yardstick, most expensive group first (ties: input order)."""
     groups = {}
+    keys = {}  # records quoting the same texts share their parsed grids: one key per sample
     for sample in samples:
-        groups.setdefault(sample_key(sample), []).append(sample)
+        shared = None if sample.error else (id(sample.ground_truth), id(sample.input_grid), sample.gravity)
+        key = keys.get(shared)
+        if key is None:
+            key = sample_key(sample)
+            if shared is not None:
+                keys[shared] = key
+        groups.setdefault(key, []).append(sample)
     ordered = list(groups.values())
     ordered.sort(key=_cost, reverse=True)
     return ordered
@@ -255,13 +266,15 @@ def make_tasks(samples):
 EXPECTED_RECORD_ERRORS = (grids.GridError, loadcases.LoadCaseError)
 
 
-def score_sample(sample, scorer, fields=None, fields_format="xdmf"):
+def score_sample(sample, scorer, fields=None, fields_format="xdmf", sample_scorer=None):
     """The results row of one sample; bad data becomes ``error``, not an exception.
 
     With ``fields`` (a folder) the completion, the ground truth and the
-    yardstick optimum are also written there for ParaView.
+    yardstick optimum are also written there for ParaView.  ``sample_scorer``:
+    the :class:`~sphyr_hpc.batch.SampleScorer` of the record's sample, which
+    holds what its completions share (made here when not given).
     """
-    from .io.report_figures import record_grids
+    from .batch import SampleScorer
     from .metrics import json_safe
 
     row = {"model": sample.model, "subject": sample.subject, "index": sample.index}
@@ -271,16 +284,16 @@ def score_sample(sample, scorer, fields=None, fields_format="xdmf"):
             row["completion_status"] = sample.completion_status  # counts 0 in the model's means
         return row
     try:
-        metrics = scorer.score(sample.completion, sample.ground_truth, sample.input_grid, sample.gravity)
+        if sample_scorer is None:
+            sample_scorer = SampleScorer(scorer, sample.ground_truth, sample.input_grid, sample.gravity)
+        metrics, case = sample_scorer.score(sample.completion)
     except EXPECTED_RECORD_ERRORS as err:
         row["error"] = f"{sample.source} record {sample.index}: {err}"
         return row
     if sample.invalid_reason:  # a completion left unparsed: scored as one with no grid, for this reason
         metrics["invalid_reason"] = sample.invalid_reason
     row.update(json_safe(metrics))
-    case, _ = scorer.prepare(sample.completion, sample.ground_truth, sample.input_grid, sample.gravity)
-    optimum = scorer.designs(case)["optimum"] if case is not None else None  # the yardstick cache's
-    row["grids"] = record_grids(sample.completion, sample.ground_truth, sample.input_grid, optimum)
+    row["grids"] = sample_scorer.record_grids(sample.completion, case)
     if fields is not None and case is not None:
         from .io.fields import write_record_fields
 
@@ -305,19 +318,24 @@ def run_score(args, parser, comm):
     from . import split
     from .metrics import ScoringConfig, Scorer
     from .parallel import run_dynamic
-    from .report import format_leaderboard, leaderboard, plot_leaderboard, summarise, warm_up
+    from .batch import sample_scorers
+    from .report import format_leaderboard, leaderboard, plot_leaderboard, summarise, summary_fields, warm_up
 
     rank = comm.rank
-    inputs = None
+    # Usage is checked by rank 0 (one message); then every rank reads the inputs itself, at the
+    # same time: no rank waits for rank 0 to read and pickle them all (the serial part of a run).
+    usage = None
     if rank == 0:
         try:
-            inputs = read_inputs(args, parser)
+            check_inputs(args, parser)
         except UsageError as err:
-            inputs = err
-    inputs = comm.bcast(inputs, root=0)
-    if isinstance(inputs, UsageError):
-        raise inputs
-    samples, problems = inputs
+            usage = err
+    usage = comm.bcast(usage, root=0)
+    if usage is not None:
+        raise usage  # every rank leaves with it; rank 0 prints it
+    samples, problems = load_inputs(args)
+    if not samples and not problems:
+        raise UsageError(f"no result files under {', '.join(map(str, _paths(args)))}")
     out = Path(args.out)
     log = ResultsLog(out / "results.jsonl")
     lock = _lock_output(out) if rank == 0 else None
@@ -380,18 +398,21 @@ def run_score(args, parser, comm):
         computed[(pieces[i].task, pieces[i].piece)] = scorer.run_piece(pieces[i].case, pieces[i].piece)
         steps.finish()
 
+    briefs = []  # what the summary reads of each row this rank wrote (report.summary_fields)
+
     def run(i, counters):
         steps.start(counters, promised[i])
         if i in gathered:
             scorer.supply(cases[i], gathered.pop(i))
-        for sample in tasks[i]:
-            row = score_sample(sample, scorer, args.fields, args.fields_format)
+        for sample, sample_scorer in sample_scorers(scorer, tasks[i]):
+            row = score_sample(sample, scorer, args.fields, args.fields_format, sample_scorer)
             if certified is not None and "error" not in row:
                 row.update(certified_metrics(row, certified.get(
                     sample_id(sample.ground_truth, sample.input_grid, sample.gravity))))
             if "error" in row:
                 print(f"error: {row['error']}", file=sys.stderr)
             log.append(row)
+            briefs.append(summary_fields(row))
             steps.step(1)
         steps.finish()
 
@@ -418,9 +439,16 @@ def run_score(args, parser, comm):
         bar.close()
     comm.Barrier()
 
+    # Each rank hands rank 0 where its lines are and the few fields the summary reads, so
+    # results.jsonl is sorted by copying lines, without decoding what every rank wrote.
+    positions = comm.gather((log.written, briefs) if not args.resume else None, root=0)
     status = board = None
     if rank == 0:
-        rows = log.finalise()
+        if args.resume:  # the log also holds an earlier run's lines
+            rows = log.finalise()
+        else:
+            at = {written[1]: brief for lines, kept in positions for written, brief in zip(lines, kept)}
+            rows = [at[offset] for _, offset in log.finalise_lines([w for lines, _ in positions for w in lines])]
         summary = summarise(rows)
         board = leaderboard(summary)
         write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, allow_nan=False) + "\n")

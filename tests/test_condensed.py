@@ -140,8 +140,16 @@ def test_condensed_system_never_hands_on_the_full_systems_stale_displacements():
     lc, free, pinned = _problem(RECORDS[0], "row")
     with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as full:
         reduced = condensed.CondensedSystem(full, free)
-        reduced.solve(fe.simp_modulus(np.where(free, 0.5, pinned)).ravel())
-        for name in ("natural_displacements", "max_displacement", "u", "ksp", "da", "K"):
+        full.solve(fe.simp_modulus(np.ones(lc.shape)).ravel())  # a field that is not the condensed design's
+        with pytest.raises(RuntimeError):
+            reduced.natural_displacements()  # no solve of its own yet: nothing to hand on
+        moduli = fe.simp_modulus(np.where(free, 0.5, pinned)).ravel()
+        reduced.solve(moduli)
+        condensed_field = reduced.natural_displacements()
+        full.solve(moduli)
+        np.testing.assert_allclose(condensed_field, full.natural_displacements(), rtol=0, atol=1e-9 * np.abs(condensed_field).max())
+        assert reduced.max_displacement() == pytest.approx(full.max_displacement(), rel=1e-9)
+        for name in ("u", "ksp", "da", "K"):
             assert not hasattr(reduced, name)  # nothing of the base system's state is forwarded
         assert isinstance(reduced, LinearSystem)
         assert reduced.slab_of(free).shape == (lc.n_elements,)  # what a SIMP run needs still works

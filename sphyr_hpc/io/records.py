@@ -18,6 +18,11 @@ fault is the model's (no completion, or one that is not a grid)
 ``completion_status`` says so (``"missing"`` or ``"unreadable"``): such a
 record counts 0 in the model's means (docs/scoring.md, "Means"); a record
 whose ground truth or prompt is broken is left out of every model's means.
+
+Every model answers the same samples, so a ground truth or prompt given as
+text is parsed once (a bounded table by text, :data:`SHARED_TEXTS` entries)
+and its grid shared, read-only, by every record that quotes it: reading
+costs one parse per sample and one per completion, not three per record.
 """
 
 import json
@@ -27,13 +32,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import grid as grids
+from ..cache import BoundedCache
 from ..loadcase import gravity_from_folder
-from .atomic import write_text_atomic
+from .atomic import write_bytes_atomic, write_text_atomic
 from .limits import InputLimits
 
 AGGREGATED_SUFFIX = "_aggregated_results.json"
 RESULTS_SUFFIX = "_results"
 REQUIRED_FIELDS = ("prompt", "ground_truth", "completion")
+# Texts of ground truths and prompts whose grids are kept: two per sample of the largest
+# benchmark (v1 has 411 samples), so a model folder read after another finds them all.
+SHARED_TEXTS = 4096
+_SHARED = BoundedCache(SHARED_TEXTS)
+
+
+def _shared_grid(value, parse):
+    """``parse(value)``, parsed once per distinct text (grids given as lists are parsed each time)."""
+    if not isinstance(value, str):
+        return parse(value)
+    return _SHARED.get_or_compute((parse, value), lambda: parse(value))
 
 
 @dataclass
@@ -169,7 +186,7 @@ def parse_ground_truth(sample, values, where, limits):
                 sample.error = f"{where[field]}: {reason}"
                 return False
     try:
-        sample.ground_truth = grids.as_grid(values["ground_truth"])
+        sample.ground_truth = _shared_grid(values["ground_truth"], grids.as_grid)
     except grids.GridError as err:
         sample.error = f"{where['ground_truth']}: ground_truth: {err}"
         return False
@@ -200,7 +217,7 @@ def _parse_grids(sample, values, where, limits):
             sample.input_grid = None
     else:
         prompt = values.get("prompt")
-        sample.input_grid = grids.prompt_input_grid(prompt) if isinstance(prompt, str) else None
+        sample.input_grid = _shared_grid(prompt, grids.prompt_input_grid) if isinstance(prompt, str) else None
     return sample
 
 
@@ -355,6 +372,7 @@ class ResultsLog:
     def __init__(self, path):
         self.path = Path(path)
         self._fd = None
+        self.written = []  # (key, offset, length) of every line this process appended
 
     def recover(self):
         """Rows already in the log (partial or broken lines dropped)."""
@@ -381,6 +399,8 @@ class ResultsLog:
         written = os.write(self._fd, data)
         if written != len(data):  # regular files do not short-write short of a full disk
             raise OSError(f"short write to {self.path}")
+        # O_APPEND moves this descriptor's offset to the end of its own write, atomically.
+        self.written.append((row_key(row), os.lseek(self._fd, 0, os.SEEK_CUR) - written, written))
 
     def close(self):
         if self._fd is not None:
@@ -396,6 +416,22 @@ class ResultsLog:
         ordered = [rows[k] for k in sorted(rows, key=_sort_key)]
         write_jsonl_atomic(self.path, ordered)
         return ordered
+
+
+    def finalise_lines(self, written):
+        """:meth:`finalise` from the lines' places, without decoding them: ``(key, offset)`` of the
+        rows of ``written`` (every rank's ``(key, offset, length)``) that the sorted file holds, in order.
+
+        For a log that holds only lines this run appended (not ``--resume``).
+        """
+        last = {}
+        for key, offset, length in sorted(written, key=lambda entry: entry[1]):  # last write of a key wins
+            last[key] = (offset, length)
+        keys = sorted(last, key=_sort_key)
+        with open(self.path, "rb") as log:
+            data = log.read()
+        write_bytes_atomic(self.path, b"".join(data[last[k][0]:last[k][0] + last[k][1]] for k in keys))
+        return [(k, last[k][0]) for k in keys]
 
 
 def row_key(row):

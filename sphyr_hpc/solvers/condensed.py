@@ -28,8 +28,17 @@ that stands in for a one-rank
 (``in_place``) in a SIMP run: ``solve`` and ``unit_energies`` (energies of the
 free cells; pinned cells read 0, their sensitivities never count) are its
 own; slabs are the base system's (one rank: the natural array).  It reads K
-through the base system's public ``stiffness_pattern`` / ``stiffness_values``
-and keeps no full displacement field.
+through the base system's public ``stiffness_pattern`` / ``stiffness_values``.
+It keeps, per set of pinned moduli, the factorisation of K_AA, so the full
+displacement field of a solve is one more back-substitution,
+``u_A = K_AA^-1 (f_A - K_AI u_I)`` (:meth:`~CondensedSystem.natural_displacements`,
+:meth:`~CondensedSystem.max_displacement`): an analysis (SPEC 4) of a design
+that differs from the pinned one only in the free cells runs here too.
+
+:func:`shared` keeps one condensed system per free mask with its base system
+(``attachments``, bounded), so a sample's yardstick and the analyses of its
+completions share the condensation: every completion equal to the ground
+truth outside the mask costs one dense k x k Cholesky.
 """
 
 import math
@@ -52,11 +61,18 @@ from .base import LinearSystem, residual_acceptable
 # k^3 ~ n^1.5, so 191 at 20x20 (882 DOFs, where the sparse one takes ~450 us).
 MAX_DOFS = 100
 REFERENCE_DOFS = 242
+# An analysis (one solve) is condensed only where that beats PETSc's full solve of ~0.4 ms on
+# 10x10: a 1-cell mask (k = 8) 0.27 ms; k = 28-44 about equal; k = 120 0.54 ms, 186 0.97 ms
+# (benchmarks/results/score_many.md); scaled with the grid as MAX_DOFS is.
+ANALYSIS_MAX_DOFS = 16
 # Sets of pinned moduli kept (one per penalty in a yardstick).
 MAX_CACHED = 8
+# Condensed systems kept per base system by :func:`shared` (one per free mask: a load case's samples).
+MAX_SHARED = 8
 
 
 _BLAS_LIMITED = []
+_FULL = ("the last solve was the PETSc system's",)
 
 
 def one_blas_thread():
@@ -83,8 +99,30 @@ def condensed_dofs(loadcase, free):
 def usable(system, free, max_dofs=MAX_DOFS):
     """Whether a condensed system can stand in for ``system`` on this free mask (and is cheaper)."""
     limit = max_dofs * np.sqrt(system.loadcase.n_dofs / REFERENCE_DOFS)
+    # A mask whose nodes are all supported (a masked S cell; cells between supports) condenses to nothing.
     return (getattr(system, "in_place", False) and bool(np.any(free))
-            and condensed_dofs(system.loadcase, free).size <= limit)
+            and 0 < condensed_dofs(system.loadcase, free).size <= limit)
+
+
+def shared(base, free):
+    """The :class:`CondensedSystem` of ``base`` on ``free``, made once and closed with ``base``."""
+    systems = base.attachments.get("condensed")
+    if systems is None:
+        systems = base.attachments["condensed"] = BoundedCache(MAX_SHARED)
+    return systems.get_or_compute(np.asarray(free, dtype=bool).tobytes(), lambda: CondensedSystem(base, free))
+
+
+def analysis_system(base, rho, free, truth, max_dofs=ANALYSIS_MAX_DOFS):
+    """The system to analyse design ``rho`` on: :func:`shared` when it equals ``truth`` outside ``free``
+    and the condensation is small enough to be cheaper (decided once per free mask), else ``base``."""
+    free = np.asarray(free, dtype=bool)
+    decided = base.attachments.get("analysis_condensed")
+    if decided is None:
+        decided = base.attachments["analysis_condensed"] = BoundedCache(MAX_SHARED)
+    cheaper = decided.get_or_compute((free.tobytes(), max_dofs), lambda: usable(base, free, max_dofs))
+    if cheaper and np.array_equal(np.asarray(rho)[~free], np.asarray(truth)[~free]):
+        return shared(base, free)
+    return base
 
 
 class CondensedSystem(LinearSystem):
@@ -140,6 +178,7 @@ class CondensedSystem(LinearSystem):
         self._pinned = BoundedCache(MAX_CACHED)
         self._u = np.zeros(k + 1)  # condensed displacements, and a 0 for fixed DOFs
         self._energies = np.zeros(lc.n_elements)
+        self._last = None  # the reduced system of the last solve, _FULL (the PETSc system's), None (no solve)
         self.full_solves = 0  # solves handed to the PETSc system
 
     def slab_of(self, natural):
@@ -149,7 +188,7 @@ class CondensedSystem(LinearSystem):
         return self.base.gather(slab, root)
 
     def _reduced(self, moduli):
-        """(S0, g, c0, reference compliance) for the pinned part of ``moduli``, cached."""
+        """(S0, g, c0, reference compliance, K_AA's factorisation, K_AI) for the pinned part of ``moduli``, cached."""
         return self._pinned.get_or_compute(moduli[self.fixed_cells].tobytes(), lambda: self._condense(moduli))
 
     def _condense(self, moduli):
@@ -165,21 +204,22 @@ class CondensedSystem(LinearSystem):
             K_AA = sp.csc_matrix((values[entries], indices, indptr), shape=shape)
             K_AI = values[self._AI]
             rhs = np.column_stack([K_AI, self.forces[A]])
-            X = spla.splu(K_AA).solve(rhs)
+            lu = spla.splu(K_AA)
+            X = lu.solve(rhs)
             S0 = C - K_AI.T @ X[:, :-1]
             g = fI - K_AI.T @ X[:, -1]
             c0 = float(self.forces[A] @ X[:, -1])
         else:
-            S0, g, c0 = C, fI, 0.0
+            S0, g, c0, lu, K_AI = C, fI, 0.0, None, None
         S0 = 0.5 * (S0 + S0.T)
         solid = np.array(moduli, dtype=float)
         solid[self.free_cells] = fe.E0
         reduced = (S0, g, c0, np.inf)
         reference = self._solve_reduced(reduced, solid)
-        return S0, g, c0, reference if reference is not None else np.inf
+        return S0, g, c0, reference if reference is not None else np.inf, lu, K_AI
 
     def _solve_reduced(self, reduced, moduli):
-        S0, g, c0, reference = reduced
+        S0, g, c0, reference = reduced[:4]
         S = self._assembled(S0, moduli)
         factor, info = lapack.dpotrf(S, lower=False, clean=True)
         if info != 0:
@@ -204,7 +244,7 @@ class CondensedSystem(LinearSystem):
         :mod:`sphyr_hpc.optimiser.exact`).
         """
         moduli = np.asarray(moduli, dtype=float)
-        S0, g, c0, _ = self._reduced(moduli)
+        S0, g, c0 = self._reduced(moduli)[:3]
         return self._assembled(S0, moduli), g, c0
 
     def _assembled(self, S0, moduli):
@@ -216,12 +256,34 @@ class CondensedSystem(LinearSystem):
         moduli = np.asarray(moduli, dtype=float)
         if self.base.n_free == 0 or not self.base.has_load:
             return np.inf
-        compliance = self._solve_reduced(self._reduced(moduli), moduli)
+        reduced = self._reduced(moduli)
+        compliance = self._solve_reduced(reduced, moduli)
+        self._last = reduced if compliance is not None else _FULL
         if compliance is None:
             self.full_solves += 1
             compliance = self.base.solve(moduli)
             self._u[:-1] = self.base.natural_displacements()[self.dofs] if np.isfinite(compliance) else 0.0
         return compliance
+
+    def natural_displacements(self):
+        """The natural displacement field (n_dofs,) of the last solve: u_I, and u_A from K_AA's factorisation."""
+        if self._last is None:
+            raise RuntimeError("no solve yet: no displacements")
+        if self._last is _FULL:  # the base system solved this design itself: its field is current
+            return self.base.natural_displacements()
+        lu, K_AI = self._last[4:]
+        u = np.zeros(self.loadcase.n_dofs)
+        u[self.dofs] = self._u[:-1]
+        if lu is not None:
+            u[self.other] = lu.solve(self.forces[self.other] - K_AI @ self._u[:-1])
+        return u
+
+    def max_displacement(self):
+        """Largest nodal displacement magnitude of the last solve, as the base system reports it."""
+        if self._last is _FULL:
+            return self.base.max_displacement()
+        nodal = self.natural_displacements().reshape(-1, 2)
+        return float(np.max(np.hypot(nodal[:, 0], nodal[:, 1])))
 
     def unit_energies(self):
         """u_e^T K0 u_e of the free cells (0 for pinned cells) after the last solve."""

@@ -50,8 +50,9 @@ def simp_solver(n_dofs, mg_min_dofs=MG_MIN_DOFS):
 
 
 def exact_system(system, free):
-    """What a yardstick solves exactly on: the condensed system where usable (one rank), else ``system``."""
-    return condensed.CondensedSystem(system, free) if condensed.usable(system, free) else system
+    """What a yardstick solves exactly on: the condensed system where usable (one rank, shared with the
+    analyses of the same mask: :func:`~sphyr_hpc.solvers.condensed.shared`), else ``system``."""
+    return condensed.shared(system, free) if condensed.usable(system, free) else system
 
 
 def simp_system(system, exact, mg_min_dofs=MG_MIN_DOFS):

@@ -1,0 +1,218 @@
+"""Benchmark scale: many models completing every sample (a benchmark, not a test).
+
+The published SPhyR results hold dozens of models answering every sample, so a
+sample's yardstick is computed once and the per-completion work decides.  This
+script builds, from the dataset samples in ``shared/data/sphyr/v1`` and a fixed
+seed, ``--models`` model folders (default 60) whose completions are the ground
+truth with 0-4 masked cells changed (0/1 flipped on easy subjects, a random
+one-decimal density on hard ones), as SPhyR result files.  Nothing it builds is
+committed: the same seed builds the same folders.
+
+Runs, each the whole command ``bin/mpirun -n R python -m sphyr_hpc.score``:
+
+* ``subset``: the subjects 1_random_cell_easy, 3_random_row_easy and full_easy,
+  with one model (``one``) and with every model (``many``): the difference per
+  extra record is the cost of one more completion;
+* ``all``: every v1 subject x every model (24,660 records with 60 models).
+
+Each on 1 and 2 ranks, with ``--python`` naming other checkouts to time side
+by side (``--compare /work/wt/base17-9889ca1``).  Recorded per run: wall
+seconds, the scoring phase and the process as ``run.json`` reports them, the
+serial share (process minus scoring phase), and each rank's peak resident
+memory (``/usr/bin/time -f %M`` around every rank).  Results:
+``benchmarks/results/score_many.{json,md}``.
+
+    python3 benchmarks/score_many.py [--models 60] [--ranks 1,2] [--runs subset,all] [--compare DIR ...]
+    python3 benchmarks/score_many.py --build-only DIR     # write the result folders and stop
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import ROOT, machine, now, write_results
+
+SUBSET = ("1_random_cell_easy", "3_random_row_easy", "full_easy")
+SEED = 17
+PUBLISHED_SUBSET_SECONDS = 176.1  # the published scorer on SUBSET x 60 models, the issue's machine
+PROMPT = ("Below is the input grid with masked regions:\n\n{grid}\n\n"
+          "Please output the completed grid by replacing all 'V' cells.")
+
+
+def _text(rows):
+    return "\n".join(" ".join(row) for row in rows)
+
+
+def _completion(record, hard, rng):
+    """The ground truth with 0-4 of its masked cells changed."""
+    rows = [list(row) for row in record["ground_truth"]]
+    masked = [(r, c) for r, row in enumerate(record["input_grid"]) for c, cell in enumerate(row) if cell == "V"]
+    for r, c in rng.sample(masked, min(len(masked), rng.randint(0, 4))):
+        if hard:
+            rows[r][c] = f"{rng.randint(0, 10) / 10:.1f}"
+        else:
+            rows[r][c] = "0" if rows[r][c] == "1" else "1"
+    return rows
+
+
+def build(data, out, models, subjects=None):
+    """Result folders ``out/model-NN/<subject>_results.json``; returns the record count."""
+    records = 0
+    for dataset in sorted(Path(data).glob("*.jsonl")):
+        subject = dataset.stem
+        if subjects is not None and subject not in subjects:
+            continue
+        samples = [json.loads(line) for line in dataset.read_text().splitlines() if line.strip()]
+        for m in range(models):
+            rng = random.Random(f"{SEED}/{m}/{subject}")
+            rows = [{"prompt": PROMPT.format(grid=_text(s["input_grid"])), "ground_truth": _text(s["ground_truth"]),
+                     "completion": _text(_completion(s, subject.endswith("hard"), rng) if m else s["ground_truth"])}
+                    for s in samples]
+            folder = Path(out) / f"model-{m:02d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{subject}_results.json").write_text(json.dumps(rows))
+            records += len(rows)
+    return records
+
+
+def run(checkout, ranks, results, out):
+    """Wall seconds, run.json's seconds, peak RSS per rank (MB) and the rows of one scoring run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_COMM", "PMIX_RANK"))}
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    python = str(Path(checkout) / ".venv" / "bin" / "python")
+    cmd = [str(Path(checkout) / "bin" / "mpirun"), "-n", str(ranks), "/usr/bin/time", "-f", "peak_kb %M",
+           "-a", "-o", str(out / "peak.txt"), python, "-m", "sphyr_hpc.score", str(results),
+           "--out", str(out), "--quiet"]
+    if "--report" in (Path(checkout) / "sphyr_hpc" / "score.py").read_text():  # older checkouts write no report
+        cmd.append("--no-report")
+    started = time.perf_counter()
+    done = subprocess.run(cmd, cwd=checkout, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"score failed in {checkout} on {ranks} ranks:\n{done.stderr[-3000:]}")
+    seconds = json.loads((out / "run.json").read_text())["seconds"]
+    peaks = [int(line.split()[1]) // 1024 for line in (out / "peak.txt").read_text().splitlines()
+             if line.startswith("peak_kb")]
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    return wall, seconds, peaks, rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--data", default=str(ROOT.parent.parent / "shared" / "data" / "sphyr" / "v1"))
+    parser.add_argument("--models", type=int, default=60)
+    parser.add_argument("--ranks", default="1,2")
+    parser.add_argument("--runs", default="subset,all", help="subset (3 subjects, 1 and all models), all (every subject)")
+    parser.add_argument("--all-ranks", default="2", help="rank counts of the 'all' run")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each configuration; the summary takes the fastest")
+    parser.add_argument("--compare", nargs="*", default=[], metavar="DIR",
+                        help="other checkouts (with their .venv) timed side by side with this one")
+    parser.add_argument("--build-only", metavar="DIR", help="write the result folders under DIR and stop")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "score_many.json"))
+    args = parser.parse_args(argv)
+    if args.build_only:
+        for name, models, subjects in (("subset-one", 1, SUBSET), ("subset-many", args.models, SUBSET),
+                                       ("all", args.models, None)):
+            print(name, build(args.data, Path(args.build_only) / name, models, subjects))
+        return
+    ranks = [int(r) for r in args.ranks.split(",")]
+    checkouts = [ROOT] + [Path(c).resolve() for c in args.compare]
+    load_before = os.getloadavg()
+    entries = []
+    with tempfile.TemporaryDirectory() as tmp:
+        sets = []
+        if "subset" in args.runs:
+            sets += [("subset-one", 1, SUBSET), ("subset-many", args.models, SUBSET)]
+        if "all" in args.runs:
+            sets.append(("all", args.models, None))
+        for name, models, subjects in sets:
+            results = Path(tmp) / name
+            records = build(args.data, results, models, subjects)
+            runs = [(r, checkout) for _ in range(args.repeats)
+                    for r in (ranks if name != "all" else [int(x) for x in args.all_ranks.split(",")])
+                    for checkout in checkouts]  # side by side and interleaved: drifts of the machine hit every one
+            for r, checkout in runs:
+                wall, seconds, peaks, rows = run(checkout, r, results, Path(tmp) / "out")
+                entry = {"set": name, "models": models, "records": records, "ranks": r,
+                         "checkout": str(checkout), "commit": _commit(checkout), "wall_seconds": round(wall, 2),
+                         "process_seconds": seconds["process"], "scoring_seconds": seconds["scoring"],
+                         "serial_share": round((seconds["process"] - seconds["scoring"]) / seconds["process"], 3),
+                         "peak_mb_per_rank": peaks, "loadavg": os.getloadavg()[0],
+                         "errors": sum(1 for x in rows if "error" in x)}
+                entries.append(entry)
+                print(json.dumps(entry), flush=True)
+    report = {"benchmark": "score_many", "date": now(), "machine": machine(load_before), "seed": SEED,
+              "published_subset_seconds": PUBLISHED_SUBSET_SECONDS, "entries": entries,
+              "summary": _summary(entries)}
+    write_results(args.out, report, _markdown(report))
+    print(json.dumps(report["summary"], indent=2))
+
+
+def _commit(checkout):
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=checkout, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def _summary(entries):
+    """Per checkout and rank count: ms per extra completion, seconds per sample, speed-up over the published."""
+    by = {}
+    for e in entries:  # the fastest run of each configuration
+        key = (e["set"], e["commit"], e["ranks"])
+        if key not in by or e["wall_seconds"] < by[key]["wall_seconds"]:
+            by[key] = e
+    summary = {}
+    for (name, commit, ranks), many in by.items():
+        if name != "subset-many" or ("subset-one", commit, ranks) not in by:
+            continue
+        one = by[("subset-one", commit, ranks)]
+        extra = many["records"] - one["records"]
+        key = f"{commit}_{ranks}rank"
+        summary[key] = {
+            "ms_per_extra_completion_wall": round(1000 * (many["wall_seconds"] - one["wall_seconds"]) / extra, 3),
+            "ms_per_extra_completion_process": round(1000 * (many["process_seconds"] - one["process_seconds"]) / extra, 3),
+            "seconds_per_sample_one_model": round(one["wall_seconds"] / one["records"], 4),
+            "subset_wall_seconds": many["wall_seconds"],
+            "speedup_vs_published_subset": round(PUBLISHED_SUBSET_SECONDS / many["wall_seconds"], 2),
+        }
+    commits = sorted({e["commit"] for e in entries})
+    for ranks in sorted({e["ranks"] for e in entries}):
+        for a in commits:
+            for b in commits:
+                if a != b and ("subset-many", a, ranks) in by and ("subset-many", b, ranks) in by:
+                    summary[f"subset_speedup_{a}_over_{b}_{ranks}rank"] = round(
+                        by[("subset-many", b, ranks)]["wall_seconds"] / by[("subset-many", a, ranks)]["wall_seconds"], 2)
+    return summary
+
+
+def _markdown(report):
+    m = report["machine"]
+    lines = [f"# score_many ({report['date']})", "",
+             f"Machine: {m['platform']}, Python {m['python']}, {m['cpus']} CPUs, load average before "
+             f"{m['loadavg_before']}, after {m['loadavg_after']}.", "",
+             "Completions: the ground truth with 0-4 masked cells changed (seed "
+             f"{report['seed']}); model-00 answers the ground truth itself. Wall: the whole command "
+             "(MPI start-up included); process and scoring: run.json; serial share = (process - scoring) / process; "
+             "peak: resident set of each rank.", "",
+             "| set | models | records | ranks | commit | wall s | process s | scoring s | serial share | peak MB/rank | load |",
+             "|---|---:|---:|---:|---|---:|---:|---:|---:|---|---:|"]
+    for e in report["entries"]:
+        lines.append(f"| {e['set']} | {e['models']} | {e['records']} | {e['ranks']} | {e['commit']} | "
+                     f"{e['wall_seconds']} | {e['process_seconds']} | {e['scoring_seconds']} | {e['serial_share']} | "
+                     f"{', '.join(map(str, e['peak_mb_per_rank']))} | {e['loadavg']:.2f} |")
+    lines += ["", f"Summary (published scorer on the 3-subject x 60-model subset: {report['published_subset_seconds']} s "
+              "on the issue's machine):", ""]
+    lines += [f"- {k}: {json.dumps(v)}" for k, v in report["summary"].items()]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""Every completion of one sample, scored against what the sample paid for once.
+
+At benchmark scale dozens of models answer each sample, so what depends on
+the sample alone is computed once per sample and each completion pays only
+for itself.  :class:`SampleScorer` holds, for one ground truth, input grid and
+gravity: the load case, the ground truth's densities (L/S solid), the free
+(masked) cells, the ground truth's material (the reconstruction metrics'
+denominator), its analysis, the yardstick, and the text rows of the ground
+truth, input grid and yardstick optimum that every record keeps (``grids``).
+A completion then costs its own parse into densities, its reconstruction
+metrics, its analysis (shared by equal completions through the scorer's
+analysis cache, and condensed onto the masked cells' DOFs where that is
+cheaper, see :func:`~sphyr_hpc.solvers.condensed.analysis_system`) and its
+diagnosis.
+
+The metrics are :meth:`~sphyr_hpc.metrics.Scorer.score`'s, computed by the
+same code (:meth:`~sphyr_hpc.metrics.Scorer.score_case`); a completion that
+is not the ground truth's shape, or a sample whose ground truth poses no
+problem, goes through :meth:`~sphyr_hpc.metrics.Scorer.score` unchanged.
+Errors :meth:`~sphyr_hpc.metrics.Scorer.score` raises for bad data are raised
+by :meth:`SampleScorer.score` too.
+"""
+
+from dataclasses import dataclass
+
+from . import grid as grids
+from . import loadcase as loadcases
+from .io.report_figures import record_grids
+from .metrics import Case, material
+
+
+@dataclass(frozen=True)
+class SampleReference:
+    """What every completion of a sample is measured against (see :meth:`Scorer.score_case`)."""
+
+    material: float
+    analysis: object
+    optimum: object
+
+
+class SampleScorer:
+    """Scores the completions of one sample (ground truth, input grid, gravity) with ``scorer``."""
+
+    def __init__(self, scorer, ground_truth, input_grid, gravity):
+        self.scorer = scorer
+        self.ground_truth = ground_truth
+        self.input_grid = input_grid
+        self.gravity = gravity
+        self.case, _ = scorer.prepare(ground_truth, ground_truth, input_grid, gravity)
+        self.reference = None
+        self._rows = None
+        if self.case is None:  # every completion gets the generic path (and its reason)
+            return
+        case = self.case
+        lc = case.loadcase
+        gt = scorer.analysis(lc, case.truth, (case.free, case.truth))
+        optimum = scorer.optimum(lc, case.free, case.truth, gt.volume_fraction, (case.truth,))
+        self.reference = SampleReference(material(ground_truth), gt, optimum)
+        self._structural = lc.structural_mask()
+        self._rows = record_grids(None, ground_truth, input_grid, optimum.densities)
+
+    def prepare(self, completion):
+        """``(case, reason)`` of a completion, as :meth:`Scorer.prepare` makes it."""
+        lc = self.case.loadcase if self.case is not None else None
+        if lc is None or len(completion) != lc.nely or any(len(row) != lc.nelx for row in completion):
+            return self.scorer.prepare(completion, self.ground_truth, self.input_grid, self.gravity)
+        rho, counts = grids.densities(completion)
+        rho[self._structural] = 1.0
+        return Case(lc, rho, self.case.truth, self.case.free, counts), None
+
+    def score(self, completion):
+        """``(metrics, case)`` of one completion: :meth:`Scorer.score`'s metrics and its prepared case."""
+        case, reason = self.prepare(completion)
+        if self.reference is None or case is None:
+            return self.scorer.score_case(completion, self.ground_truth, case, reason), case
+        return self.scorer.score_case(completion, self.ground_truth, case, reason, self.reference), case
+
+    def record_grids(self, completion, case):
+        """The ``grids`` a record keeps (:func:`~sphyr_hpc.io.report_figures.record_grids`)."""
+        if self._rows is None or case is None:
+            optimum = self.scorer.designs(case)["optimum"] if case is not None else None
+            return record_grids(completion, self.ground_truth, self.input_grid, optimum)
+        return dict(self._rows, completion=[" ".join(row) for row in completion] if completion else [])
+
+
+def sample_scorers(scorer, samples):
+    """A :class:`SampleScorer` per distinct (ground truth, input grid, gravity) object of ``samples``.
+
+    Keyed by identity: records quoting the same text share its parsed grid
+    (:mod:`sphyr_hpc.io.records`), so a sample's records share one scorer.
+    None for a record in error, or whose sample raises a data error (its own scoring names it).
+    """
+    found = {}
+    for sample in samples:
+        if sample.error:
+            yield sample, None
+            continue
+        key = (id(sample.ground_truth), id(sample.input_grid), sample.gravity)
+        if key not in found:
+            try:
+                found[key] = SampleScorer(scorer, sample.ground_truth, sample.input_grid, sample.gravity)
+            except (grids.GridError, loadcases.LoadCaseError):  # the record's own scoring reports it
+                found[key] = None
+        yield sample, found[key]
