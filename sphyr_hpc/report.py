@@ -32,7 +32,7 @@ def _mean(values):
 
 
 # What summarise and the failure tables read of a row: all a rank hands on after scoring.
-SUMMARY_FIELDS = ("model", "subject", "index", "error", *STRUCTURAL_METRIC_KEYS, "failure",
+SUMMARY_FIELDS = ("model", "subject", "index", "error", "completion_status", *STRUCTURAL_METRIC_KEYS, "failure",
                   "valid_output_grid", "exact_match", "load_carrying", "beats_yardstick")
 
 

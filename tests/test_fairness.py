@@ -74,3 +74,9 @@ def test_summary_of_rows_without_completion_status_keeps_excluding_errors():
     entry = summarise(rows)["m"]["s"]
     assert entry["topology_score"] == 0.5 and entry["excluded"] == 1 and entry["missing"] == 1
     assert entry["coverage"] == 0.5
+
+
+def test_the_summary_written_equals_the_summary_of_the_full_results(tmp_path):
+    """score summarises the few fields each rank gathers (report.summary_fields): they must be all it reads."""
+    _, rows, summary = _score(tmp_path, MY_MODEL)
+    assert json.loads(json.dumps(summarise(rows))) == summary
