@@ -32,7 +32,7 @@ through the base system's public ``stiffness_pattern`` / ``stiffness_values``.
 It keeps, per set of pinned moduli, the factorisation of K_AA, so the full
 displacement field of a solve is one more back-substitution,
 ``u_A = K_AA^-1 (f_A - K_AI u_I)`` (:meth:`~CondensedSystem.natural_displacements`,
-:meth:`~CondensedSystem.max_displacement`): an analysis (SPEC 4) of a design
+:meth:`~CondensedSystem.max_displacement`): an analysis (docs/scoring.md, "Analysis") of a design
 that differs from the pinned one only in the free cells runs here too.
 
 :func:`shared` keeps one condensed system per free mask with its base system
