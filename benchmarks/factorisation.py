@@ -111,7 +111,7 @@ def time_dense_cholesky(k, repeats):
 
 def yardstick_iterations():
     """SIMP iterations of each v2_20 full sample's yardstick (the scorer's optimiser)."""
-    from sphyr_hpc.metrics import Scorer
+    from sphyr_hpc.scorer import Scorer
     from sphyr_hpc.optimiser import simp
 
     counts = []

@@ -78,7 +78,7 @@ def _finite(value):
 
 def score_subject(path, dataset, gravity):
     """Score every record of one subject file with a fresh Scorer; per-subject summary."""
-    from sphyr_hpc.metrics import Scorer
+    from sphyr_hpc.scorer import Scorer
 
     subject = os.path.splitext(os.path.basename(path))[0]
     records = read_records(path)

@@ -4,7 +4,7 @@
         [--nelx 120 --nely 40 --iterations 150 --every 5]
 
 (a) Scores record ``--record`` of ``examples/results/baseline-random/full_easy.json``
-    with :class:`sphyr_hpc.metrics.Scorer`, takes the yardstick optimum the
+    with :class:`sphyr_hpc.scorer.Scorer`, takes the yardstick optimum the
     score was measured against, and writes the completion, the ground truth
     and the optimum with :func:`sphyr_hpc.io.fields.write_record_fields`
     (``<out>/record/``); the metrics go to ``<out>/record/metrics.json``.
@@ -42,7 +42,8 @@ RESULTS = ROOT / "examples" / "results" / "baseline-random" / "full_easy.json"
 
 def record_fields(out, index):
     """(a): score one record, write its three designs; returns the paths."""
-    from sphyr_hpc.metrics import Scorer, json_safe
+    from sphyr_hpc.io.atomic import json_safe
+from sphyr_hpc.scorer import Scorer
 
     sample = read_result_file(RESULTS)[index]
     gt = sample.ground_truth

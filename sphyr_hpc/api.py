@@ -24,7 +24,7 @@ Conventions (the published interface's, kept exactly):
   unless ``include_own_budget_reference=True``.  Beside them: the
   reconstruction metrics, ``valid_output_grid``, ``invalid_reason`` (why the
   all-zero metrics apply, else None), and in ``extras`` every further metric
-  the scorer (:class:`sphyr_hpc.metrics.Scorer`) returns, readable as an
+  the scorer (:class:`sphyr_hpc.scorer.Scorer`) returns, readable as an
   attribute (``metrics.<name>``) and written by ``as_dict()``.
 * Yardsticks (docs/scoring.md, "Yardstick", the expensive part) are kept in one module-level
   LRU cache of :data:`REFERENCE_CACHE_SIZE` entries, shared by every call and
@@ -106,7 +106,7 @@ class StructuralMetrics:
 
     @classmethod
     def from_metrics(cls, metrics):
-        """From a :meth:`sphyr_hpc.metrics.Scorer.score` dict: declared fields typed, the rest in ``extras``."""
+        """From a :meth:`sphyr_hpc.scorer.Scorer.score` dict: declared fields typed, the rest in ``extras``."""
         declared = {f.name: f for f in fields(cls) if f.name != "extras"}
         values, extras = {}, {}
         for key, value in metrics.items():
@@ -168,7 +168,7 @@ def _scorer_for(penal, filter_radius, include_own_budget_reference):
     the penalty); yardsticks stay cached across configurations.
     """
     global _scorer, _yardsticks
-    from .metrics import Scorer, ScoringConfig
+    from .scorer import Scorer, ScoringConfig
 
     config = ScoringConfig(penal=float(penal), filter_radius=float(filter_radius),
                            design_efficiency=bool(include_own_budget_reference))

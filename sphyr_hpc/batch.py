@@ -13,11 +13,11 @@ analysis cache, and condensed onto the masked cells' DOFs where that is
 cheaper, see :func:`~sphyr_hpc.solvers.condensed.analysis_system`) and its
 diagnosis.
 
-The metrics are :meth:`~sphyr_hpc.metrics.Scorer.score`'s, computed by the
-same code (:meth:`~sphyr_hpc.metrics.Scorer.score_case`); a completion that
+The metrics are :meth:`~sphyr_hpc.scorer.Scorer.score`'s, computed by the
+same code (:meth:`~sphyr_hpc.scorer.Scorer.score_case`); a completion that
 is not the ground truth's shape, or a sample whose ground truth poses no
-problem, goes through :meth:`~sphyr_hpc.metrics.Scorer.score` unchanged.
-Errors :meth:`~sphyr_hpc.metrics.Scorer.score` raises for bad data are raised
+problem, goes through :meth:`~sphyr_hpc.scorer.Scorer.score` unchanged.
+Errors :meth:`~sphyr_hpc.scorer.Scorer.score` raises for bad data are raised
 by :meth:`SampleScorer.score` too.
 """
 
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from . import grid as grids
 from . import loadcase as loadcases
 from .io.report_figures import record_grids
-from .metrics import Case, material
+from .metrics import material
+from .scorer import Case
 
 
 @dataclass(frozen=True)

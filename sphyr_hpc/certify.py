@@ -262,7 +262,7 @@ def run_certify(args, comm):
     rank = comm.rank
     tasks = _tasks(args.dataset, args.samples) if rank == 0 else None
     tasks = comm.bcast(tasks, root=0)
-    from .metrics import Scorer
+    from .scorer import Scorer
     from .parallel import run_dynamic
 
     scorer = Scorer()

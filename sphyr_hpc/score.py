@@ -275,7 +275,7 @@ def score_sample(sample, scorer, fields=None, fields_format="xdmf", sample_score
     holds what its completions share (made here when not given).
     """
     from .batch import SampleScorer
-    from .metrics import json_safe
+    from .io.atomic import json_safe
 
     row = {"model": sample.model, "subject": sample.subject, "index": sample.index}
     if sample.error:
@@ -316,7 +316,7 @@ def _progress_bar(total, quiet):
 def run_score(args, parser, comm):
     from .io.html_report import write_report
     from . import split
-    from .metrics import ScoringConfig, Scorer
+    from .scorer import ScoringConfig, Scorer
     from .parallel import run_dynamic
     from .batch import sample_scorers
     from .report import format_leaderboard, leaderboard, plot_leaderboard, summarise, summary_fields, warm_up

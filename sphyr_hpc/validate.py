@@ -20,7 +20,7 @@ position, so one corrupted line does not change the probes of the others).
 Hardness: the file name without extension ends with ``hard``, unless
 ``--hard``/``--easy`` says otherwise.
 
-Each probe is scored by one shared :class:`~sphyr_hpc.metrics.Scorer` against
+Each probe is scored by one shared :class:`~sphyr_hpc.scorer.Scorer` against
 the record's ground truth and input grid (so all five probes of a record share
 one cached yardstick), and the table prints, per probe, the mean
 topology_score, structural_efficiency, material_efficiency,
@@ -187,7 +187,7 @@ def run_validate(dataset_path, samples, hard=None, scorer=None, out=None, errors
     """
     from mpi4py import MPI
 
-    from .metrics import Scorer
+    from .scorer import Scorer
     from .parallel import run_dynamic
 
     comm = MPI.COMM_WORLD if comm is None else comm

@@ -12,7 +12,7 @@ from sphyr_hpc import loadcase as loadcases
 from sphyr_hpc.analysis import analyse
 from sphyr_hpc.batch import SampleScorer, sample_scorers
 from sphyr_hpc.io.records import read_result_file
-from sphyr_hpc.metrics import Scorer
+from sphyr_hpc.scorer import Scorer
 from sphyr_hpc.solvers import condensed
 
 RECORDS = [json.loads(line) for line in (DATA / "v1_sample.jsonl").read_text().splitlines()]

@@ -9,7 +9,7 @@ from conftest import EXAMPLE_RESULTS
 from sphyr_hpc import failures
 from sphyr_hpc import grid as grids
 from sphyr_hpc.io.records import Sample, find_result_files
-from sphyr_hpc.metrics import Scorer
+from sphyr_hpc.scorer import Scorer
 from sphyr_hpc.report import leaderboard, summarise
 from sphyr_hpc.score import score_sample
 

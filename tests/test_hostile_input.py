@@ -304,7 +304,7 @@ def test_an_empty_folder_on_two_ranks_is_one_usage_error_not_a_hang(tmp_path):
 
 
 def test_a_ragged_completion_of_many_widths_gets_a_reason_of_bounded_length():
-    from sphyr_hpc.metrics import Scorer
+    from sphyr_hpc.scorer import Scorer
 
     text = "\n".join(" ".join(["0"] * k) for k in range(1, 1000))  # 999 rows of 999 widths, 1 MB
     reason = Scorer().score(grids.as_grid(text), grids.as_grid("\n".join(GT)))["invalid_reason"]

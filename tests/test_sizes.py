@@ -124,7 +124,7 @@ def test_yardstick_from_pieces_computed_apart_and_out_of_order_is_the_same(tmp_p
 
 def test_large_samples_up_to_one_per_rank_are_split_into_pieces_longest_first_on_several_ranks():
     from sphyr_hpc.io.records import read_result_file
-    from sphyr_hpc.metrics import Scorer
+    from sphyr_hpc.scorer import Scorer
     from sphyr_hpc.score import make_tasks
 
     samples = []

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sphyr_hpc import grid as grids
-from sphyr_hpc.metrics import Scorer
+from sphyr_hpc.scorer import Scorer
 from sphyr_hpc.validate import PROBE_NAMES, build_probes, is_hard_dataset, main, run_validate
 
 DATA = Path(__file__).resolve().parent / "data"

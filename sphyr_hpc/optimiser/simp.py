@@ -30,6 +30,7 @@ not:
   ``penal``; the run cannot converge before it gets there.
 """
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -258,14 +259,10 @@ def _bisect(below, above, over):
     return middle
 
 
-_SETTLED = {}
-
-
+@functools.lru_cache(maxsize=2)
 def _settled(over):
     """Where the "SIMP run" rules' bisection ends when every candidate is over the budget (or none is)."""
-    if over not in _SETTLED:
-        _SETTLED[over] = _bisect(np.inf, np.inf, None) if over else _bisect(-np.inf, -np.inf, None)
-    return _SETTLED[over]
+    return _bisect(np.inf, np.inf, None) if over else _bisect(-np.inf, -np.inf, None)
 
 
 _EPS = float(np.finfo(float).eps)

@@ -41,6 +41,7 @@ completions share the condensation: every completion equal to the ground
 truth outside the mask costs one dense k x k Cholesky.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -71,10 +72,10 @@ MAX_CACHED = 8
 MAX_SHARED = 8
 
 
-_BLAS_LIMITED = []
 _FULL = ("the last solve was the PETSc system's",)
 
 
+@functools.lru_cache(maxsize=None)
 def one_blas_thread():
     """Limit the loaded BLAS to one thread, once a process.
 
@@ -83,9 +84,7 @@ def one_blas_thread():
     machine's thread settings (the records of ``score`` are equal for any
     number of ranks and any environment).  MPI ranks fill the cores anyway.
     """
-    if not _BLAS_LIMITED:
-        threadpool_limits(limits=1, user_api="blas")
-        _BLAS_LIMITED.append(True)
+    threadpool_limits(limits=1, user_api="blas")  # once: the cache remembers the call
 
 
 def condensed_dofs(loadcase, free):

@@ -11,14 +11,14 @@ import sys
 
 from mpi4py import MPI
 
-from sphyr_hpc import metrics
+from sphyr_hpc import scorer
 from sphyr_hpc.api import score_records
 
 if MPI.COMM_WORLD.rank == 1:
     def failing(self, *args, **kwargs):
         raise RuntimeError("injected failure for the abort test")
 
-    metrics.Scorer.score = failing
+    scorer.Scorer.score = failing
 
 with open(sys.argv[1]) as handle:
     records = [json.loads(line) for line in handle if line.strip()][:6]

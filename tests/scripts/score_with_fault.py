@@ -9,11 +9,11 @@ import sys
 
 from mpi4py import MPI
 
-from sphyr_hpc import metrics
+from sphyr_hpc import scorer
 from sphyr_hpc.score import main
 
 if MPI.COMM_WORLD.rank == 1:
-    original = metrics.Scorer.score_case  # what score and the per-sample scorer both call
+    original = scorer.Scorer.score_case  # what score and the per-sample scorer both call
     calls = []
 
     def failing(self, *args, **kwargs):
@@ -22,6 +22,6 @@ if MPI.COMM_WORLD.rank == 1:
             raise RuntimeError("injected failure for the abort test")
         return original(self, *args, **kwargs)
 
-    metrics.Scorer.score_case = failing
+    scorer.Scorer.score_case = failing
 
 sys.exit(main(sys.argv[1:]))
