@@ -28,7 +28,6 @@ import math
 import os
 import platform
 import sys
-import tempfile
 import time
 import traceback
 
@@ -330,33 +329,6 @@ def comparison_lines(cmp):
     return out
 
 
-def write_atomic(path, text):
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _json_clean(obj):
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _json_clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_clean(v) for v in obj]
-    return obj
-
-
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-root", default=DEFAULT_DATA_ROOT,
@@ -412,8 +384,10 @@ def main(argv=None):
         "summary": summary,
     }
     report = markdown_report(rows, summary, machine)
-    write_atomic(args.out, json.dumps(_json_clean(result), indent=2) + "\n")
-    write_atomic(out_md, report)
+    from sphyr_hpc.io.atomic import write_json_atomic, write_text_atomic
+
+    write_json_atomic(args.out, result, indent=2)
+    write_text_atomic(out_md, report)
 
     print(markdown_table(rows))
     print()
