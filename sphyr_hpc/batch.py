@@ -27,7 +27,6 @@ from . import grid as grids
 from . import loadcase as loadcases
 from .io.report_figures import record_grids
 from .metrics import material
-from .scorer import Case
 
 
 @dataclass(frozen=True)
@@ -57,17 +56,13 @@ class SampleScorer:
         gt = scorer.analysis(lc, case.truth, (case.free, case.truth))
         optimum = scorer.optimum(lc, case.free, case.truth, gt.volume_fraction, (case.truth,))
         self.reference = SampleReference(material(ground_truth), gt, optimum)
-        self._structural = lc.structural_mask()
         self._rows = record_grids(None, ground_truth, input_grid, optimum.densities)
 
     def prepare(self, completion):
         """``(case, reason)`` of a completion, as :meth:`Scorer.prepare` makes it."""
-        lc = self.case.loadcase if self.case is not None else None
-        if lc is None or len(completion) != lc.nely or any(len(row) != lc.nelx for row in completion):
+        if self.case is None:
             return self.scorer.prepare(completion, self.ground_truth, self.input_grid, self.gravity)
-        rho, counts = grids.densities(completion)
-        rho[self._structural] = 1.0
-        return Case(lc, rho, self.case.truth, self.case.free, counts), None
+        return self.scorer.completion_case(self.case, completion)
 
     def score(self, completion):
         """``(metrics, case)`` of one completion: :meth:`Scorer.score`'s metrics and its prepared case."""

@@ -28,13 +28,14 @@ from .solvers.sizing import MG_MIN_DOFS
 
 @dataclass(frozen=True)
 class Case:
-    """A completion's problem: load case, densities (L/S solid), free cells, cell counts."""
+    """A completion's problem: load case, densities (L/S solid), free cells, cell counts, L/S cells."""
 
     loadcase: object
     rho: np.ndarray
     truth: np.ndarray
     free: np.ndarray
     counts: dict
+    structural: np.ndarray  # the load case's L and S cells
 
 
 @dataclass(frozen=True)
@@ -143,17 +144,8 @@ class Scorer:
             lc = loadcases.from_grid(ground_truth, gravity=gravity)
         except loadcases.LoadCaseError as err:
             return None, str(err)
-        if len(completion) != lc.nely or any(len(row) != lc.nelx for row in completion):
-            shape = f"{len(completion)} rows" if completion else "no grid"
-            widths = sorted({len(row) for row in completion})
-            if completion:  # many widths are named by their range, so the reason stays one short line
-                named = "/".join(map(str, widths)) if len(widths) <= 3 else f"{widths[0]} to {widths[-1]}"
-                shape += f" of {named} cells"
-            return None, f"completion has {shape}, ground truth is {lc.nely}x{lc.nelx}"
         structural = lc.structural_mask()
-        rho, counts = grids.densities(completion)
-        rho_gt, _ = grids.densities(ground_truth)
-        rho[structural] = 1.0
+        rho_gt, counts = grids.densities(ground_truth)
         rho_gt[structural] = 1.0
         free = ~structural
         if input_grid:
@@ -162,7 +154,22 @@ class Scorer:
                     free = grids.mask_of(input_grid, grids.MASK)
             except grids.GridError:
                 pass
-        return Case(lc, rho, rho_gt, free, counts), None
+        return self.completion_case(Case(lc, rho_gt, rho_gt, free, counts, structural), completion)
+
+    def completion_case(self, sample_case, completion):
+        """``(case, reason)`` of ``completion`` against a sample's case (its load case, ground truth and
+        free cells, as :meth:`prepare` makes them): what a sample's completions do not share."""
+        lc = sample_case.loadcase
+        if len(completion) != lc.nely or any(len(row) != lc.nelx for row in completion):
+            shape = f"{len(completion)} rows" if completion else "no grid"
+            widths = sorted({len(row) for row in completion})
+            if completion:  # many widths are named by their range, so the reason stays one short line
+                named = "/".join(map(str, widths)) if len(widths) <= 3 else f"{widths[0]} to {widths[-1]}"
+                shape += f" of {named} cells"
+            return None, f"completion has {shape}, ground truth is {lc.nely}x{lc.nelx}"
+        rho, counts = grids.densities(completion)
+        rho[sample_case.structural] = 1.0
+        return Case(lc, rho, sample_case.truth, sample_case.free, counts, sample_case.structural), None
 
     def designs(self, case):
         """Completion, ground truth and yardstick optimum of a prepared case (natural arrays)."""
