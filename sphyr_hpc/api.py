@@ -309,15 +309,21 @@ def _tasks(records, gravity):
 
 
 def _scored(group, scorer):
+    """A task's records, scored as the score command scores them: one :class:`~sphyr_hpc.batch.SampleScorer`
+    per sample, so what its completions share is computed once."""
+    from .batch import sample_scorers
     from .score import EXPECTED_RECORD_ERRORS
 
-    for sample in group:
+    for sample, sample_scorer in sample_scorers(scorer, group):
         if sample.error:
             yield ScoredRecord(sample.index, None, sample.error)
             continue
         try:
-            yield ScoredRecord(sample.index, _score(scorer, sample.completion, sample.ground_truth,
-                                                    sample.input_grid, sample.gravity))
+            if sample_scorer is None:  # the sample itself raises: its own scoring names the error
+                metrics = _score(scorer, sample.completion, sample.ground_truth, sample.input_grid, sample.gravity)
+            else:
+                metrics = StructuralMetrics.from_metrics(sample_scorer.score(sample.completion)[0])
+            yield ScoredRecord(sample.index, metrics)
         except EXPECTED_RECORD_ERRORS as err:
             yield ScoredRecord(sample.index, None, f"input record {sample.index}: {err}")
 
