@@ -345,7 +345,7 @@ def run_score(args, parser, comm):
                   f"wait for it to end or kill it before --resume", file=sys.stderr)
         return 2
     done = None
-    sources = inputs_of(args, args.paths or ([] if args.dataset else [EXAMPLES]))
+    sources = inputs_of(args, _paths(args))
     if rank == 0:
         try:
             if args.resume:
