@@ -202,12 +202,22 @@ def check_options(prefix=PREFIX):
     from . import loadcase
     from .solvers.elasticity import ElasticitySystem
 
+    from .solvers import sizing
+
     PETSc = petsc()
-    lc = loadcase.from_grid([["L", "L"], ["1", "1"], ["S", "S"]])
+    probes = [(loadcase.from_grid([["L", "L"], ["1", "1"], ["S", "S"]]), {"prefix": prefix})]
+    simp_prefix = prefix + sizing.SIMP_PREFIX[len(PREFIX):]
+    if any(name.startswith(simp_prefix) for name in PETSc.Options().getAll()):
+        # The large yardsticks' multigrid system reads these: probed on a load case just large
+        # enough for two levels.
+        n = int(np.ceil(np.sqrt(sizing.MG_MIN_DOFS / 2))) + 1
+        grid = [["L"] * n] + [["1"] * n for _ in range(n - 2)] + [["S"] * n]
+        probes.append((loadcase.from_grid(grid), dict(sizing.simp_system_arguments(), prefix=simp_prefix)))
     viewers, _Viewers.requested = _Viewers.requested, ()  # the probe is not shown
     try:
-        with ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix=prefix) as system:
-            system.solve(system.slab_of(np.ones(lc.shape)))
+        for lc, arguments in probes:
+            with ElasticitySystem(lc, comm=PETSc.COMM_SELF, **arguments) as system:
+                system.solve(system.slab_of(np.ones(lc.shape)))
     except PETSc.Error as err:
         raise OptionsError(f"PETSc rejected an option: {explain_petsc_error(err)}") from None
     finally:

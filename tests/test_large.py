@@ -23,7 +23,7 @@ from sphyr_hpc._petsc import petsc
 from sphyr_hpc.optimiser import driver, simp
 from sphyr_hpc.optimiser.filter import DensityFilter
 from sphyr_hpc.problems import ProblemError
-from sphyr_hpc.solvers import assembly, elasticity, multigrid
+from sphyr_hpc.solvers import assembly, elasticity, multigrid, sizing
 from sphyr_hpc.solvers.elasticity import ElasticitySystem, PartitionError, SolverError
 
 MPI_MARK = pytest.mark.mpi  # registered in conftest.py
@@ -284,6 +284,58 @@ def test_multigrid_solution_equals_the_direct_one_on_a_simp_design_with_voids():
         clear()
     assert c_mg == pytest.approx(c_direct, rel=1e-10)
     assert np.linalg.norm(u_mg - u_direct) <= 1e-8 * np.linalg.norm(u_direct)
+
+
+@ONE_RANK
+@pytest.mark.parametrize("nely, nelx", [(32, 64), (13, 27), (33, 33)])
+def test_coarse_operators_from_the_element_moduli_equal_the_galerkin_products(nely, nelx):
+    # One rank, K assembled in place: the coarse operators are assembled from the moduli
+    # (solvers/galerkin.py) instead of PCMG's P^T A P; they must be those products, on even and odd
+    # (nested, last interval half as wide) grids, with supports (identity rows) and voids.
+    lc = problems.preset("mbb", nelx, nely, 0.4).loadcase()
+    rng = np.random.default_rng(nelx)
+    moduli = np.where(rng.random(lc.shape) < 0.3, 1e-3, rng.random(lc.shape) + 0.1)
+    PETSc = petsc()
+    clear = _options("large_gal_", mg_coarse_max_dofs=100)
+    try:
+        with ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix="large_gal_", solver="mg",
+                              assembly="elements") as mg:
+            assert mg.in_place and mg.multigrid.coarse is not None
+            mg.solve(mg.slab_of(np.ones(lc.shape)))  # the operators compared are those of the second design
+            mg.solve(mg.slab_of(moduli))
+            pc = mg.ksp.getPC()
+            assert pc.getMGLevels() >= 3
+            A = mg.K
+            for level in range(pc.getMGLevels() - 1, 0, -1):
+                galerkin = A.ptap(pc.getMGInterpolation(level))
+                ours = (pc.getMGCoarseSolve() if level == 1 else pc.getMGSmoother(level - 1)).getOperators()[0]
+                difference = galerkin.copy()
+                difference.axpy(-1.0, ours, structure=PETSc.Mat.Structure.DIFFERENT_NONZERO_PATTERN)
+                assert difference.norm(PETSc.NormType.FROBENIUS) <= 1e-13 * galerkin.norm(PETSc.NormType.FROBENIUS)
+                A = galerkin
+    finally:
+        clear()
+
+
+@ONE_RANK
+def test_simp_multigrid_solves_a_sequence_of_designs_as_the_direct_solver_does():
+    # The SIMP runs' system (sizing.simp_system: in place, SOR smoothing, coarse operators from the
+    # moduli) re-assembled for every design: each solve must see the new K on every level.
+    lc, rho = _simp_design(48, 24, 25)
+    PETSc = petsc()
+    clear = _options(sizing.SIMP_PREFIX, mg_coarse_max_dofs=300)
+    try:
+        with ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix="large_seq_direct_", solver="direct") as direct, \
+                ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix=sizing.SIMP_PREFIX,
+                                 **sizing.simp_system_arguments()) as mg:
+            assert mg.ksp.getPC().getType() == "mg"
+            for penal, floor in ((1.0, 0.0), (3.0, 0.0), (3.0, 0.3), (2.0, 0.05)):
+                moduli = fe.simp_modulus(np.maximum(rho, floor), penal)
+                c_direct = direct.solve(direct.slab_of(moduli))
+                assert mg.solve(mg.slab_of(moduli)) == pytest.approx(c_direct, rel=1e-7)
+            assert mg.ksp.getPC().getMGSmoother(1).getPC().getType() == "sor"
+    finally:
+        clear()
 
 
 @ONE_RANK

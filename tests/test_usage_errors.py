@@ -91,6 +91,15 @@ def test_valid_petsc_options_are_accepted(tmp_path):
                  "-sphyr_pc_factor_mat_ordering_type", "rcm"]) == 0
 
 
+def test_options_of_the_large_samples_multigrid_are_checked_too(tmp_path, capsys):
+    # -sphyr_simp_* reach the multigrid system of large yardsticks (solvers/sizing.py), which a
+    # 10x10 sample never builds: they are checked on a probe of that system.
+    assert main([str(ONE_FILE), "--out", str(tmp_path / "ok"), "--quiet",
+                 "-sphyr_simp_mg_levels_ksp_max_it", "2", "-sphyr_simp_pc_mg_cycle_type", "v"]) == 0
+    err = _usage_error(capsys, ONE_FILE, "--out", tmp_path / "out", "-sphyr_simp_mg_levels_ksp_typo", "1")
+    assert "unknown PETSc option -sphyr_simp_mg_levels_ksp_typo" in err
+
+
 def test_ksp_view_is_shown_once_per_distinct_solver_not_per_solve(tmp_path):
     run = _python(ONE_FILE, "--out", tmp_path / "out", "--quiet", "-sphyr_ksp_view")
     assert run.returncode == 0, run.stderr

@@ -278,7 +278,9 @@ class ElasticitySystem(LinearSystem):
                 self._assembly.assemble(self.K, moduli)
             elif self._values is not None:
                 self._assembly.values(moduli, out=self._values)  # K's own values, in place
-                self.K.stateIncrease()  # the factorisation is redone only for a new state
+                self.K.assemble()  # a new state (refactorise) and stale cached data dropped (SOR's diagonal)
+                if self.multigrid is not None and self.multigrid.coarse is not None:
+                    self.multigrid.coarse.update(moduli)
             else:
                 K = self.K
                 K.zeroEntries()

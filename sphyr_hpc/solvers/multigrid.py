@@ -38,7 +38,8 @@ local-to-global map.
 Operators and smoothing (defaults; every one can be overridden under the
 system's options prefix, e.g. ``-sphyr_mg_levels_ksp_max_it 3``): Galerkin
 coarse operators ``P^T A P`` recomputed whenever ``A`` changes (the symbolic
-product is reused), W-cycles, Chebyshev(2)/Jacobi smoothing with eigenvalue estimates
+product is reused; a one-rank system assembled in place assembles them from
+the element moduli instead, :mod:`sphyr_hpc.solvers.galerkin`), W-cycles, Chebyshev(2)/Jacobi smoothing with eigenvalue estimates
 (10 CG steps) recomputed for every new operator, LU on the coarsest level (``redundant``
 LU on several ranks).  ``-<prefix>pc_mg_levels N`` caps the number of levels
 and ``-<prefix>mg_coarse_max_dofs N`` sets the coarse-grid size target.
@@ -267,7 +268,7 @@ class MultigridSetup:
     """What :func:`configure_mg` / :func:`configure_gamg` built for a system.
 
     ``defaults``: options to put in the database before ``setFromOptions``;
-    ``levels``: the geometric hierarchy (finest last), ``interpolations``: its
+    ``levels``: the geometric hierarchy (finest first), ``interpolations``: its
     PETSc interpolation matrices (coarsest pair first), owned by this object
     and destroyed by :meth:`close` (the system closes it).
     """
@@ -275,11 +276,15 @@ class MultigridSetup:
     defaults: dict
     levels: list = None
     interpolations: list = ()
+    coarse: object = None  # galerkin.ElementGalerkin: the coarse operators, assembled with K
 
     def close(self):
         for P in self.interpolations:
             P.destroy()
         self.interpolations = ()
+        if self.coarse is not None:
+            self.coarse.close()
+            self.coarse = None
 
 
 def configure_mg(ksp, system):
@@ -308,8 +313,17 @@ def configure_mg(ksp, system):
     interpolations = build_interpolations(system, levels)
     for level, P in enumerate(interpolations, start=1):
         pc.setMGInterpolation(level, P)
-    return MultigridSetup(levels=levels, interpolations=interpolations, defaults={
-        "pc_mg_galerkin": "both",
+    coarse = None
+    if system.in_place:
+        # One rank, K assembled in place: the coarse operators from the element moduli too.
+        from .galerkin import ElementGalerkin
+
+        coarse = ElementGalerkin(PETSc, levels, system.local_edofs, system.fixed_local, system.ke,
+                                 use_inodes=USE_INODES)
+        for level, A in enumerate(reversed(coarse.mats)):  # coarsest first, as PCMG numbers them
+            (pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)).setOperators(A)
+    return MultigridSetup(levels=levels, interpolations=interpolations, coarse=coarse, defaults={
+        "pc_mg_galerkin": "none" if coarse is not None else "both",
         # W-cycles: on converged SIMP designs (0/1 with voids) 8-11 CG iterations from
         # 128x64 to 1024x512 instead of 17-19 with V-cycles, and faster overall
         # (benchmarks/results/large_grids.md).

@@ -11,8 +11,9 @@ Measured side by side on full-mask SPhyR samples (``benchmarks/solver_crossover.
   while CG preconditioned by the geometric multigrid of
   :mod:`~sphyr_hpc.solvers.multigrid` (the hierarchy ``optimize`` uses; Galerkin
   products and a small coarse LU at each set-up), warm-started from the previous
-  iteration of the same run, grows about linearly (23 ms at 80x80, 116 ms at
-  160x160, 5-6 CG iterations at every size).
+  iteration of the same run, grows about linearly (5-6 CG iterations at every size
+  with Chebyshev/Jacobi smoothing, about 3 with the SOR smoothing of :data:`SIMP_OPTIONS`;
+  on one rank the coarse operators are assembled from the moduli, :mod:`~sphyr_hpc.solvers.galerkin`).
 
 :data:`MG_MIN_DOFS` is that crossover.  Only the SIMP runs switch: candidate
 compliances, the swap polish (whose screen needs a factorisation) and the
@@ -41,7 +42,11 @@ SIMP_PREFIX = "sphyr_simp_"
 # within ~4e-9 of the exact solve's and the SIMP designs' candidates hold the parity rules (tests/test_sizes.py).
 # The residual rule of docs/scoring.md, "Finite elements", (||K u - f|| <= 1e-6 max(||f||, 1)) is checked after every solve as always.
 SIMP_RTOL = 1e-6
-SIMP_OPTIONS = {"ksp_rtol": SIMP_RTOL}
+# Smoothing: one symmetric Gauss-Seidel sweep (PETSc's SOR, omega 1) per level and direction instead
+# of the Chebyshev(2)/Jacobi default, which re-estimates eigenvalues at every set-up (10 CG steps a
+# level): fewer CG iterations and no estimates (benchmarks/results/solver_crossover.md).
+SIMP_OPTIONS = {"ksp_rtol": SIMP_RTOL, "mg_levels_ksp_type": "richardson", "mg_levels_pc_type": "sor",
+                "mg_levels_ksp_max_it": 1}
 
 
 def simp_solver(n_dofs, mg_min_dofs=MG_MIN_DOFS):
@@ -68,6 +73,12 @@ def simp_system(system, exact, mg_min_dofs=MG_MIN_DOFS):
         comm = system.comm if system.comm is not None else petsc().COMM_SELF
         # One rank: K assembled in place (one sparse product; node-by-node stencil rows cost 4x more).
         assembly = "elements" if comm.getSize() == 1 else None
-        system.attachments[key] = ElasticitySystem(system.loadcase, comm=comm, prefix=SIMP_PREFIX, solver="mg",
-                                                   assembly=assembly, options=SIMP_OPTIONS)
+        system.attachments[key] = ElasticitySystem(system.loadcase, comm=comm, prefix=SIMP_PREFIX,
+                                                   **simp_system_arguments(assembly))
     return system.attachments[key]
+
+
+def simp_system_arguments(assembly="elements"):
+    """How :func:`simp_system` makes its multigrid system (``ElasticitySystem`` keywords but the
+    prefix): also what ``_petsc.check_options`` probes the ``-sphyr_simp_`` options on."""
+    return {"solver": "mg", "assembly": assembly, "options": SIMP_OPTIONS}

@@ -1,0 +1,132 @@
+"""The multigrid's Galerkin coarse operators assembled from the element moduli (one rank).
+
+PCMG's Galerkin option recomputes every coarse operator ``A_l = P^T A_{l+1} P``
+with sparse matrix products whenever K changes: inside a SIMP run, once per
+iteration, and at 80x80 elements those products cost more than the whole
+multigrid solve.  On the nested grids of :mod:`sphyr_hpc.solvers.multigrid`
+the same operators are a linear function of the element moduli, like K itself:
+
+* every fine element lies inside one element of each coarser level (its
+  *ancestor*), and the composed bilinear interpolations from that level to the
+  fine grid are the bilinear interpolation from the ancestor's 4 corners, so
+  ``Q_e`` (8 x 8: the ancestor's DOFs to the element's) is known in closed
+  form and P_{0->l}^T (E_e K_e) P_{0->l} = E_e Q_e^T K_e Q_e lands on the
+  ancestor's 8 DOFs;
+* a fixed DOF's identity row adds ``p p^T`` (p its row of P_{0->l}), a
+  constant.
+
+So ``A_l``'s CSR values are one sparse product ``B_l @ E`` plus a constant,
+with 64 entries of ``B_l`` per fine element (``K_e`` is the element matrix with
+its fixed rows and columns dropped, as assembled).  The operators equal PCMG's
+Galerkin products up to rounding (``tests/test_multigrid.py``); the system
+solved and its convergence test are unchanged.  Used by the one-rank,
+in-place assembled multigrid systems (the scorer's large SIMP runs); on
+several ranks PCMG's own products remain.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import csr
+from .assembly import csr_plan
+
+
+def _axis(fine_index, positions):
+    """Ancestor interval of fine node or element ``fine_index`` on a coarse axis, and its width."""
+    positions = np.asarray(positions)
+    k = np.clip(np.searchsorted(positions, fine_index, side="right") - 1, 0, positions.size - 2)
+    return k, positions[k], positions[k + 1] - positions[k]
+
+
+class ElementGalerkin:
+    """Coarse operators of ``levels`` (finest first) for a one-rank, natural-order system.
+
+    ``local_edofs``: (n_elements, 8) fine element DOFs (natural order),
+    ``fixed``: fixed-DOF mask, ``ke``: the unit element matrix.  :attr:`mats`
+    are the PETSc matrices of levels 1.. (second finest first), updated in
+    place by :meth:`update`.
+    """
+
+    def __init__(self, PETSc, levels, local_edofs, fixed, ke, use_inodes=False):
+        fine = levels[0]
+        nx = fine.nelx + 1
+        edofs = np.asarray(local_edofs, dtype=np.int64)
+        node_r, node_c = np.divmod(edofs[:, 0::2] // 2, nx)          # (n_el, 4) fine node rows / columns
+        top, left = node_r.min(axis=1), node_c.min(axis=1)           # the element's row and column
+        corner_r, corner_c = node_r - top[:, None], node_c - left[:, None]  # local node offsets (0/1)
+        # Element matrices as assembled: fixed rows and columns dropped.
+        free = ~np.asarray(fixed, dtype=bool)[edofs]
+        k_el = ke[None, :, :] * (free[:, :, None] & free[:, None, :])
+        n_el = edofs.shape[0]
+        self.maps, self.constants, self.values, self.mats = [], [], [], []
+        for level in levels[1:]:
+            ky, y0, hy = _axis(top, level.y_pos)
+            kx, x0, hx = _axis(left, level.x_pos)
+            # Weights of the ancestor's corner b (offsets corner_r/c[b]) at fine node a: bilinear.
+            eta = (node_r - y0[:, None]) / hy[:, None]
+            xi = (node_c - x0[:, None]) / hx[:, None]
+            wy = np.where(corner_r[:, None, :] == 1, eta[:, :, None], 1.0 - eta[:, :, None])
+            wx = np.where(corner_c[:, None, :] == 1, xi[:, :, None], 1.0 - xi[:, :, None])
+            w = wy * wx                                                # (n_el, fine node a, corner b)
+            q = np.zeros((n_el, 8, 8))
+            q[:, 0::2, 0::2] = w
+            q[:, 1::2, 1::2] = w
+            g = np.einsum("eai,eab,ebj->eij", q, k_el, q)
+            # The ancestor's DOFs in the level's natural numbering (nodes row-major, x then y).
+            cnx = len(level.x_pos)
+            cnodes = (ky[:, None] + corner_r) * cnx + kx[:, None] + corner_c
+            cdofs = np.empty((n_el, 8), dtype=np.int64)
+            cdofs[:, 0::2], cdofs[:, 1::2] = 2 * cnodes, 2 * cnodes + 1
+            n = level.n_dofs
+            rows = np.repeat(cdofs, 8, axis=1).ravel()
+            cols = np.tile(cdofs, (1, 8)).ravel()
+            fixed_rows, fixed_cols, fixed_vals = self._fixed_part(np.flatnonzero(fixed), nx, level)
+            diag = np.arange(n)  # every diagonal entry exists (CG's smoother and LU need it)
+            indptr, indices, inverse, nnz = csr_plan(np.concatenate([rows, fixed_rows, diag]),
+                                                     np.concatenate([cols, fixed_cols, diag]), n)
+            m = rows.size
+            self.maps.append(sp.csr_matrix((g.ravel(), (inverse[:m], np.repeat(np.arange(n_el), 64))),
+                                           shape=(nnz, n_el)))
+            self.constants.append(np.bincount(inverse[m:m + fixed_vals.size], weights=fixed_vals, minlength=nnz))
+            values = self.constants[-1].copy()
+            self.values.append(values)
+            A = PETSc.Mat().createAIJWithArrays((n, n), (indptr.astype(PETSc.IntType),
+                                                         indices.astype(PETSc.IntType), values),
+                                                comm=PETSc.COMM_SELF)
+            A.setOption(PETSc.Mat.Option.USE_INODES, use_inodes)
+            self.mats.append(A)
+
+    @staticmethod
+    def _fixed_part(fixed_dofs, nx, level):
+        """(rows, cols, values) of sum over fixed fine DOFs i of p_i p_i^T on ``level``."""
+        node = fixed_dofs // 2
+        d = fixed_dofs % 2
+        r, c = np.divmod(node, nx)
+        ky, y0, hy = _axis(r, level.y_pos)
+        kx, x0, hx = _axis(c, level.x_pos)
+        eta, xi = (r - y0) / hy, (c - x0) / hx
+        cnx = len(level.x_pos)
+        corners = [((ky + dr) * cnx + kx + dc, (eta if dr else 1 - eta) * (xi if dc else 1 - xi))
+                   for dr in (0, 1) for dc in (0, 1)]
+        rows, cols, vals = [], [], []
+        for a_node, a_w in corners:
+            for b_node, b_w in corners:
+                keep = (a_w * b_w) != 0.0
+                rows.append(2 * a_node[keep] + d[keep])
+                cols.append(2 * b_node[keep] + d[keep])
+                vals.append((a_w * b_w)[keep])
+        return (np.concatenate(rows).astype(np.int64), np.concatenate(cols).astype(np.int64),
+                np.concatenate(vals))
+
+    def update(self, moduli):
+        """The coarse operators for element moduli (natural order), written in place."""
+        moduli = np.ascontiguousarray(moduli, dtype=float)
+        for B, constant, values, A in zip(self.maps, self.constants, self.values, self.mats):
+            np.copyto(values, constant)
+            csr.matvec(B, moduli, out=values)
+            A.assemble()  # a new state: the level's smoother and the coarse LU set up again
+
+    def close(self):
+        for A in self.mats:
+            A.destroy()
+        self.mats = []
