@@ -237,7 +237,9 @@ class ElasticitySystem(LinearSystem):
             if solver == "gamg":
                 self._near_null = multigrid.rigid_body_modes(self)
                 self.K.setNearNullSpace(self._near_null)
-            self.multigrid = configure_mg(ksp, self) if solver == "mg" else configure_gamg(ksp, self)
+            # The hierarchy's own options (-<prefix>mg_coarse_max_dofs, pc_mg_levels) are read here.
+            with inserted_options(self.prefix, options):
+                self.multigrid = configure_mg(ksp, self) if solver == "mg" else configure_gamg(ksp, self)
             defaults = self.multigrid.defaults
             ksp.setInitialGuessNonzero(True)  # warm start from the previous displacement
         # Defaults are in the options database (so the command line overrides them) while

@@ -44,9 +44,12 @@ SIMP_PREFIX = "sphyr_simp_"
 SIMP_RTOL = 1e-6
 # Smoothing: one symmetric Gauss-Seidel sweep (PETSc's SOR, omega 1) per level and direction instead
 # of the Chebyshev(2)/Jacobi default, which re-estimates eigenvalues at every set-up (10 CG steps a
-# level): fewer CG iterations and no estimates (benchmarks/results/solver_crossover.md).
+# level); V-cycles down to a coarse grid of at most SIMP_COARSE_MAX_DOFS (10x10 elements at 80x80),
+# whose LU is redone at every set-up.  At 80x80: ~3.3 CG iterations a solve (W-cycles: 2.9, each
+# dearer) and no estimates (benchmarks/results/solver_crossover.md).
+SIMP_COARSE_MAX_DOFS = 300
 SIMP_OPTIONS = {"ksp_rtol": SIMP_RTOL, "mg_levels_ksp_type": "richardson", "mg_levels_pc_type": "sor",
-                "mg_levels_ksp_max_it": 1}
+                "mg_levels_ksp_max_it": 1, "pc_mg_cycle_type": "v", "mg_coarse_max_dofs": SIMP_COARSE_MAX_DOFS}
 
 
 def simp_solver(n_dofs, mg_min_dofs=MG_MIN_DOFS):
