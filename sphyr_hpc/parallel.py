@@ -84,4 +84,21 @@ def run_dynamic(comm, n_tasks, run, progress=None, poll_seconds=0.2):
     if progress is not None and comm.rank == 0:
         while not progress(counters.done()):
             time.sleep(poll_seconds)
+    wait_idle(comm)
     counters.free()
+
+
+def wait_idle(comm, poll_seconds=0.001):
+    """Wait for every rank of ``comm`` to get here, asleep rather than spinning.
+
+    A rank blocked in an MPI collective polls the network at full speed (OpenMPI's
+    default): where ranks share cores with each other or with other jobs, the ranks
+    that ran out of work would take CPU time from the ones still working on the last
+    tasks (a large sample's longest piece).  A non-blocking barrier tested every
+    ``poll_seconds`` costs them nothing; the collective that follows then completes at once.
+    """
+    if comm.size == 1:
+        return
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(poll_seconds)
