@@ -15,9 +15,11 @@ the same operators are a linear function of the element moduli, like K itself:
 * a fixed DOF's identity row adds ``p p^T`` (p its row of P_{0->l}), a
   constant.
 
-So ``A_l``'s CSR values are one sparse product ``B_l @ E`` plus a constant,
-with 64 entries of ``B_l`` per fine element (``K_e`` is the element matrix with
-its fixed rows and columns dropped, as assembled).  The operators equal PCMG's
+So ``A_l``'s CSR values are a linear map of E plus a constant (``K_e`` is the
+element matrix with its fixed rows and columns dropped, as assembled): for the
+square ancestors away from supports, whose children all contribute the same
+tables, one dense product (children's moduli) @ (table) and a scatter; for the
+rest a sparse product with 64 entries per child.  The operators equal PCMG's
 Galerkin products up to rounding (``tests/test_multigrid.py``); the system
 solved and its convergence test are unchanged.  Used by the one-rank,
 in-place assembled multigrid systems (the scorer's large SIMP runs); on
@@ -85,8 +87,9 @@ class ElementGalerkin:
             indptr, indices, inverse, nnz = csr_plan(np.concatenate([rows, fixed_rows, diag]),
                                                      np.concatenate([cols, fixed_cols, diag]), n)
             m = rows.size
-            self.maps.append(sp.csr_matrix((g.ravel(), (inverse[:m], np.repeat(np.arange(n_el), 64))),
-                                           shape=(nnz, n_el)))
+            entries = inverse[:m].reshape(n_el, 64)
+            self.maps.append(self._level_map(entries, g.reshape(n_el, 64), ky * (len(level.x_pos) - 1) + kx, top - y0, left - x0,
+                                             hy, hx, free.all(axis=1), nnz))
             self.constants.append(np.bincount(inverse[m:m + fixed_vals.size], weights=fixed_vals, minlength=nnz))
             values = self.constants[-1].copy()
             self.values.append(values)
@@ -95,6 +98,40 @@ class ElementGalerkin:
                                                 comm=PETSc.COMM_SELF)
             A.setOption(PETSc.Mat.Option.USE_INODES, use_inodes)
             self.mats.append(A)
+
+    @staticmethod
+    def _level_map(entries, g, ancestor, dy, dx, hy, hx, all_free, nnz):
+        """(regular, irregular) parts of ``E -> A_l``'s values.
+
+        A *regular* ancestor is square with sides of ``h`` fine elements and has no fixed DOF
+        on its children: its element matrix is (its children's moduli, in (dy, dx) order) @ (a
+        table shared by every regular ancestor), one small dense product for all of them, then
+        summed into the CSR values; the other children go through a sparse ``B @ E`` (64 entries
+        each).  Both together are ``P^T K P``'s element part.
+        """
+        n_el = entries.shape[0]
+        h = int(hy.max()) if n_el else 1
+        square = (hy == h) & (hx == h)
+        bad = np.zeros(ancestor.max() + 1 if n_el else 0, dtype=bool)
+        np.logical_or.at(bad, ancestor, ~(square & all_free))
+        regular = ~bad[ancestor]
+        reg = np.flatnonzero(regular)
+        irr = np.flatnonzero(~regular)
+        irregular = sp.csr_matrix((g[irr].ravel(), (entries[irr].ravel(), np.repeat(irr, 64))), shape=(nnz, n_el))
+        if reg.size == 0:
+            return None, irregular
+        slot = dy[reg] * h + dx[reg]                           # child position within its ancestor
+        ancestors, index = np.unique(ancestor[reg], return_inverse=True)
+        children = np.empty((ancestors.size, h * h), dtype=np.int64)
+        children[index, slot] = reg                           # fine element of every (ancestor, position)
+        table = np.empty((h * h, 64))
+        table[slot] = g[reg]                                   # the same for every regular ancestor
+        first = np.empty(ancestors.size, dtype=np.int64)
+        first[index] = reg                                     # any child: the ancestor's CSR entries
+        scatter = sp.csr_matrix((np.ones(ancestors.size * 64), (entries[first].ravel(),
+                                                                np.arange(ancestors.size * 64))),
+                                shape=(nnz, ancestors.size * 64))
+        return (children, table, scatter), irregular
 
     @staticmethod
     def _fixed_part(fixed_dofs, nx, level):
@@ -120,10 +157,13 @@ class ElementGalerkin:
 
     def update(self, moduli):
         """The coarse operators for element moduli (natural order), written in place."""
-        moduli = np.ascontiguousarray(moduli, dtype=float)
-        for B, constant, values, A in zip(self.maps, self.constants, self.values, self.mats):
+        moduli = np.ascontiguousarray(moduli, dtype=float).ravel()
+        for (regular, irregular), constant, values, A in zip(self.maps, self.constants, self.values, self.mats):
             np.copyto(values, constant)
-            csr.matvec(B, moduli, out=values)
+            if regular is not None:
+                children, table, scatter = regular
+                csr.matvec(scatter, (moduli[children] @ table).ravel(), out=values)
+            csr.matvec(irregular, moduli, out=values)
             A.assemble()  # a new state: the level's smoother and the coarse LU set up again
 
     def close(self):

@@ -42,14 +42,21 @@ SIMP_PREFIX = "sphyr_simp_"
 # within ~4e-9 of the exact solve's and the SIMP designs' candidates hold the parity rules (tests/test_sizes.py).
 # The residual rule of docs/scoring.md, "Finite elements", (||K u - f|| <= 1e-6 max(||f||, 1)) is checked after every solve as always.
 SIMP_RTOL = 1e-6
-# Smoothing: one symmetric Gauss-Seidel sweep (PETSc's SOR, omega 1) per level and direction instead
-# of the Chebyshev(2)/Jacobi default, which re-estimates eigenvalues at every set-up (10 CG steps a
-# level); V-cycles down to a coarse grid of at most SIMP_COARSE_MAX_DOFS (10x10 elements at 80x80),
-# whose LU is redone at every set-up.  At 80x80: ~3.3 CG iterations a solve (W-cycles: 2.9, each
-# dearer) and no estimates (benchmarks/results/solver_crossover.md).
+# Smoothing: a forward Gauss-Seidel sweep (PETSc's SOR, omega 1) on the way down and a backward one
+# on the way up (so the cycle stays symmetric, as CG needs) instead of the Chebyshev(2)/Jacobi
+# default, which re-estimates eigenvalues at every set-up (10 CG steps a level); V-cycles down to a
+# coarse grid of at most SIMP_COARSE_MAX_DOFS (10x10 elements at 80x80), whose LU is redone at every
+# set-up.  At 80x80: 4-5 CG iterations a solve, each much cheaper than a Chebyshev one, and no
+# estimates (benchmarks/results/solver_crossover.md).
 SIMP_COARSE_MAX_DOFS = 300
-SIMP_OPTIONS = {"ksp_rtol": SIMP_RTOL, "mg_levels_ksp_type": "richardson", "mg_levels_pc_type": "sor",
-                "mg_levels_ksp_max_it": 1, "pc_mg_cycle_type": "v", "mg_coarse_max_dofs": SIMP_COARSE_MAX_DOFS}
+SIMP_OPTIONS = {
+    "ksp_rtol": SIMP_RTOL, "pc_mg_cycle_type": "v", "mg_coarse_max_dofs": SIMP_COARSE_MAX_DOFS,
+    "mg_levels_ksp_type": "richardson", "mg_levels_ksp_max_it": 1,
+    "mg_levels_pc_type": "sor", "mg_levels_pc_sor_forward": True,
+    "pc_mg_distinct_smoothup": True,
+    "mg_levels_up_ksp_type": "richardson", "mg_levels_up_ksp_max_it": 1,
+    "mg_levels_up_pc_type": "sor", "mg_levels_up_pc_sor_backward": True,
+}
 
 
 def simp_solver(n_dofs, mg_min_dofs=MG_MIN_DOFS):
