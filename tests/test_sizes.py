@@ -24,7 +24,7 @@ from sphyr_hpc._petsc import petsc
 from sphyr_hpc.optimiser import yardstick
 from sphyr_hpc.score import main
 from sphyr_hpc.solvers import sizing
-from sphyr_hpc.solvers.elasticity import ElasticitySystem
+from sphyr_hpc.solvers.elasticity import ElasticitySystem, SolverError
 from sphyr_hpc import split
 
 UPSCALED = DATA / "upscaled"
@@ -89,7 +89,8 @@ def _upscaled_problem():
 
 
 def test_solver_is_chosen_by_size():
-    assert sizing.simp_solver(882) == "direct"
+    assert sizing.simp_solver(242) == "direct"   # 10x10: the hierarchy would be the coarse LU alone
+    assert sizing.simp_solver(882) == "mg"       # 20x20 and up: the measured crossover
     assert sizing.simp_solver(13122) == "mg"
     assert sizing.simp_solver(100, mg_min_dofs=0) == "mg"
     assert sizing.simp_solver(10**9, mg_min_dofs=None) == "direct"
@@ -123,6 +124,30 @@ def test_yardstick_from_pieces_computed_apart_and_out_of_order_is_the_same(tmp_p
     assert solved == []  # and every candidate's compliance
     assert assembled.compliance == whole.compliance
     np.testing.assert_array_equal(assembled.densities, whole.densities)
+
+
+def test_a_run_whose_multigrid_stalls_is_run_again_on_the_exact_solver(monkeypatch):
+    lc, free, truth = _upscaled_problem()
+    vf = float(truth.mean())
+    opts = dict(seeds=(truth,), max_iterations=15)
+    with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as system:
+        exact = yardstick.yardstick(system, vf, free, truth, mg_min_dofs=None, **opts)
+    solve = ElasticitySystem.solve
+    calls = []
+
+    def stalling(self, moduli):
+        if self.solver == "mg":
+            calls.append(1)
+            if len(calls) % 7 == 0:  # some solve of every run stalls
+                raise SolverError("KSP (cg/mg) did not converge: DIVERGED_ITS")
+        return solve(self, moduli)
+
+    monkeypatch.setattr(ElasticitySystem, "solve", stalling)
+    with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as system:
+        rescued = yardstick.yardstick(system, vf, free, truth, mg_min_dofs=0, **opts)
+    assert len(calls) >= 7
+    assert rescued.compliance == exact.compliance  # every run redone on the exact solver, to the bit
+    np.testing.assert_array_equal(rescued.densities, exact.densities)
 
 
 def test_large_samples_up_to_one_per_rank_are_split_into_pieces_longest_first_on_several_ranks():

@@ -24,6 +24,7 @@ import numpy as np
 from .. import discretisation as fe
 from ..analysis import compliance_of
 from ..solvers import sizing
+from ..solvers.elasticity import SolverError
 from . import simp
 from .discrete import binarise, polish
 from .filter import FILTER_RADIUS, DensityFilter
@@ -97,8 +98,15 @@ def _setup(system, volume_fraction, free, pinned, penal, radius, max_iterations,
     solver = sizing.simp_system(system, exact, mg_min_dofs)
 
     def run(p, initial=None):
-        densities = simp.run_simp(solver, density_filter, volume_fraction, free, pinned, penal=p,
-                                  max_iterations=max_iterations, tolerance=tolerance, initial=initial).densities
+        arguments = dict(penal=p, max_iterations=max_iterations, tolerance=tolerance, initial=initial)
+        try:
+            densities = simp.run_simp(solver, density_filter, volume_fraction, free, pinned, **arguments).densities
+        except SolverError:
+            if solver is exact:
+                raise
+            # The multigrid stalled on some design of this run: the whole run again on the exact
+            # solver, which decides the run's designs alone (a run depends on its inputs only).
+            densities = simp.run_simp(exact, density_filter, volume_fraction, free, pinned, **arguments).densities
         if on_run is not None:
             on_run()
         return densities

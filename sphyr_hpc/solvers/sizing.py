@@ -5,16 +5,18 @@ cost there is the assembly, the set-up for the new operator and one solve.
 Measured side by side on full-mask SPhyR samples (``benchmarks/solver_crossover.py``,
 ``benchmarks/results/solver_crossover.md``):
 
-* up to ~3k DOFs PETSc's own Cholesky with nested dissection is the fastest
-  (refactorised each iteration; 2.8 ms of CPU at 30x30) and exact;
-* above, its cost grows as n^1.5 (55 ms at 80x80, 13k DOFs; 460 ms at 160x160),
-  while CG preconditioned by the geometric multigrid of
-  :mod:`~sphyr_hpc.solvers.multigrid` (the hierarchy ``optimize`` uses; Galerkin
-  products and a small coarse LU at each set-up), warm-started from the previous
-  iteration of the same run, grows about linearly (5-6 CG iterations at every size
-  with Chebyshev/Jacobi smoothing, about 3 with the SOR smoothing of :data:`SIMP_OPTIONS`;
-  on one rank the coarse operators are assembled from the moduli, :mod:`~sphyr_hpc.solvers.galerkin`).
+* PETSc's own Cholesky with nested dissection (refactorised each iteration)
+  is exact, but its cost grows as n^1.5 (0.8 ms of CPU at 20x20, 71 ms at 80x80);
+* CG preconditioned by the geometric multigrid of
+  :mod:`~sphyr_hpc.solvers.multigrid` with :data:`SIMP_OPTIONS` (Gauss-Seidel
+  V-cycles, a coarse grid of at most 300 DOFs; on one rank the coarse
+  operators are assembled from the moduli, :mod:`~sphyr_hpc.solvers.galerkin`),
+  started from the last two solutions of the same run, grows about linearly
+  (0.4 ms at 20x20, 13 ms at 80x80 in the benchmark's early iterations, 4-7 CG
+  iterations) and is the faster from 20x20 on.
 
+A SIMP run whose multigrid solve stalls (:class:`~sphyr_hpc.solvers.elasticity.SolverError`)
+is run again on the exact solver (:mod:`sphyr_hpc.optimiser.yardstick`).
 :data:`MG_MIN_DOFS` is that crossover.  Only the SIMP runs switch: candidate
 compliances, the swap polish (whose screen needs a factorisation) and the
 analyses stay on the exact direct solve, and a run's warm start never reaches
@@ -30,12 +32,12 @@ multigrid system's options prefix is :data:`SIMP_PREFIX`
 
 from .._petsc import petsc
 from . import condensed
-from .multigrid import COARSE_MAX_DOFS
 
-# DOFs from which a yardstick's SIMP runs use CG + multigrid: the measured crossover lies
-# between 30x30 (1922 DOFs, multigrid 1.3x slower) and 40x40 (3362 DOFs, 1.3x faster), and
-# below COARSE_MAX_DOFS the "hierarchy" is a single level, i.e. the LU it would replace.
-MG_MIN_DOFS = COARSE_MAX_DOFS
+# DOFs from which a yardstick's SIMP runs use CG + multigrid: replaying whole SIMP runs, multigrid
+# (SIMP_OPTIONS below) took 0.46-0.58x the Cholesky's time at 20x20 (882 DOFs), 0.30-0.34x at
+# 30x30 and 0.21-0.33x at 40x40 (benchmarks/results/solver_crossover.md); at 10x10 (242 DOFs)
+# the hierarchy would be the coarse LU alone.
+MG_MIN_DOFS = 800
 SIMP_PREFIX = "sphyr_simp_"
 # Relative residual of the multigrid CG solves inside SIMP (relative to ||f||, so the warm start
 # counts): 5-6 CG iterations at 80x80 instead of 8 at 1e-8, 1.5x faster per solve; compliances
