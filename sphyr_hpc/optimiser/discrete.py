@@ -72,15 +72,23 @@ def polish(system, design, free, penal=fe.PENAL, max_passes=MAX_PASSES, max_eval
     """
     design = np.array(design, dtype=float).reshape(system.loadcase.shape)
     free = np.asarray(free, dtype=bool)
-    best = compliance_of(system, design, penal)
     evaluations = 0
     screened = screen and getattr(system, "solver", None) == "direct" and getattr(system, "in_place", False)
     if screened:
         # Low-rank estimates are only trusted on a design that carries its load
         # (see discretisation.SINGULARITY_RATIO); a near-mechanism is scanned in full.
-        trust_below = fe.SINGULARITY_RATIO * compliance_of(system, np.ones_like(design), penal)
+        # The solid design's compliance is the system's own: solved once per system and penalty.
+        key = ("solid compliance", float(penal))
+        if key not in system.attachments:
+            system.attachments[key] = _Value(compliance_of(system, np.ones_like(design), penal))
+        trust_below = fe.SINGULARITY_RATIO * system.attachments[key].value
+    best = None
     for _ in range(max_passes):
+        # The pass's factorisation and displacements are the current design's (the screen and the
+        # energies read them); the first pass's compliance is also where the scan starts.
         current = compliance_of(system, design, penal)
+        if best is None:
+            best = current
         energies = system.gather(system.unit_energies())
         solid = design > 0.5
         sources = _ranked(solid & free, energies, source_limit, descending=False)
@@ -115,7 +123,19 @@ def polish(system, design, free, penal=fe.PENAL, max_passes=MAX_PASSES, max_eval
         flat[best_swap[0]] = 0.0
         flat[best_swap[1]] = 1.0
         design = flat.reshape(design.shape)
+    if best is None:  # no pass at all
+        best = compliance_of(system, design, penal)
     return design, best
+
+
+class _Value:
+    """A number kept among a system's attachments (which are closed with it)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def close(self):
+        pass
 
 
 # Error allowed to a screening estimate, relative to |best| + |estimate - current|.
