@@ -44,5 +44,22 @@ def analyse(system, rho, solid_compliance, penal=fe.PENAL):
 
 
 def solid_compliance(system, penal=fe.PENAL):
-    """Compliance of the all-solid design: the stiffest possible."""
-    return compliance_of(system, np.ones(system.loadcase.shape), penal)
+    """Compliance of the all-solid design: the stiffest possible (solved once per system and penalty)."""
+    attachments = getattr(system, "attachments", None)
+    key = ("solid compliance", float(penal))
+    if attachments is not None and key in attachments:
+        return attachments[key].value
+    value = compliance_of(system, np.ones(system.loadcase.shape), penal)
+    if attachments is not None:
+        attachments[key] = _Kept(value)
+    return value
+
+
+class _Kept:
+    """A value among a system's attachments (which the system closes with it)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def close(self):
+        pass

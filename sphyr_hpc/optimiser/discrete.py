@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from .. import discretisation as fe
-from ..analysis import compliance_of
+from ..analysis import compliance_of, solid_compliance
 
 MAX_PASSES = 3
 MAX_EVALUATIONS = 6000
@@ -77,11 +77,7 @@ def polish(system, design, free, penal=fe.PENAL, max_passes=MAX_PASSES, max_eval
     if screened:
         # Low-rank estimates are only trusted on a design that carries its load
         # (see discretisation.SINGULARITY_RATIO); a near-mechanism is scanned in full.
-        # The solid design's compliance is the system's own: solved once per system and penalty.
-        key = ("solid compliance", float(penal))
-        if key not in system.attachments:
-            system.attachments[key] = _Value(compliance_of(system, np.ones_like(design), penal))
-        trust_below = fe.SINGULARITY_RATIO * system.attachments[key].value
+        trust_below = fe.SINGULARITY_RATIO * solid_compliance(system, penal)
     best = None
     for _ in range(max_passes):
         # The pass's factorisation and displacements are the current design's (the screen and the
@@ -126,16 +122,6 @@ def polish(system, design, free, penal=fe.PENAL, max_passes=MAX_PASSES, max_eval
     if best is None:  # no pass at all
         best = compliance_of(system, design, penal)
     return design, best
-
-
-class _Value:
-    """A number kept among a system's attachments (which are closed with it)."""
-
-    def __init__(self, value):
-        self.value = value
-
-    def close(self):
-        pass
 
 
 # Error allowed to a screening estimate, relative to |best| + |estimate - current|.
