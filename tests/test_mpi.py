@@ -175,3 +175,29 @@ def test_distributed_simp_run_has_the_serial_compliance_history(problem):
     assert reference_world.densities.mean() <= 0.4 + 1e-6
     # Compliance decreases overall from the uniform start.
     assert reference_world.history[-1][1] < reference_world.history[0][1]
+
+
+def test_a_rank_out_of_work_waits_asleep_for_the_one_still_working():
+    # run_dynamic with one long task: the rank that gets no task waits for the other to finish
+    # without polling MPI at full speed (on shared cores it would take the worker's CPU time).
+    import time
+
+    from sphyr_hpc.parallel import run_dynamic
+
+    def compute():
+        def task(i, counters):
+            finish = time.perf_counter() + 1.0
+            while time.perf_counter() < finish:  # a task that keeps its rank busy for a second
+                pass
+            counters.add_done(1)
+
+        cpu, wall = time.process_time(), time.perf_counter()
+        run_dynamic(WORLD, 1, task)
+        return time.process_time() - cpu, time.perf_counter() - wall
+
+    spent = collective(compute)
+    waited = min(spent, key=lambda s: s[0])  # the rank that took no task
+    worked = max(spent, key=lambda s: s[0])
+    assert waited[1] >= 0.9 and worked[0] >= 0.5  # it did wait for the busy rank
+    assert waited[0] < 0.3 * waited[1]  # asleep: a spinning wait burns ~its whole wall time
+    WORLD.Barrier()
