@@ -155,8 +155,10 @@ class _SwapScreen:
             W[dofs, n * k:(n + 1) * k] = v
         W[fixed] = 0.0
         Z = system.factor_solve(W)
-        G = W.T @ Z
-        y = W.T @ system.natural_displacements()
+        # W's rows are zero outside the swapped cells' DOFs: W^T Z and W^T u from those rows only.
+        touched = np.unique(edofs)
+        G = W[touched].T @ Z[touched]
+        y = W[touched].T @ system.natural_displacements()[touched]
         rho = design.ravel()[cells]
         delta = fe.simp_modulus(1.0 - rho, penal) - fe.simp_modulus(rho, penal)  # 1 -> 0 and 0 -> 1
         d_inv = (1.0 / (delta[:, None] * w[None, :])).ravel()
