@@ -73,7 +73,7 @@ class ElementGalerkin:
             q = np.zeros((n_el, 8, 8))
             q[:, 0::2, 0::2] = w
             q[:, 1::2, 1::2] = w
-            g = np.einsum("eai,eab,ebj->eij", q, k_el, q)
+            g = q.transpose(0, 2, 1) @ k_el @ q                        # Q_e^T K_e Q_e, batched
             # The ancestor's DOFs in the level's natural numbering (nodes row-major, x then y).
             cnx = len(level.x_pos)
             cnodes = (ky[:, None] + corner_r) * cnx + kx[:, None] + corner_c
@@ -88,7 +88,8 @@ class ElementGalerkin:
                                                      np.concatenate([cols, fixed_cols, diag]), n)
             m = rows.size
             entries = inverse[:m].reshape(n_el, 64)
-            self.maps.append(self._level_map(entries, g.reshape(n_el, 64), ky * (len(level.x_pos) - 1) + kx, top - y0, left - x0,
+            ancestor = ky * (cnx - 1) + kx
+            self.maps.append(self._level_map(entries, g.reshape(n_el, 64), ancestor, top - y0, left - x0,
                                              hy, hx, free.all(axis=1), nnz))
             self.constants.append(np.bincount(inverse[m:m + fixed_vals.size], weights=fixed_vals, minlength=nnz))
             values = self.constants[-1].copy()
