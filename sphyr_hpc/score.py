@@ -486,6 +486,7 @@ def _lock_output(out):
     Two runs appending to and rewriting the same results.jsonl would lose
     records; the lock dies with its process, so a killed run never blocks --resume.
     """
+    import errno
     import fcntl
 
     out.mkdir(parents=True, exist_ok=True)
@@ -495,6 +496,12 @@ def _lock_output(out):
     except BlockingIOError:
         handle.close()
         return None
+    except OSError as err:
+        if err.errno not in (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP):
+            raise
+        # A file system without locks (Lustre mounted without -o flock, some NFS): the run goes on.
+        print(f"warning: {out} is on a file system without file locks ({err.strerror}): nothing stops "
+              f"another run from writing there at the same time", file=sys.stderr)
     return handle
 
 

@@ -243,3 +243,19 @@ def test_a_second_run_on_the_same_output_is_refused_while_the_first_holds_it(tmp
     assert status == 2
     assert "another run is writing to" in capsys.readouterr().err
     assert not (out / "results.jsonl").exists()
+
+
+def test_an_output_folder_without_file_locks_is_scored_with_a_warning(tmp_path, capsys, monkeypatch):
+    # Lustre without -o flock (and some NFS mounts) answer flock with ENOSYS/ENOLCK: on a cluster
+    # that must not end the run, only lose the protection against a second run.
+    import errno
+    import fcntl
+
+    def no_locks(handle, operation):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    one = EXAMPLE_RESULTS / "baseline-empty" / "full_easy.json"
+    assert main([str(one), "--out", str(tmp_path / "out"), "--quiet", "--no-report"]) == 0
+    assert "without file locks (Function not implemented)" in capsys.readouterr().err
+    assert len((tmp_path / "out" / "results.jsonl").read_text().splitlines()) == 5
