@@ -70,7 +70,7 @@ from .failures import SUMMARY_KEY, format_failures
 from .io import limits as input_limits
 from .io.field_files import FORMATS
 from .io.records import (FileProblem, ResultsLog, find_result_files, read_dataset_completions,
-                         read_result_file, row_key, write_text_atomic)
+                         read_result_file, row_key, _sort_key, write_text_atomic)
 # mpi4py, PETSc and what needs them are imported once _petsc.require() has vouched for them, so
 # that --help and the install message work without them.
 from .solvers.sizing import MG_MIN_DOFS
@@ -263,6 +263,13 @@ def make_tasks(samples):
     return ordered
 
 
+def sorted_places(samples):
+    """``(position, owner)``: each record key's place in the sorted results file, and the sample
+    whose row the file keeps when several share a key (the last in input order)."""
+    owner = {sample.key: sample for sample in samples}
+    return {key: i for i, key in enumerate(sorted(owner, key=_sort_key))}, owner
+
+
 EXPECTED_RECORD_ERRORS = (grids.GridError, loadcases.LoadCaseError)
 
 
@@ -319,7 +326,7 @@ def run_score(args, parser, comm):
     from .scorer import ScoringConfig, Scorer
     from .parallel import run_dynamic
     from .batch import sample_scorers
-    from .report import format_leaderboard, leaderboard, plot_leaderboard, summarise, summary_fields, warm_up
+    from .report import RunningSummary, format_leaderboard, leaderboard, plot_leaderboard, warm_up
 
     rank = comm.rank
     # Usage is checked by rank 0 (one message); then every rank reads the inputs itself, at the
@@ -398,7 +405,11 @@ def run_score(args, parser, comm):
         computed[(pieces[i].task, pieces[i].piece)] = scorer.run_piece(pieces[i].case, pieces[i].piece)
         steps.finish()
 
-    briefs = []  # what the summary reads of each row this rank wrote (report.summary_fields)
+    # What the end of the run needs of the rows this rank writes: the summary's running counts and
+    # sums, and where each line is in the log and goes in the sorted file (sorted_places).
+    running = RunningSummary()
+    position, owner = sorted_places(pending)
+    places = []
 
     def run(i, counters):
         steps.start(counters, promised[i])
@@ -411,8 +422,10 @@ def run_score(args, parser, comm):
                     sample_id(sample.ground_truth, sample.input_grid, sample.gravity))))
             if "error" in row:
                 print(f"error: {row['error']}", file=sys.stderr)
-            log.append(row)
-            briefs.append(summary_fields(row))
+            offset, length = log.append(row)
+            if owner[sample.key] is sample:  # not a row the sorted file drops
+                running.add(row)
+                places.append((position[sample.key], offset, length))
             steps.step(1)
         steps.finish()
 
@@ -439,17 +452,23 @@ def run_score(args, parser, comm):
         bar.close()
     comm.Barrier()
 
-    # Each rank hands rank 0 where its lines are and the few fields the summary reads, so
-    # results.jsonl is sorted by copying lines, without decoding what every rank wrote.
-    positions = comm.gather((log.written, briefs) if not args.resume else None, root=0)
+    # results.jsonl sorted: every rank copies its own lines to their places (ResultsLog.assemble);
+    # the summary from the ranks' running sums.  Neither reads back nor holds what was written.
     status = board = None
+    if args.resume:  # the log also holds an earlier run's lines: decoded and rewritten by rank 0
+        if rank == 0:
+            running = RunningSummary()
+            for row in log.finalise():
+                running.add(row)
+    else:
+        log.assemble(comm, places, len(position))
+        parts = comm.gather(running, root=0)
+        if rank == 0:
+            running = parts[0]
+            for part in parts[1:]:
+                running.merge(part)
     if rank == 0:
-        if args.resume:  # the log also holds an earlier run's lines
-            rows = log.finalise()
-        else:
-            at = {written[1]: brief for lines, kept in positions for written, brief in zip(lines, kept)}
-            rows = [at[offset] for _, offset in log.finalise_lines([w for lines, _ in positions for w in lines])]
-        summary = summarise(rows)
+        summary = running.result()
         board = leaderboard(summary)
         write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, allow_nan=False) + "\n")
     board = comm.bcast(board, root=0)
@@ -458,18 +477,18 @@ def run_score(args, parser, comm):
         if args.report:
             write_report(out)  # from results.jsonl, as python -m sphyr_hpc.report does
     if rank == 0:
-        scored = sum(1 for r in rows if "error" not in r)
+        records, scored = running.records, running.scored
         write_text_atomic(out / "run.json", json.dumps({
-            "ranks": comm.size, "records": len(rows), "scored": scored, "errors": len(rows) - scored,
+            "ranks": comm.size, "records": records, "scored": scored, "errors": records - scored,
             "scored_this_run": len(pending), "resumed": bool(args.resume), "inputs": sources, "finished": True,
             # The scoring phase (every rank at work) and the whole command as this process saw it.
             "seconds": {"scoring": round(scoring_seconds, 3),
                         "process": round(time.perf_counter() - PROCESS_STARTED, 3)},
         }, indent=2) + "\n")
-        print(f"\n{len(rows)} records ({scored} scored, {len(rows) - scored} errors) on {comm.size} rank(s) -> {log.path}")
+        print(f"\n{records} records ({scored} scored, {records - scored} errors) on {comm.size} rank(s) -> {log.path}")
         print("\n".join(format_leaderboard(board)))
         print("\n" + "\n".join(format_failures(summary[SUMMARY_KEY])))
-        failed = len(problems) + len(rows) - scored
+        failed = len(problems) + records - scored
         status = 1 if failed else 0
     comm.Barrier()  # leaderboard.png is written before the output folder is unlocked
     if rank == 0:

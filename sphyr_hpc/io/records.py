@@ -31,10 +31,12 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from .. import grid as grids
 from ..cache import BoundedCache
 from ..loadcase import gravity_from_folder
-from .atomic import write_bytes_atomic, write_text_atomic
+from .atomic import temporary_beside, write_text_atomic
 from .limits import InputLimits
 
 AGGREGATED_SUFFIX = "_aggregated_results.json"
@@ -372,7 +374,6 @@ class ResultsLog:
     def __init__(self, path):
         self.path = Path(path)
         self._fd = None
-        self.written = []  # (key, offset, length) of every line this process appended
 
     def recover(self):
         """Rows already in the log (partial or broken lines dropped)."""
@@ -393,6 +394,7 @@ class ResultsLog:
         write_jsonl_atomic(self.path, [])
 
     def append(self, row):
+        """Append ``row`` as one line; returns the line's ``(offset, length)`` in the file."""
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         data = (json.dumps(row, allow_nan=False) + "\n").encode("utf-8")
@@ -400,7 +402,7 @@ class ResultsLog:
         if written != len(data):  # regular files do not short-write short of a full disk
             raise OSError(f"short write to {self.path}")
         # O_APPEND moves this descriptor's offset to the end of its own write, atomically.
-        self.written.append((row_key(row), os.lseek(self._fd, 0, os.SEEK_CUR) - written, written))
+        return os.lseek(self._fd, 0, os.SEEK_CUR) - written, written
 
     def close(self):
         if self._fd is not None:
@@ -418,20 +420,55 @@ class ResultsLog:
         return ordered
 
 
-    def finalise_lines(self, written):
-        """:meth:`finalise` from the lines' places, without decoding them: ``(key, offset)`` of the
-        rows of ``written`` (every rank's ``(key, offset, length)``) that the sorted file holds, in order.
+    def assemble(self, comm, places, total):
+        """:meth:`finalise` for a log that holds only this run's lines, every rank copying its own.
 
-        For a log that holds only lines this run appended (not ``--resume``).
+        Collective.  ``places``: ``(position, offset, length)`` of each line this rank
+        appended that the sorted file keeps, ``position`` its place among the ``total``
+        lines of the sorted file (every rank knows the sorted keys: it read the inputs).
+        The line lengths are summed over the ranks (8 bytes per line), each rank copies
+        its lines to their places in a temporary file, which then replaces the log.
+        Nothing is decoded and no rank holds the file: the copying is split over the
+        ranks and costs the bytes moved.
         """
-        last = {}
-        for key, offset, length in sorted(written, key=lambda entry: entry[1]):  # last write of a key wins
-            last[key] = (offset, length)
-        keys = sorted(last, key=_sort_key)
-        with open(self.path, "rb") as log:
-            data = log.read()
-        write_bytes_atomic(self.path, b"".join(data[last[k][0]:last[k][0] + last[k][1]] for k in keys))
-        return [(k, last[k][0]) for k in keys]
+        from mpi4py import MPI
+
+        lengths = np.zeros(total, dtype=np.int64)
+        for position, _, length in places:
+            lengths[position] = length
+        comm.Allreduce(MPI.IN_PLACE, lengths, op=MPI.SUM)
+        starts = np.cumsum(lengths) - lengths
+        tmp = None
+        if comm.rank == 0:
+            fd, tmp = temporary_beside(self.path)
+            os.ftruncate(fd, int(lengths.sum()))
+            os.close(fd)
+        tmp = comm.bcast(tmp, root=0)
+        source = os.open(self.path, os.O_RDONLY)
+        target = os.open(tmp, os.O_WRONLY)
+        try:
+            for position, offset, length in places:
+                _copy_range(source, target, length, offset, int(starts[position]))
+            os.fsync(target)
+        finally:
+            os.close(source)
+            os.close(target)
+        comm.Barrier()
+        if comm.rank == 0:
+            os.replace(tmp, self.path)
+        comm.Barrier()
+
+
+def _copy_range(source, target, length, offset, to):
+    """``length`` bytes of ``source`` at ``offset`` to ``target`` at ``to`` (in the kernel where it can)."""
+    while length > 0:
+        try:
+            done = os.copy_file_range(source, target, length, offset, to)
+        except OSError:  # a file system or kernel without it: through memory
+            done = os.pwrite(target, os.pread(source, length, offset), to)
+        if done <= 0:
+            raise OSError(f"copying results: {length} bytes left at offset {offset}")
+        length, offset, to = length - done, offset + done, to + done
 
 
 def row_key(row):
