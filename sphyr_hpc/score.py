@@ -162,17 +162,22 @@ def check_inputs(args, parser):
 
 
 def load_inputs(args):
-    """(samples, problems) of every input, in input order; every rank reads them itself."""
+    """(samples, problems) of every input, in input order; every rank reads them itself.
+
+    Ground truths and prompts are parsed once per distinct text; completions are kept as read
+    and parsed by the rank that scores them (:meth:`~sphyr_hpc.io.records.Sample.parsed`).
+    """
     samples, problems = [], []
     limits = input_limits.from_args(args)
     for path in find_result_files(_paths(args)):
-        read = read_result_file(path, gravity=args.gravity, limits=limits)
+        read = read_result_file(path, gravity=args.gravity, limits=limits, defer_completion=True)
         if isinstance(read, FileProblem):
             problems.append(read)
         else:
             samples += read
     for completions in args.completions:
-        read, trouble = read_dataset_completions(args.dataset, completions, args.model, args.gravity, limits)
+        read, trouble = read_dataset_completions(args.dataset, completions, args.model, args.gravity, limits,
+                                                 defer_completion=True)
         samples += read
         problems += trouble
     return samples, problems
@@ -284,6 +289,7 @@ def score_sample(sample, scorer, fields=None, fields_format="xdmf", sample_score
     from .batch import SampleScorer
     from .io.atomic import json_safe
 
+    sample = sample.parsed()  # a completion read with defer_completion is parsed here, by its rank
     row = {"model": sample.model, "subject": sample.subject, "index": sample.index}
     if sample.error:
         row["error"] = sample.error

@@ -28,7 +28,7 @@ costs one parse per sample and one per completion, not three per record.
 import json
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -70,10 +70,30 @@ class Sample:
     error: str = None
     invalid_reason: str = None
     completion_status: str = None  # "missing" / "unreadable": the model's fault, counts 0
+    deferred: tuple = None  # (raw completion, where) of a completion read with defer_completion
 
     def fail(self, error, completion_status=None):
         """Mark the sample unusable; ``completion_status`` when the completion is at fault."""
         self.error, self.completion_status = error, completion_status
+
+    def parsed(self):
+        """This sample with its completion parsed: itself, or (read with ``defer_completion``) a copy.
+
+        The copy holds the completion's grid, or the ``error`` of one that is
+        not a grid value; this sample keeps only the raw text, so a batch
+        holds its inputs as read, and a rank parses the completions it scores.
+        """
+        if self.deferred is None:
+            return self
+        (raw, where), sample = self.deferred, replace(self, deferred=None)
+        try:
+            sample.completion = grids.as_grid(raw)
+        except grids.GridError as err:
+            sample.fail(f"{where}: completion: {err}", "unreadable")
+        except (RecursionError, MemoryError) as err:  # a cell nested as deep as the JSON decoder allowed
+            sample.ground_truth = sample.input_grid = None
+            sample.error = f"{where}: grid not readable: {_DECODE_LIMITS[type(err)]}"
+        return sample
 
     @property
     def key(self):
@@ -160,7 +180,13 @@ def _cells(rows):
     return sum(len(row) for row in rows), shape
 
 
-def parse_grids(sample, values, where, limits):
+def _grid_and_cells(value):
+    """(grid, (cells, shape text)) of a ground truth: both computed once per distinct text."""
+    grid = grids.as_grid(value)
+    return grid, _cells(grid) if grid else None
+
+
+def parse_grids(sample, values, where, limits, defer_completion=False):
     """Fill ``sample``'s grids from raw field ``values``, within ``limits``.
 
     ``values`` holds ``ground_truth`` and ``completion`` and may hold
@@ -168,10 +194,11 @@ def parse_grids(sample, values, where, limits):
     named in messages.  Sets ``error`` (unusable or over-limit ground truth,
     prompt or input grid; a completion that is not a grid value) or
     ``invalid_reason`` (a completion over the text limit, left unparsed).
-    Every check is one pass over what was read.
+    Every check is one pass over what was read.  With ``defer_completion`` the
+    completion is kept as read and parsed by :meth:`Sample.parsed`.
     """
     try:
-        return _parse_grids(sample, values, where, limits)
+        return _parse_grids(sample, values, where, limits, defer_completion)
     except (RecursionError, MemoryError) as err:  # a cell nested as deep as the JSON decoder allowed
         sample.ground_truth = sample.completion = sample.input_grid = None
         sample.error = f"{where['completion']}: grid not readable: {_DECODE_LIMITS[type(err)]}"
@@ -188,11 +215,11 @@ def parse_ground_truth(sample, values, where, limits):
                 sample.error = f"{where[field]}: {reason}"
                 return False
     try:
-        sample.ground_truth = _shared_grid(values["ground_truth"], grids.as_grid)
+        sample.ground_truth, cells = _shared_grid(values["ground_truth"], _grid_and_cells)
     except grids.GridError as err:
         sample.error = f"{where['ground_truth']}: ground_truth: {err}"
         return False
-    reason = limits.too_many_cells("ground truth", *_cells(sample.ground_truth)) if sample.ground_truth else None
+    reason = limits.too_many_cells("ground truth", *cells) if sample.ground_truth else None
     if reason:
         sample.error = f"{where['ground_truth']}: {reason}"
         sample.ground_truth = None
@@ -200,12 +227,14 @@ def parse_ground_truth(sample, values, where, limits):
     return True
 
 
-def _parse_grids(sample, values, where, limits):
+def _parse_grids(sample, values, where, limits, defer_completion):
     if not parse_ground_truth(sample, values, where, limits):
         return sample
     reason = limits.text_too_long("completion", grids.text_length(values["completion"]))
     if reason:
         sample.invalid_reason, sample.completion = reason, []
+    elif defer_completion:
+        sample.deferred = (values["completion"], where["completion"])
     else:
         try:
             sample.completion = grids.as_grid(values["completion"])
@@ -223,8 +252,9 @@ def _parse_grids(sample, values, where, limits):
     return sample
 
 
-def sample_from_record(record, model, subject, index, source, gravity, limits=InputLimits()):
-    """A :class:`Sample` from one raw record (``error`` set when it is unusable)."""
+def sample_from_record(record, model, subject, index, source, gravity, limits=InputLimits(), defer_completion=False):
+    """A :class:`Sample` from one raw record (``error`` set when it is unusable); ``defer_completion``:
+    see :meth:`Sample.parsed`."""
     sample = Sample(model, subject, index, source, gravity)
     where = f"{source} record {index}"
     if not isinstance(record, dict):
@@ -236,11 +266,14 @@ def sample_from_record(record, model, subject, index, source, gravity, limits=In
                     "missing" if missing == ["completion"] else None)
         return sample
     fields = ("ground_truth", "completion", "input_grid" if "input_grid" in record else "prompt")
-    return parse_grids(sample, {f: record[f] for f in fields}, dict.fromkeys(fields, where), limits)
+    return parse_grids(sample, {f: record[f] for f in fields}, dict.fromkeys(fields, where), limits, defer_completion)
 
 
-def read_result_file(path, gravity=None, limits=InputLimits()):
-    """Samples of one result file, or a :class:`FileProblem` if it cannot be read."""
+def read_result_file(path, gravity=None, limits=InputLimits(), defer_completion=False):
+    """Samples of one result file, or a :class:`FileProblem` if it cannot be read.
+
+    ``defer_completion``: completions are kept as read, for :meth:`Sample.parsed`.
+    """
     path = Path(path)
     model = path.parent.name
     subject = subject_of(path)
@@ -252,7 +285,8 @@ def read_result_file(path, gravity=None, limits=InputLimits()):
     if not isinstance(records, list):
         return FileProblem(str(path), f"expected a JSON array of records, found a {type(records).__name__}")
     g = gravity if gravity is not None else gravity_from_folder(model)
-    return [sample_from_record(r, model, subject, i, str(path), g, limits) for i, r in enumerate(records)]
+    source = str(path)
+    return [sample_from_record(r, model, subject, i, source, g, limits, defer_completion) for i, r in enumerate(records)]
 
 
 def write_jsonl_atomic(path, rows):
@@ -293,7 +327,8 @@ def read_jsonl(path, limits=InputLimits()):
     return _decode_lines(data.split(b"\n")), None
 
 
-def read_dataset_completions(dataset, completions, model=None, gravity=None, limits=InputLimits()):
+def read_dataset_completions(dataset, completions, model=None, gravity=None, limits=InputLimits(),
+                             defer_completion=False):
     """Samples pairing dataset records with completions by ``index``.
 
     Returns ``(samples, problems)``: broken lines and unreadable files are
@@ -356,7 +391,7 @@ def read_dataset_completions(dataset, completions, model=None, gravity=None, lim
         cline, crec, _ = done[index]
         values = {**truth, "completion": crec["completion"]}
         where = {"ground_truth": in_data, "input_grid": in_data, "completion": f"{completions}:{cline}: index {index}"}
-        parse_grids(sample, values, where, limits)
+        parse_grids(sample, values, where, limits, defer_completion)
     return samples, problems
 
 
