@@ -335,6 +335,7 @@ def run_score(args, parser, comm):
     from .report import RunningSummary, format_leaderboard, leaderboard, plot_leaderboard, warm_up
 
     rank = comm.rank
+    started = time.perf_counter()  # sphyr_hpc, MPI and PETSc are loaded: the start-up ends here
     # Usage is checked by rank 0 (one message); then every rank reads the inputs itself, at the
     # same time: no rank waits for rank 0 to read and pickle them all (the serial part of a run).
     usage = None
@@ -346,6 +347,7 @@ def run_score(args, parser, comm):
     usage = comm.bcast(usage, root=0)
     if usage is not None:
         raise usage  # every rank leaves with it; rank 0 prints it
+    reading = time.perf_counter()
     samples, problems = load_inputs(args)
     if not samples and not problems:
         raise UsageError(f"no result files under {', '.join(map(str, _paths(args)))}")
@@ -381,6 +383,7 @@ def run_score(args, parser, comm):
         raise done
     pending = [s for s in samples if s.key not in done]
     tasks = make_tasks(pending)
+    read = time.perf_counter()
     if rank == 0 and args.resume and not args.quiet:
         print(f"resuming: {len(done)} records already in {log.path}, {len(pending)} to score", file=sys.stderr)
 
@@ -487,9 +490,14 @@ def run_score(args, parser, comm):
         write_text_atomic(out / "run.json", json.dumps({
             "ranks": comm.size, "records": records, "scored": scored, "errors": records - scored,
             "scored_this_run": len(pending), "resumed": bool(args.resume), "inputs": sources, "finished": True,
-            # The scoring phase (every rank at work) and the whole command as this process saw it.
+            # The scoring phase (every rank at work) and the whole command as this process saw it;
+            # phases: rank 0's start-up (imports, MPI), reading the inputs and grouping them, and
+            # the end (results.jsonl assembled, summary.json); process - scoring is the serial part.
             "seconds": {"scoring": round(scoring_seconds, 3),
-                        "process": round(time.perf_counter() - PROCESS_STARTED, 3)},
+                        "process": round(time.perf_counter() - PROCESS_STARTED, 3),
+                        "phases": {"start_up": round(started - PROCESS_STARTED, 3),
+                                   "reading": round(read - reading, 3),
+                                   "finishing": round(time.perf_counter() - scoring_started - scoring_seconds, 3)}},
         }, indent=2) + "\n")
         print(f"\n{records} records ({scored} scored, {records - scored} errors) on {comm.size} rank(s) -> {log.path}")
         print("\n".join(format_leaderboard(board)))
