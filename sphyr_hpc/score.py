@@ -254,15 +254,14 @@ def _cost(group):
 def make_tasks(samples):
     """Samples grouped by yardstick, most expensive group first (ties: input order)."""
     groups = {}
-    keys = {}  # records quoting the same texts share their parsed grids: one key per sample
+    shared = {}  # records quoting the same texts share their parsed grids: grouped by identity first
     for sample in samples:
-        shared = None if sample.error else (id(sample.ground_truth), id(sample.input_grid), sample.gravity)
-        key = keys.get(shared)
-        if key is None:
-            key = sample_key(sample)
-            if shared is not None:
-                keys[shared] = key
-        groups.setdefault(key, []).append(sample)
+        if sample.error:
+            groups.setdefault(sample_key(sample), []).append(sample)
+        else:
+            shared.setdefault((id(sample.ground_truth), id(sample.input_grid), sample.gravity), []).append(sample)
+    for records in shared.values():  # then by value: one sample_key per distinct text, not per record
+        groups.setdefault(sample_key(records[0]), []).extend(records)
     ordered = list(groups.values())
     ordered.sort(key=_cost, reverse=True)
     return ordered

@@ -440,8 +440,9 @@ class ResultsLog:
         return os.lseek(self._fd, 0, os.SEEK_CUR) - written, written
 
     def close(self):
+        """Stop appending.  No fsync: what makes the results durable is the sorted rewrite that
+        follows (:meth:`assemble` or :meth:`finalise`, which fsync), as appends during a run are not."""
         if self._fd is not None:
-            os.fsync(self._fd)
             os.close(self._fd)
             self._fd = None
 
