@@ -403,7 +403,8 @@ class ResultsLog:
     kill can at worst leave one partial last line: :meth:`recover` drops it
     (rewriting the file atomically) and returns the rows already written, which
     ``--resume`` skips.  :meth:`finalise` rewrites the file sorted by
-    (model, subject, index), again atomically.
+    (model, subject, index), again atomically; :meth:`assemble` does the same
+    for a log of this run's lines only, every rank copying its own.
     """
 
     def __init__(self, path):
