@@ -20,7 +20,7 @@ by side (``--compare /work/wt/base17-9889ca1``), in ``--repeats`` interleaved ro
 runs every configuration once, a one-model run just before its many-model run).  Recorded per run: wall
 seconds, the scoring phase and the process as ``run.json`` reports them, the
 serial share (process minus scoring phase), and each rank's peak resident
-memory (``/usr/bin/time -f %M`` around every rank), results.jsonl's digest and the records
+memory and CPU seconds (``/usr/bin/time -f "%M %U %S"`` around every rank), results.jsonl's digest and the records
 that break parity with the set's first run.  The summary gives every round and the median.  Results:
 ``benchmarks/results/score_many.{json,md}``.
 
@@ -92,7 +92,7 @@ def run(checkout, ranks, results, out):
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     python = str(Path(checkout) / ".venv" / "bin" / "python")
-    cmd = [str(Path(checkout) / "bin" / "mpirun"), "-n", str(ranks), "/usr/bin/time", "-f", "peak_kb %M",
+    cmd = [str(Path(checkout) / "bin" / "mpirun"), "-n", str(ranks), "/usr/bin/time", "-f", "peak_kb %M cpu_s %U %S",
            "-a", "-o", str(out / "peak.txt"), python, "-m", "sphyr_hpc.score", str(results),
            "--out", str(out), "--quiet"]
     if "--report" in (Path(checkout) / "sphyr_hpc" / "score.py").read_text():  # older checkouts write no report
@@ -103,8 +103,9 @@ def run(checkout, ranks, results, out):
     if done.returncode not in (0, 1):
         raise SystemExit(f"score failed in {checkout} on {ranks} ranks:\n{done.stderr[-3000:]}")
     seconds = json.loads((out / "run.json").read_text())["seconds"]
-    peaks = [int(line.split()[1]) // 1024 for line in (out / "peak.txt").read_text().splitlines()
-             if line.startswith("peak_kb")]
+    lines = [line.split() for line in (out / "peak.txt").read_text().splitlines() if line.startswith("peak_kb")]
+    peaks = [int(fields[1]) // 1024 for fields in lines]
+    seconds["cpu_per_rank"] = [round(float(fields[3]) + float(fields[4]), 2) for fields in lines]  # user + system
     data = (out / "results.jsonl").read_bytes()
     rows = [json.loads(line) for line in data.splitlines()]
     for row in rows:
@@ -160,7 +161,8 @@ def main(argv=None):
                      "checkout": str(checkout), "commit": commit, "wall_seconds": round(wall, 2),
                      "process_seconds": seconds["process"], "scoring_seconds": seconds["scoring"],
                      "serial_share": round((seconds["process"] - seconds["scoring"]) / seconds["process"], 3),
-                     "phases": seconds.get("phases"), "peak_mb_per_rank": peaks, "loadavg": os.getloadavg()[0],
+                     "phases": seconds.get("phases"), "cpu_seconds_per_rank": seconds["cpu_per_rank"],
+                     "peak_mb_per_rank": peaks, "loadavg": os.getloadavg()[0],
                      "errors": sum(1 for x in rows if "error" in x), "results_sha256": digest,
                      "compared_with": reference_commit, "parity_differences": _parity(rows, reference)}
             entries.append(entry)
@@ -218,12 +220,17 @@ def _summary(entries):
         extra = rounds[min(rounds)]["records"] - ones[min(ones)]["records"]
         wall = [round(1000 * (m["wall_seconds"] - o["wall_seconds"]) / extra, 3) for o, m in paired]
         process = [round(1000 * (m["process_seconds"] - o["process_seconds"]) / extra, 3) for o, m in paired]
+        # CPU seconds (user + system, summed over ranks): what a machine shared with other jobs changes least
+        cpu = [round(1000 * (sum(m["cpu_seconds_per_rank"]) - sum(o["cpu_seconds_per_rank"])) / extra, 3)
+               for o, m in paired if "cpu_seconds_per_rank" in m and "cpu_seconds_per_rank" in o]
         subset = [m["wall_seconds"] for _, m in paired]
         summary[f"{commit}_{ranks}rank"] = {
             "ms_per_extra_completion_wall_per_round": wall,
             "ms_per_extra_completion_wall_median": _median(wall),
             "ms_per_extra_completion_process_per_round": process,
             "ms_per_extra_completion_process_median": _median(process),
+            "ms_per_extra_completion_cpu_per_round": cpu,
+            "ms_per_extra_completion_cpu_median": _median(cpu),
             "seconds_per_sample_one_model_median": round(_median([o["wall_seconds"] for o, _ in paired]) / ones[min(ones)]["records"], 4),
             "subset_wall_seconds_per_round": subset,
             "subset_wall_seconds_median": _median(subset),
@@ -252,11 +259,12 @@ def _markdown(report):
              "peak: resident set of each rank. Records: results.jsonl's SHA-256 (first 16 hex digits: equal means "
              "byte-identical) and the records that break parity (SPEC 11) with the set's first run (its commit in "
              "brackets), or differ in a field parity does not cover.", "",
-             "| round | set | models | records | ranks | commit | wall s | process s | scoring s | serial share | peak MB/rank | load | results sha256 | records differing |",
-             "|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---|---:|---|---|"]
+             "| round | set | models | records | ranks | commit | wall s | process s | scoring s | serial share | CPU s/rank | peak MB/rank | load | results sha256 | records differing |",
+             "|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---|---|---:|---|---|"]
     for e in report["entries"]:
         lines.append(f"| {e.get('round', 0)} | {e['set']} | {e['models']} | {e['records']} | {e['ranks']} | {e['commit']} | "
                      f"{e['wall_seconds']} | {e['process_seconds']} | {e['scoring_seconds']} | {e['serial_share']} | "
+                     f"{', '.join(map(str, e.get('cpu_seconds_per_rank', [])))} | "
                      f"{', '.join(map(str, e['peak_mb_per_rank']))} | {e['loadavg']:.2f} | {e.get('results_sha256', '')} | "
                      f"{e.get('parity_differences', '')} ({e.get('compared_with', '')}) |")
     lines += ["", f"Summary (published scorer on the 3-subject x 60-model subset: {report['published_subset_seconds']} s "
