@@ -16,10 +16,12 @@ Runs, each the whole command ``bin/mpirun -n R python -m sphyr_hpc.score``:
 * ``all``: every v1 subject x every model (24,660 records with 60 models).
 
 Each on 1 and 2 ranks, with ``--python`` naming other checkouts to time side
-by side (``--compare /work/wt/base17-9889ca1``).  Recorded per run: wall
+by side (``--compare /work/wt/base17-9889ca1``), in ``--repeats`` interleaved rounds (each round
+runs every configuration once, a one-model run just before its many-model run).  Recorded per run: wall
 seconds, the scoring phase and the process as ``run.json`` reports them, the
 serial share (process minus scoring phase), and each rank's peak resident
-memory (``/usr/bin/time -f %M`` around every rank).  Results:
+memory and CPU seconds (``/usr/bin/time -f "%M %U %S"`` around every rank), results.jsonl's digest and the records
+that break parity with the set's first run.  The summary gives every round and the median.  Results:
 ``benchmarks/results/score_many.{json,md}``.
 
     python3 benchmarks/score_many.py [--models 60] [--ranks 1,2] [--runs subset,all] [--compare DIR ...]
@@ -27,10 +29,12 @@ memory (``/usr/bin/time -f %M`` around every rank).  Results:
 """
 
 import argparse
+import hashlib
 import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -88,7 +92,7 @@ def run(checkout, ranks, results, out):
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     python = str(Path(checkout) / ".venv" / "bin" / "python")
-    cmd = [str(Path(checkout) / "bin" / "mpirun"), "-n", str(ranks), "/usr/bin/time", "-f", "peak_kb %M",
+    cmd = [str(Path(checkout) / "bin" / "mpirun"), "-n", str(ranks), "/usr/bin/time", "-f", "peak_kb %M cpu_s %U %S",
            "-a", "-o", str(out / "peak.txt"), python, "-m", "sphyr_hpc.score", str(results),
            "--out", str(out), "--quiet"]
     if "--report" in (Path(checkout) / "sphyr_hpc" / "score.py").read_text():  # older checkouts write no report
@@ -99,10 +103,14 @@ def run(checkout, ranks, results, out):
     if done.returncode not in (0, 1):
         raise SystemExit(f"score failed in {checkout} on {ranks} ranks:\n{done.stderr[-3000:]}")
     seconds = json.loads((out / "run.json").read_text())["seconds"]
-    peaks = [int(line.split()[1]) // 1024 for line in (out / "peak.txt").read_text().splitlines()
-             if line.startswith("peak_kb")]
-    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    return wall, seconds, peaks, rows
+    lines = [line.split() for line in (out / "peak.txt").read_text().splitlines() if line.startswith("peak_kb")]
+    peaks = [int(fields[1]) // 1024 for fields in lines]
+    seconds["cpu_per_rank"] = [round(float(fields[3]) + float(fields[4]), 2) for fields in lines]  # user + system
+    data = (out / "results.jsonl").read_bytes()
+    rows = [json.loads(line) for line in data.splitlines()]
+    for row in rows:
+        row.pop("grids", None)  # what the report draws; compared rows are the metrics
+    return wall, seconds, peaks, rows, hashlib.sha256(data).hexdigest()[:16]
 
 
 def main(argv=None):
@@ -113,7 +121,8 @@ def main(argv=None):
     parser.add_argument("--ranks", default="1,2")
     parser.add_argument("--runs", default="subset,all", help="subset (3 subjects, 1 and all models), all (every subject)")
     parser.add_argument("--all-ranks", default="2", help="rank counts of the 'all' run")
-    parser.add_argument("--repeats", type=int, default=1, help="runs of each configuration; the summary takes the fastest")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="rounds of every configuration, interleaved; the summary gives every round and the median")
     parser.add_argument("--compare", nargs="*", default=[], metavar="DIR",
                         help="other checkouts (with their .venv) timed side by side with this one")
     parser.add_argument("--build-only", metavar="DIR", help="write the result folders under DIR and stop")
@@ -134,22 +143,30 @@ def main(argv=None):
             sets += [("subset-one", 1, SUBSET), ("subset-many", args.models, SUBSET)]
         if "all" in args.runs:
             sets.append(("all", args.models, None))
-        for name, models, subjects in sets:
-            results = Path(tmp) / name
-            records = build(args.data, results, models, subjects)
-            runs = [(r, checkout) for _ in range(args.repeats)
-                    for r in (ranks if name != "all" else [int(x) for x in args.all_ranks.split(",")])
-                    for checkout in checkouts]  # side by side and interleaved: drifts of the machine hit every one
-            for r, checkout in runs:
-                wall, seconds, peaks, rows = run(checkout, r, results, Path(tmp) / "out")
-                entry = {"set": name, "models": models, "records": records, "ranks": r,
-                         "checkout": str(checkout), "commit": _commit(checkout), "wall_seconds": round(wall, 2),
-                         "process_seconds": seconds["process"], "scoring_seconds": seconds["scoring"],
-                         "serial_share": round((seconds["process"] - seconds["scoring"]) / seconds["process"], 3),
-                         "peak_mb_per_rank": peaks, "loadavg": os.getloadavg()[0],
-                         "errors": sum(1 for x in rows if "error" in x)}
-                entries.append(entry)
-                print(json.dumps(entry), flush=True)
+        built = {name: (models, build(args.data, Path(tmp) / name, models, subjects)) for name, models, subjects in sets}
+        # Side by side and interleaved: each round runs every configuration once, the one-model and
+        # the many-model subset back to back, so a drift of the machine hits both of a difference.
+        runs = [(round_, name, r, checkout) for round_ in range(args.repeats)
+                for name in built
+                for r in (ranks if name != "all" else [int(x) for x in args.all_ranks.split(",")])
+                for checkout in checkouts]
+        runs.sort(key=lambda run_: (run_[0], run_[1] == "all", run_[2], checkouts.index(run_[3]), run_[1] != "subset-one"))
+        first = {}  # set -> (commit, rows) of its first run: every other run's records are compared with them
+        for round_, name, r, checkout in runs:
+            models, records = built[name]
+            wall, seconds, peaks, rows, digest = run(checkout, r, Path(tmp) / name, Path(tmp) / "out")
+            commit = _commit(checkout)
+            reference_commit, reference = first.setdefault(name, (commit, rows))
+            entry = {"set": name, "models": models, "records": records, "ranks": r, "round": round_,
+                     "checkout": str(checkout), "commit": commit, "wall_seconds": round(wall, 2),
+                     "process_seconds": seconds["process"], "scoring_seconds": seconds["scoring"],
+                     "serial_share": round((seconds["process"] - seconds["scoring"]) / seconds["process"], 3),
+                     "phases": seconds.get("phases"), "cpu_seconds_per_rank": seconds["cpu_per_rank"],
+                     "peak_mb_per_rank": peaks, "loadavg": os.getloadavg()[0],
+                     "errors": sum(1 for x in rows if "error" in x), "results_sha256": digest,
+                     "compared_with": reference_commit, "parity_differences": _parity(rows, reference)}
+            entries.append(entry)
+            print(json.dumps(entry), flush=True)
     report = {"benchmark": "score_many", "date": now(), "machine": machine(load_before), "seed": SEED,
               "published_subset_seconds": PUBLISHED_SUBSET_SECONDS, "entries": entries,
               "summary": _summary(entries)}
@@ -162,34 +179,72 @@ def _commit(checkout):
     return done.stdout.strip()
 
 
+def _parity(rows, reference):
+    """Records of ``rows`` that break parity (docs/scoring.md, "Parity") with ``reference``'s, or differ in
+    a field parity does not cover; -1 when the two runs do not hold the same records."""
+    from sphyr_hpc.parity import differences
+
+    key = lambda r: (r["model"], r["subject"], r["index"])
+    theirs = {key(r): r for r in reference}
+    if len(theirs) != len(rows) or any(key(r) not in theirs for r in rows):
+        return -1
+    covered = {"compliance", "ground_truth_compliance", "optimal_compliance", "own_budget_optimal_compliance",
+               "max_displacement", "topology_score", "structural_efficiency", "structural_efficiency_raw",
+               "design_efficiency", "material_efficiency", "compliance_efficiency_vs_ground_truth",
+               "volume_fraction", "ground_truth_volume_fraction", "volume_ratio"}
+    return sum(1 for r in rows if differences(r, theirs[key(r)])
+               or any(r[k] != theirs[key(r)][k] for k in set(r) & set(theirs[key(r)]) if k not in covered))
+
+
+def _median(values):
+    return statistics.median(values) if values else None
+
+
 def _summary(entries):
-    """Per checkout and rank count: ms per extra completion, seconds per sample, speed-up over the published."""
+    """Per checkout and rank count, every round and the median: ms per extra completion (the round's
+    many-model minus one-model subset, per extra record), seconds per sample, speed-ups."""
     by = {}
-    for e in entries:  # the fastest run of each configuration
-        key = (e["set"], e["commit"], e["ranks"])
-        if key not in by or e["wall_seconds"] < by[key]["wall_seconds"]:
-            by[key] = e
+    for e in entries:
+        by.setdefault((e["set"], e["commit"], e["ranks"]), {})[e.get("round", 0)] = e
     summary = {}
-    for (name, commit, ranks), many in by.items():
+    for (name, commit, ranks), rounds in by.items():
+        if name == "all":
+            summary[f"all_{commit}_{ranks}rank"] = {
+                "serial_share_per_round": [rounds[k]["serial_share"] for k in sorted(rounds)],
+                "peak_mb_per_rank_per_round": [rounds[k]["peak_mb_per_rank"] for k in sorted(rounds)],
+                "wall_seconds_per_round": [rounds[k]["wall_seconds"] for k in sorted(rounds)]}
         if name != "subset-many" or ("subset-one", commit, ranks) not in by:
             continue
-        one = by[("subset-one", commit, ranks)]
-        extra = many["records"] - one["records"]
-        key = f"{commit}_{ranks}rank"
-        summary[key] = {
-            "ms_per_extra_completion_wall": round(1000 * (many["wall_seconds"] - one["wall_seconds"]) / extra, 3),
-            "ms_per_extra_completion_process": round(1000 * (many["process_seconds"] - one["process_seconds"]) / extra, 3),
-            "seconds_per_sample_one_model": round(one["wall_seconds"] / one["records"], 4),
-            "subset_wall_seconds": many["wall_seconds"],
-            "speedup_vs_published_subset": round(PUBLISHED_SUBSET_SECONDS / many["wall_seconds"], 2),
+        ones = by[("subset-one", commit, ranks)]
+        paired = [(ones[k], rounds[k]) for k in sorted(rounds) if k in ones]
+        extra = rounds[min(rounds)]["records"] - ones[min(ones)]["records"]
+        wall = [round(1000 * (m["wall_seconds"] - o["wall_seconds"]) / extra, 3) for o, m in paired]
+        process = [round(1000 * (m["process_seconds"] - o["process_seconds"]) / extra, 3) for o, m in paired]
+        # CPU seconds (user + system, summed over ranks): what a machine shared with other jobs changes least
+        cpu = [round(1000 * (sum(m["cpu_seconds_per_rank"]) - sum(o["cpu_seconds_per_rank"])) / extra, 3)
+               for o, m in paired if "cpu_seconds_per_rank" in m and "cpu_seconds_per_rank" in o]
+        subset = [m["wall_seconds"] for _, m in paired]
+        summary[f"{commit}_{ranks}rank"] = {
+            "ms_per_extra_completion_wall_per_round": wall,
+            "ms_per_extra_completion_wall_median": _median(wall),
+            "ms_per_extra_completion_process_per_round": process,
+            "ms_per_extra_completion_process_median": _median(process),
+            "ms_per_extra_completion_cpu_per_round": cpu,
+            "ms_per_extra_completion_cpu_median": _median(cpu),
+            "seconds_per_sample_one_model_median": round(_median([o["wall_seconds"] for o, _ in paired]) / ones[min(ones)]["records"], 4),
+            "subset_wall_seconds_per_round": subset,
+            "subset_wall_seconds_median": _median(subset),
+            "speedup_vs_published_subset_median": round(PUBLISHED_SUBSET_SECONDS / _median(subset), 2),
         }
     commits = sorted({e["commit"] for e in entries})
     for ranks in sorted({e["ranks"] for e in entries}):
         for a in commits:
             for b in commits:
                 if a != b and ("subset-many", a, ranks) in by and ("subset-many", b, ranks) in by:
-                    summary[f"subset_speedup_{a}_over_{b}_{ranks}rank"] = round(
-                        by[("subset-many", b, ranks)]["wall_seconds"] / by[("subset-many", a, ranks)]["wall_seconds"], 2)
+                    mine, theirs = by[("subset-many", a, ranks)], by[("subset-many", b, ranks)]
+                    rounds = [k for k in sorted(mine) if k in theirs]
+                    ratios = [round(theirs[k]["wall_seconds"] / mine[k]["wall_seconds"], 2) for k in rounds]
+                    summary[f"subset_speedup_{a}_over_{b}_{ranks}rank"] = {"per_round": ratios, "median": _median(ratios)}
     return summary
 
 
@@ -201,13 +256,17 @@ def _markdown(report):
              "Completions: the ground truth with 0-4 masked cells changed (seed "
              f"{report['seed']}); model-00 answers the ground truth itself. Wall: the whole command "
              "(MPI start-up included); process and scoring: run.json; serial share = (process - scoring) / process; "
-             "peak: resident set of each rank.", "",
-             "| set | models | records | ranks | commit | wall s | process s | scoring s | serial share | peak MB/rank | load |",
-             "|---|---:|---:|---:|---|---:|---:|---:|---:|---|---:|"]
+             "peak: resident set of each rank. Records: results.jsonl's SHA-256 (first 16 hex digits: equal means "
+             "byte-identical) and the records that break parity (SPEC 11) with the set's first run (its commit in "
+             "brackets), or differ in a field parity does not cover.", "",
+             "| round | set | models | records | ranks | commit | wall s | process s | scoring s | serial share | CPU s/rank | peak MB/rank | load | results sha256 | records differing |",
+             "|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---|---|---:|---|---|"]
     for e in report["entries"]:
-        lines.append(f"| {e['set']} | {e['models']} | {e['records']} | {e['ranks']} | {e['commit']} | "
+        lines.append(f"| {e.get('round', 0)} | {e['set']} | {e['models']} | {e['records']} | {e['ranks']} | {e['commit']} | "
                      f"{e['wall_seconds']} | {e['process_seconds']} | {e['scoring_seconds']} | {e['serial_share']} | "
-                     f"{', '.join(map(str, e['peak_mb_per_rank']))} | {e['loadavg']:.2f} |")
+                     f"{', '.join(map(str, e.get('cpu_seconds_per_rank', [])))} | "
+                     f"{', '.join(map(str, e['peak_mb_per_rank']))} | {e['loadavg']:.2f} | {e.get('results_sha256', '')} | "
+                     f"{e.get('parity_differences', '')} ({e.get('compared_with', '')}) |")
     lines += ["", f"Summary (published scorer on the 3-subject x 60-model subset: {report['published_subset_seconds']} s "
               "on the issue's machine):", ""]
     lines += [f"- {k}: {json.dumps(v)}" for k, v in report["summary"].items()]

@@ -11,7 +11,10 @@ A completion then costs its own parse into densities, its reconstruction
 metrics, its analysis (shared by equal completions through the scorer's
 analysis cache, and condensed onto the masked cells' DOFs where that is
 cheaper, see :func:`~sphyr_hpc.solvers.condensed.analysis_system`) and its
-diagnosis.
+diagnosis; a completion whose cells equal an earlier completion's of the same
+sample (models often agree, and often give the answer itself) costs a table
+lookup: every metric is a function of the cells (``SCORED_PER_SAMPLE`` distinct
+completions are kept per sample).
 
 The metrics are :meth:`~sphyr_hpc.scorer.Scorer.score`'s, computed by the
 same code (:meth:`~sphyr_hpc.scorer.Scorer.score_case`); a completion that
@@ -25,8 +28,13 @@ from dataclasses import dataclass
 
 from . import grid as grids
 from . import loadcase as loadcases
+from .cache import BoundedCache
 from .io.report_figures import record_grids
 from .metrics import material
+
+# Distinct completions of one sample whose metrics are kept: more than the models of any published
+# benchmark answer one sample with (dozens), and a sample's scorer lives for its task only.
+SCORED_PER_SAMPLE = 256
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,7 @@ class SampleScorer:
         self.case, _ = scorer.prepare(ground_truth, ground_truth, input_grid, gravity)
         self.reference = None
         self._rows = None
+        self._scored = BoundedCache(SCORED_PER_SAMPLE)
         if self.case is None:  # every completion gets the generic path (and its reason)
             return
         case = self.case
@@ -65,7 +74,12 @@ class SampleScorer:
         return self.scorer.completion_case(self.case, completion)
 
     def score(self, completion):
-        """``(metrics, case)`` of one completion: :meth:`Scorer.score`'s metrics and its prepared case."""
+        """``(metrics, case)`` of one completion: :meth:`Scorer.score`'s metrics (a dict of the caller's
+        own) and its prepared case (shared by equal completions: read-only)."""
+        metrics, case = self._scored.get_or_compute(tuple(map(tuple, completion)), lambda: self._score(completion))
+        return dict(metrics), case
+
+    def _score(self, completion):
         case, reason = self.prepare(completion)
         if self.reference is None or case is None:
             return self.scorer.score_case(completion, self.ground_truth, case, reason), case

@@ -150,38 +150,70 @@ def first_failure(checks):
 
 
 # -- tallies: summary.json and the printed table -------------------------------------------------
+class FailureTally:
+    """Running counts of :func:`tally`: rows are added one at a time, tallies of parts merged.
+
+    Only counts are kept, so a run tallies its records as they are scored and
+    the ranks' tallies are merged at the end, without keeping the rows.
+    """
+
+    def __init__(self):
+        self.counts = dict.fromkeys(CATEGORIES, 0)
+        self.beats = 0
+        self.table = {"exact_carrying": 0, "exact_severed": 0, "inexact_carrying": 0, "inexact_severed": 0}
+
+    def add(self, row):
+        if "error" in row:
+            return
+        if row.get("failure") in CATEGORIES:  # others: unclassified
+            self.counts[row["failure"]] += 1
+            self.beats += bool(row.get("beats_yardstick"))
+        if row.get("valid_output_grid"):
+            self.table[("exact_" if row.get("exact_match") else "inexact_")
+                       + ("carrying" if row.get("load_carrying") else "severed")] += 1
+
+    def merge(self, other):
+        for mine, theirs in ((self.counts, other.counts), (self.table, other.table)):
+            for key in mine:
+                mine[key] += theirs[key]
+        self.beats += other.beats
+        return self
+
+    def result(self):
+        n = sum(self.counts.values())
+        valid = sum(self.table.values())
+        return {
+            "records": n,
+            "counts": dict(self.counts),
+            "shares": {c: (self.counts[c] / n if n else None) for c in CATEGORIES},
+            "beats_yardstick": self.beats,
+            "exact_match_vs_load_carrying": dict(
+                valid_grids=valid, **self.table,
+                carrying_not_exact=self.table["inexact_carrying"] / valid if valid else None),
+        }
+
+
 def tally(rows):
     """Category counts and shares of the scored records among ``rows``, and their exact-match table."""
-    scored = [r for r in rows if "error" not in r and r.get("failure") in CATEGORIES]  # others: unclassified
-    counts = {c: 0 for c in CATEGORIES}
-    for r in scored:
-        counts[r["failure"]] += 1
-    n = len(scored)
-    valid = [r for r in rows if "error" not in r and r.get("valid_output_grid")]
-    table = {"exact_carrying": 0, "exact_severed": 0, "inexact_carrying": 0, "inexact_severed": 0}
-    for r in valid:
-        table[("exact_" if r.get("exact_match") else "inexact_") + ("carrying" if r.get("load_carrying") else "severed")] += 1
-    return {
-        "records": n,
-        "counts": counts,
-        "shares": {c: (counts[c] / n if n else None) for c in CATEGORIES},
-        "beats_yardstick": sum(1 for r in scored if r.get("beats_yardstick")),
-        "exact_match_vs_load_carrying": dict(
-            valid_grids=len(valid), **table,
-            carrying_not_exact=table["inexact_carrying"] / len(valid) if valid else None),
-    }
-
-
-def failure_summary(rows):
-    """Per model (sorted) and over all models: category counts and shares, the exact-match table."""
-    by_model = {}
+    counts = FailureTally()
     for row in rows:
-        by_model.setdefault(row["model"], []).append(row)
+        counts.add(row)
+    return counts.result()
+
+
+def failure_summary(tallies):
+    """Per model (sorted) and over all models: category counts and shares, the exact-match table.
+
+    ``tallies``: a :class:`FailureTally` per model.
+    """
+    overall = FailureTally()
+    for part in tallies.values():
+        overall.merge(part)
     return {
         "order": list(CATEGORIES),
         "weak_below": WEAK_BELOW,
-        "models": {m: tally(by_model[m]) for m in sorted(by_model)},
-        OVERALL: tally(rows),
+        "models": {m: tallies[m].result() for m in sorted(tallies)},
+        OVERALL: overall.result(),
     }
 
 

@@ -70,7 +70,7 @@ from .failures import SUMMARY_KEY, format_failures
 from .io import limits as input_limits
 from .io.field_files import FORMATS
 from .io.records import (FileProblem, ResultsLog, find_result_files, read_dataset_completions,
-                         read_result_file, row_key, write_text_atomic)
+                         read_result_file, row_key, _sort_key, write_text_atomic)
 # mpi4py, PETSc and what needs them are imported once _petsc.require() has vouched for them, so
 # that --help and the install message work without them.
 from .solvers.sizing import MG_MIN_DOFS
@@ -162,17 +162,22 @@ def check_inputs(args, parser):
 
 
 def load_inputs(args):
-    """(samples, problems) of every input, in input order; every rank reads them itself."""
+    """(samples, problems) of every input, in input order; every rank reads them itself.
+
+    Ground truths and prompts are parsed once per distinct text; completions are kept as read
+    and parsed by the rank that scores them (:meth:`~sphyr_hpc.io.records.Sample.parsed`).
+    """
     samples, problems = [], []
     limits = input_limits.from_args(args)
     for path in find_result_files(_paths(args)):
-        read = read_result_file(path, gravity=args.gravity, limits=limits)
+        read = read_result_file(path, gravity=args.gravity, limits=limits, defer_completion=True)
         if isinstance(read, FileProblem):
             problems.append(read)
         else:
             samples += read
     for completions in args.completions:
-        read, trouble = read_dataset_completions(args.dataset, completions, args.model, args.gravity, limits)
+        read, trouble = read_dataset_completions(args.dataset, completions, args.model, args.gravity, limits,
+                                                 defer_completion=True)
         samples += read
         problems += trouble
     return samples, problems
@@ -249,18 +254,24 @@ def _cost(group):
 def make_tasks(samples):
     """Samples grouped by yardstick, most expensive group first (ties: input order)."""
     groups = {}
-    keys = {}  # records quoting the same texts share their parsed grids: one key per sample
+    shared = {}  # records quoting the same texts share their parsed grids: grouped by identity first
     for sample in samples:
-        shared = None if sample.error else (id(sample.ground_truth), id(sample.input_grid), sample.gravity)
-        key = keys.get(shared)
-        if key is None:
-            key = sample_key(sample)
-            if shared is not None:
-                keys[shared] = key
-        groups.setdefault(key, []).append(sample)
+        if sample.error:
+            groups.setdefault(sample_key(sample), []).append(sample)
+        else:
+            shared.setdefault((id(sample.ground_truth), id(sample.input_grid), sample.gravity), []).append(sample)
+    for records in shared.values():  # then by value: one sample_key per distinct text, not per record
+        groups.setdefault(sample_key(records[0]), []).extend(records)
     ordered = list(groups.values())
     ordered.sort(key=_cost, reverse=True)
     return ordered
+
+
+def sorted_places(samples):
+    """``(position, owner)``: each record key's place in the sorted results file, and the sample
+    whose row the file keeps when several share a key (the last in input order)."""
+    owner = {sample.key: sample for sample in samples}
+    return {key: i for i, key in enumerate(sorted(owner, key=_sort_key))}, owner
 
 
 EXPECTED_RECORD_ERRORS = (grids.GridError, loadcases.LoadCaseError)
@@ -277,6 +288,7 @@ def score_sample(sample, scorer, fields=None, fields_format="xdmf", sample_score
     from .batch import SampleScorer
     from .io.atomic import json_safe
 
+    sample = sample.parsed()  # a completion read with defer_completion is parsed here, by its rank
     row = {"model": sample.model, "subject": sample.subject, "index": sample.index}
     if sample.error:
         row["error"] = sample.error
@@ -319,9 +331,10 @@ def run_score(args, parser, comm):
     from .scorer import ScoringConfig, Scorer
     from .parallel import run_dynamic
     from .batch import sample_scorers
-    from .report import format_leaderboard, leaderboard, plot_leaderboard, summarise, summary_fields, warm_up
+    from .report import RunningSummary, format_leaderboard, leaderboard, plot_leaderboard, warm_up
 
     rank = comm.rank
+    started = time.perf_counter()  # sphyr_hpc, MPI and PETSc are loaded: the start-up ends here
     # Usage is checked by rank 0 (one message); then every rank reads the inputs itself, at the
     # same time: no rank waits for rank 0 to read and pickle them all (the serial part of a run).
     usage = None
@@ -333,6 +346,7 @@ def run_score(args, parser, comm):
     usage = comm.bcast(usage, root=0)
     if usage is not None:
         raise usage  # every rank leaves with it; rank 0 prints it
+    reading = time.perf_counter()
     samples, problems = load_inputs(args)
     if not samples and not problems:
         raise UsageError(f"no result files under {', '.join(map(str, _paths(args)))}")
@@ -368,6 +382,7 @@ def run_score(args, parser, comm):
         raise done
     pending = [s for s in samples if s.key not in done]
     tasks = make_tasks(pending)
+    read = time.perf_counter()
     if rank == 0 and args.resume and not args.quiet:
         print(f"resuming: {len(done)} records already in {log.path}, {len(pending)} to score", file=sys.stderr)
 
@@ -398,7 +413,11 @@ def run_score(args, parser, comm):
         computed[(pieces[i].task, pieces[i].piece)] = scorer.run_piece(pieces[i].case, pieces[i].piece)
         steps.finish()
 
-    briefs = []  # what the summary reads of each row this rank wrote (report.summary_fields)
+    # What the end of the run needs of the rows this rank writes: the summary's running counts and
+    # sums, and where each line is in the log and goes in the sorted file (sorted_places).
+    running = RunningSummary()
+    position, owner = sorted_places(pending)
+    places = []
 
     def run(i, counters):
         steps.start(counters, promised[i])
@@ -411,8 +430,10 @@ def run_score(args, parser, comm):
                     sample_id(sample.ground_truth, sample.input_grid, sample.gravity))))
             if "error" in row:
                 print(f"error: {row['error']}", file=sys.stderr)
-            log.append(row)
-            briefs.append(summary_fields(row))
+            offset, length = log.append(row)
+            if owner[sample.key] is sample:  # not a row the sorted file drops
+                running.add(row)
+                places.append((position[sample.key], offset, length))
             steps.step(1)
         steps.finish()
 
@@ -439,17 +460,23 @@ def run_score(args, parser, comm):
         bar.close()
     comm.Barrier()
 
-    # Each rank hands rank 0 where its lines are and the few fields the summary reads, so
-    # results.jsonl is sorted by copying lines, without decoding what every rank wrote.
-    positions = comm.gather((log.written, briefs) if not args.resume else None, root=0)
+    # results.jsonl sorted: every rank copies its own lines to their places (ResultsLog.assemble);
+    # the summary from the ranks' running sums.  Neither reads back nor holds what was written.
     status = board = None
+    if args.resume:  # the log also holds an earlier run's lines: decoded and rewritten by rank 0
+        if rank == 0:
+            running = RunningSummary()
+            for row in log.finalise():
+                running.add(row)
+    else:
+        log.assemble(comm, places, len(position))
+        parts = comm.gather(running, root=0)
+        if rank == 0:
+            running = parts[0]
+            for part in parts[1:]:
+                running.merge(part)
     if rank == 0:
-        if args.resume:  # the log also holds an earlier run's lines
-            rows = log.finalise()
-        else:
-            at = {written[1]: brief for lines, kept in positions for written, brief in zip(lines, kept)}
-            rows = [at[offset] for _, offset in log.finalise_lines([w for lines, _ in positions for w in lines])]
-        summary = summarise(rows)
+        summary = running.result()
         board = leaderboard(summary)
         write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, allow_nan=False) + "\n")
     board = comm.bcast(board, root=0)
@@ -458,18 +485,23 @@ def run_score(args, parser, comm):
         if args.report:
             write_report(out)  # from results.jsonl, as python -m sphyr_hpc.report does
     if rank == 0:
-        scored = sum(1 for r in rows if "error" not in r)
+        records, scored = running.records, running.scored
         write_text_atomic(out / "run.json", json.dumps({
-            "ranks": comm.size, "records": len(rows), "scored": scored, "errors": len(rows) - scored,
+            "ranks": comm.size, "records": records, "scored": scored, "errors": records - scored,
             "scored_this_run": len(pending), "resumed": bool(args.resume), "inputs": sources, "finished": True,
-            # The scoring phase (every rank at work) and the whole command as this process saw it.
+            # The scoring phase (every rank at work) and the whole command as this process saw it;
+            # phases: rank 0's start-up (imports, MPI), reading the inputs and grouping them, and
+            # the end (results.jsonl assembled, summary.json); process - scoring is the serial part.
             "seconds": {"scoring": round(scoring_seconds, 3),
-                        "process": round(time.perf_counter() - PROCESS_STARTED, 3)},
+                        "process": round(time.perf_counter() - PROCESS_STARTED, 3),
+                        "phases": {"start_up": round(started - PROCESS_STARTED, 3),
+                                   "reading": round(read - reading, 3),
+                                   "finishing": round(time.perf_counter() - scoring_started - scoring_seconds, 3)}},
         }, indent=2) + "\n")
-        print(f"\n{len(rows)} records ({scored} scored, {len(rows) - scored} errors) on {comm.size} rank(s) -> {log.path}")
+        print(f"\n{records} records ({scored} scored, {records - scored} errors) on {comm.size} rank(s) -> {log.path}")
         print("\n".join(format_leaderboard(board)))
         print("\n" + "\n".join(format_failures(summary[SUMMARY_KEY])))
-        failed = len(problems) + len(rows) - scored
+        failed = len(problems) + records - scored
         status = 1 if failed else 0
     comm.Barrier()  # leaderboard.png is written before the output folder is unlocked
     if rank == 0:

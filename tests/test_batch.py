@@ -118,3 +118,19 @@ def test_a_mask_whose_nodes_are_all_supported_is_solved_in_full_not_condensed_to
     assert not condensed.usable(system, free)  # nor the yardstick (9889ca1 and main raised a LAPACK error here)
     metrics, _ = SampleScorer(scorer, truth, given, loadcases.DOWN).score(truth)
     assert metrics["load_carrying"] and metrics["compliance"] == pytest.approx(metrics["ground_truth_compliance"])
+
+
+def test_an_equal_completion_of_a_sample_is_scored_once_and_each_caller_gets_its_own_metrics(monkeypatch):
+    scorer = Scorer()
+    record = RECORDS[-1]
+    sample = SampleScorer(scorer, record["ground_truth"], record["input_grid"], loadcases.DOWN)
+    variants = _variants(record, np.random.default_rng(5))
+    calls = []
+    real = scorer.score_case
+    monkeypatch.setattr(scorer, "score_case", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first = [sample.score(v)[0] for v in variants]
+    again = [sample.score([list(row) for row in v])[0] for v in variants]  # equal cells, other objects
+    assert len(calls) == len({tuple(map(tuple, v)) for v in variants})  # once per distinct completion
+    assert again == first
+    first[-1]["invalid_reason"] = "changed by the caller"  # score_sample sets a sample's own reason
+    assert sample.score([])[0]["invalid_reason"] != "changed by the caller"

@@ -77,6 +77,6 @@ def test_summary_of_rows_without_completion_status_keeps_excluding_errors():
 
 
 def test_the_summary_written_equals_the_summary_of_the_full_results(tmp_path):
-    """score summarises the few fields each rank gathers (report.summary_fields): they must be all it reads."""
+    """score summarises from the running sums of each rank (report.RunningSummary): the same as from the rows written."""
     _, rows, summary = _score(tmp_path, MY_MODEL)
     assert json.loads(json.dumps(summarise(rows))) == summary

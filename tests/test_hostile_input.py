@@ -337,3 +337,21 @@ def test_resume_drops_hostile_lines_of_results_jsonl_and_keeps_the_rest(tmp_path
     status, rows = _score(tmp_path, folder, "--resume")
     assert status == 0 and sorted(rows) == [("toy", 0), ("toy", 1)]
     assert json.loads(kept) == rows[("toy", 0)]  # kept, not scored again
+
+
+def test_a_completion_parsed_by_its_rank_gives_the_grid_or_error_of_one_parsed_on_reading(tmp_path):
+    """score keeps completions as read (defer_completion) and parses each where it is scored: same outcome."""
+    deep = json.loads("[" * 900 + "]" * 900)
+    rows = [_record(), _record(completion=42), _record(completion=None), _record(completion=["L 1", 7]),
+            _record(completion=[deep]), _record(completion="no grid here"), {"prompt": PROMPT, "ground_truth": GT}]
+    folder = _folder(tmp_path, {"mix_results.json": rows})
+    path = folder / "model-a" / "mix_results.json"
+    eager = records.read_result_file(path)
+    lazy = records.read_result_file(path, defer_completion=True)
+    deferred = [True, True, False, True, True, True, False]  # not the records without a completion
+    assert [s.deferred is not None for s in lazy] == deferred
+    assert all(s.completion is None and s.error is None for s, d in zip(lazy, deferred) if d)  # nothing parsed yet
+    for before, after in zip(eager, (s.parsed() for s in lazy)):
+        assert (after.completion, after.error, after.completion_status) == \
+               (before.completion, before.error, before.completion_status)
+    assert lazy[1].parsed().error.endswith("completion: grid must be text or a list of rows, not int")

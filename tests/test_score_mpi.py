@@ -105,6 +105,16 @@ def test_results_do_not_depend_on_the_number_of_ranks(reference, tmp_path, ranks
     assert 0.0 < run["seconds"]["scoring"] < run["seconds"]["process"]
 
 
+def test_results_and_summary_files_are_byte_identical_on_one_and_two_ranks(reference, tmp_path):
+    """Each rank copies its own lines into results.jsonl and sums its own rows exactly: the files cannot tell."""
+    root, _ = reference
+    done = _mpirun(2, str(root), "--out", str(tmp_path / "out"), "--quiet", "--no-report")
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name in ("results.jsonl", "summary.json"):
+        assert (tmp_path / "out" / name).read_bytes() == (root.parent / "out" / name).read_bytes(), name
+    assert not list((tmp_path / "out").glob(".results.jsonl.*"))  # no temporary file left behind
+
+
 def test_killed_run_resumes_to_each_record_exactly_once(reference, tmp_path):
     root, rows = reference
     out = tmp_path / "out"

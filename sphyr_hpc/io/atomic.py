@@ -42,6 +42,14 @@ def _umask():
     return mask
 
 
+def temporary_beside(path):
+    """``(descriptor, name)`` of a new temporary file next to ``path``, to replace it when complete."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, 0o666 & ~_umask())
+    return fd, tmp
+
+
 def write_text_atomic(path, text, fsync=True):
     """Write ``text`` (UTF-8) to ``path`` atomically; ``fsync`` also makes it durable."""
     write_bytes_atomic(path, text.encode("utf-8"), fsync)
@@ -51,9 +59,8 @@ def write_bytes_atomic(path, data, fsync=True):
     """Write ``data`` (bytes) to ``path`` atomically; ``fsync`` also makes it durable."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = temporary_beside(path)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             if fsync:

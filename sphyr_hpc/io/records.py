@@ -28,13 +28,15 @@ costs one parse per sample and one per completion, not three per record.
 import json
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+import numpy as np
 
 from .. import grid as grids
 from ..cache import BoundedCache
 from ..loadcase import gravity_from_folder
-from .atomic import write_bytes_atomic, write_text_atomic
+from .atomic import temporary_beside, write_text_atomic
 from .limits import InputLimits
 
 AGGREGATED_SUFFIX = "_aggregated_results.json"
@@ -68,10 +70,30 @@ class Sample:
     error: str = None
     invalid_reason: str = None
     completion_status: str = None  # "missing" / "unreadable": the model's fault, counts 0
+    deferred: tuple = None  # (raw completion, where) of a completion read with defer_completion
 
     def fail(self, error, completion_status=None):
         """Mark the sample unusable; ``completion_status`` when the completion is at fault."""
         self.error, self.completion_status = error, completion_status
+
+    def parsed(self):
+        """This sample with its completion parsed: itself, or (read with ``defer_completion``) a copy.
+
+        The copy holds the completion's grid, or the ``error`` of one that is
+        not a grid value; this sample keeps only the raw text, so a batch
+        holds its inputs as read, and a rank parses the completions it scores.
+        """
+        if self.deferred is None:
+            return self
+        (raw, where), sample = self.deferred, replace(self, deferred=None)
+        try:
+            sample.completion = grids.as_grid(raw)
+        except grids.GridError as err:
+            sample.fail(f"{where}: completion: {err}", "unreadable")
+        except (RecursionError, MemoryError) as err:  # a cell nested as deep as the JSON decoder allowed
+            sample.ground_truth = sample.input_grid = None
+            sample.error = f"{where}: grid not readable: {_DECODE_LIMITS[type(err)]}"
+        return sample
 
     @property
     def key(self):
@@ -158,7 +180,13 @@ def _cells(rows):
     return sum(len(row) for row in rows), shape
 
 
-def parse_grids(sample, values, where, limits):
+def _grid_and_cells(value):
+    """(grid, (cells, shape text)) of a ground truth: both computed once per distinct text."""
+    grid = grids.as_grid(value)
+    return grid, _cells(grid) if grid else None
+
+
+def parse_grids(sample, values, where, limits, defer_completion=False):
     """Fill ``sample``'s grids from raw field ``values``, within ``limits``.
 
     ``values`` holds ``ground_truth`` and ``completion`` and may hold
@@ -166,10 +194,11 @@ def parse_grids(sample, values, where, limits):
     named in messages.  Sets ``error`` (unusable or over-limit ground truth,
     prompt or input grid; a completion that is not a grid value) or
     ``invalid_reason`` (a completion over the text limit, left unparsed).
-    Every check is one pass over what was read.
+    Every check is one pass over what was read.  With ``defer_completion`` the
+    completion is kept as read and parsed by :meth:`Sample.parsed`.
     """
     try:
-        return _parse_grids(sample, values, where, limits)
+        return _parse_grids(sample, values, where, limits, defer_completion)
     except (RecursionError, MemoryError) as err:  # a cell nested as deep as the JSON decoder allowed
         sample.ground_truth = sample.completion = sample.input_grid = None
         sample.error = f"{where['completion']}: grid not readable: {_DECODE_LIMITS[type(err)]}"
@@ -186,11 +215,11 @@ def parse_ground_truth(sample, values, where, limits):
                 sample.error = f"{where[field]}: {reason}"
                 return False
     try:
-        sample.ground_truth = _shared_grid(values["ground_truth"], grids.as_grid)
+        sample.ground_truth, cells = _shared_grid(values["ground_truth"], _grid_and_cells)
     except grids.GridError as err:
         sample.error = f"{where['ground_truth']}: ground_truth: {err}"
         return False
-    reason = limits.too_many_cells("ground truth", *_cells(sample.ground_truth)) if sample.ground_truth else None
+    reason = limits.too_many_cells("ground truth", *cells) if sample.ground_truth else None
     if reason:
         sample.error = f"{where['ground_truth']}: {reason}"
         sample.ground_truth = None
@@ -198,12 +227,14 @@ def parse_ground_truth(sample, values, where, limits):
     return True
 
 
-def _parse_grids(sample, values, where, limits):
+def _parse_grids(sample, values, where, limits, defer_completion):
     if not parse_ground_truth(sample, values, where, limits):
         return sample
     reason = limits.text_too_long("completion", grids.text_length(values["completion"]))
     if reason:
         sample.invalid_reason, sample.completion = reason, []
+    elif defer_completion:
+        sample.deferred = (values["completion"], where["completion"])
     else:
         try:
             sample.completion = grids.as_grid(values["completion"])
@@ -221,8 +252,9 @@ def _parse_grids(sample, values, where, limits):
     return sample
 
 
-def sample_from_record(record, model, subject, index, source, gravity, limits=InputLimits()):
-    """A :class:`Sample` from one raw record (``error`` set when it is unusable)."""
+def sample_from_record(record, model, subject, index, source, gravity, limits=InputLimits(), defer_completion=False):
+    """A :class:`Sample` from one raw record (``error`` set when it is unusable); ``defer_completion``:
+    see :meth:`Sample.parsed`."""
     sample = Sample(model, subject, index, source, gravity)
     where = f"{source} record {index}"
     if not isinstance(record, dict):
@@ -234,11 +266,14 @@ def sample_from_record(record, model, subject, index, source, gravity, limits=In
                     "missing" if missing == ["completion"] else None)
         return sample
     fields = ("ground_truth", "completion", "input_grid" if "input_grid" in record else "prompt")
-    return parse_grids(sample, {f: record[f] for f in fields}, dict.fromkeys(fields, where), limits)
+    return parse_grids(sample, {f: record[f] for f in fields}, dict.fromkeys(fields, where), limits, defer_completion)
 
 
-def read_result_file(path, gravity=None, limits=InputLimits()):
-    """Samples of one result file, or a :class:`FileProblem` if it cannot be read."""
+def read_result_file(path, gravity=None, limits=InputLimits(), defer_completion=False):
+    """Samples of one result file, or a :class:`FileProblem` if it cannot be read.
+
+    ``defer_completion``: completions are kept as read, for :meth:`Sample.parsed`.
+    """
     path = Path(path)
     model = path.parent.name
     subject = subject_of(path)
@@ -250,7 +285,8 @@ def read_result_file(path, gravity=None, limits=InputLimits()):
     if not isinstance(records, list):
         return FileProblem(str(path), f"expected a JSON array of records, found a {type(records).__name__}")
     g = gravity if gravity is not None else gravity_from_folder(model)
-    return [sample_from_record(r, model, subject, i, str(path), g, limits) for i, r in enumerate(records)]
+    source = str(path)
+    return [sample_from_record(r, model, subject, i, source, g, limits, defer_completion) for i, r in enumerate(records)]
 
 
 def write_jsonl_atomic(path, rows):
@@ -291,7 +327,8 @@ def read_jsonl(path, limits=InputLimits()):
     return _decode_lines(data.split(b"\n")), None
 
 
-def read_dataset_completions(dataset, completions, model=None, gravity=None, limits=InputLimits()):
+def read_dataset_completions(dataset, completions, model=None, gravity=None, limits=InputLimits(),
+                             defer_completion=False):
     """Samples pairing dataset records with completions by ``index``.
 
     Returns ``(samples, problems)``: broken lines and unreadable files are
@@ -354,7 +391,7 @@ def read_dataset_completions(dataset, completions, model=None, gravity=None, lim
         cline, crec, _ = done[index]
         values = {**truth, "completion": crec["completion"]}
         where = {"ground_truth": in_data, "input_grid": in_data, "completion": f"{completions}:{cline}: index {index}"}
-        parse_grids(sample, values, where, limits)
+        parse_grids(sample, values, where, limits, defer_completion)
     return samples, problems
 
 
@@ -366,13 +403,13 @@ class ResultsLog:
     kill can at worst leave one partial last line: :meth:`recover` drops it
     (rewriting the file atomically) and returns the rows already written, which
     ``--resume`` skips.  :meth:`finalise` rewrites the file sorted by
-    (model, subject, index), again atomically.
+    (model, subject, index), again atomically; :meth:`assemble` does the same
+    for a log of this run's lines only, every rank copying its own.
     """
 
     def __init__(self, path):
         self.path = Path(path)
         self._fd = None
-        self.written = []  # (key, offset, length) of every line this process appended
 
     def recover(self):
         """Rows already in the log (partial or broken lines dropped)."""
@@ -393,6 +430,7 @@ class ResultsLog:
         write_jsonl_atomic(self.path, [])
 
     def append(self, row):
+        """Append ``row`` as one line; returns the line's ``(offset, length)`` in the file."""
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         data = (json.dumps(row, allow_nan=False) + "\n").encode("utf-8")
@@ -400,11 +438,12 @@ class ResultsLog:
         if written != len(data):  # regular files do not short-write short of a full disk
             raise OSError(f"short write to {self.path}")
         # O_APPEND moves this descriptor's offset to the end of its own write, atomically.
-        self.written.append((row_key(row), os.lseek(self._fd, 0, os.SEEK_CUR) - written, written))
+        return os.lseek(self._fd, 0, os.SEEK_CUR) - written, written
 
     def close(self):
+        """Stop appending.  No fsync: what makes the results durable is the sorted rewrite that
+        follows (:meth:`assemble` or :meth:`finalise`, which fsync), as appends during a run are not."""
         if self._fd is not None:
-            os.fsync(self._fd)
             os.close(self._fd)
             self._fd = None
 
@@ -418,20 +457,55 @@ class ResultsLog:
         return ordered
 
 
-    def finalise_lines(self, written):
-        """:meth:`finalise` from the lines' places, without decoding them: ``(key, offset)`` of the
-        rows of ``written`` (every rank's ``(key, offset, length)``) that the sorted file holds, in order.
+    def assemble(self, comm, places, total):
+        """:meth:`finalise` for a log that holds only this run's lines, every rank copying its own.
 
-        For a log that holds only lines this run appended (not ``--resume``).
+        Collective.  ``places``: ``(position, offset, length)`` of each line this rank
+        appended that the sorted file keeps, ``position`` its place among the ``total``
+        lines of the sorted file (every rank knows the sorted keys: it read the inputs).
+        The line lengths are summed over the ranks (8 bytes per line), each rank copies
+        its lines to their places in a temporary file, which then replaces the log.
+        Nothing is decoded and no rank holds the file: the copying is split over the
+        ranks and costs the bytes moved.
         """
-        last = {}
-        for key, offset, length in sorted(written, key=lambda entry: entry[1]):  # last write of a key wins
-            last[key] = (offset, length)
-        keys = sorted(last, key=_sort_key)
-        with open(self.path, "rb") as log:
-            data = log.read()
-        write_bytes_atomic(self.path, b"".join(data[last[k][0]:last[k][0] + last[k][1]] for k in keys))
-        return [(k, last[k][0]) for k in keys]
+        from mpi4py import MPI
+
+        lengths = np.zeros(total, dtype=np.int64)
+        for position, _, length in places:
+            lengths[position] = length
+        comm.Allreduce(MPI.IN_PLACE, lengths, op=MPI.SUM)
+        starts = np.cumsum(lengths) - lengths
+        tmp = None
+        if comm.rank == 0:
+            fd, tmp = temporary_beside(self.path)
+            os.ftruncate(fd, int(lengths.sum()))
+            os.close(fd)
+        tmp = comm.bcast(tmp, root=0)
+        source = os.open(self.path, os.O_RDONLY)
+        target = os.open(tmp, os.O_WRONLY)
+        try:
+            for position, offset, length in places:
+                _copy_range(source, target, length, offset, int(starts[position]))
+            os.fsync(target)
+        finally:
+            os.close(source)
+            os.close(target)
+        comm.Barrier()
+        if comm.rank == 0:
+            os.replace(tmp, self.path)
+        comm.Barrier()
+
+
+def _copy_range(source, target, length, offset, to):
+    """``length`` bytes of ``source`` at ``offset`` to ``target`` at ``to`` (in the kernel where it can)."""
+    while length > 0:
+        try:
+            done = os.copy_file_range(source, target, length, offset, to)
+        except OSError:  # a file system or kernel without it: through memory
+            done = os.pwrite(target, os.pread(source, length, offset), to)
+        if done <= 0:
+            raise OSError(f"copying results: {length} bytes left at offset {offset}")
+        length, offset, to = length - done, offset + done, to + done
 
 
 def row_key(row):
