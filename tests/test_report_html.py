@@ -143,3 +143,23 @@ def test_a_run_with_nothing_scored_or_broken_lines_still_gets_a_report(tmp_path,
     if lines:  # an unreadable line and a record without a category are counted, not fatal
         text = (tmp_path / "report.html").read_text()
         assert "2 unreadable lines" in text and "1 without a known failure category" in text
+
+
+def test_a_report_of_samples_larger_than_its_pictures_is_drawn(scored, tmp_path):
+    # A 160x160 sample has more cells than a mosaic panel has pixels: drawn at one pixel per
+    # panel pixel instead of failing the run after every record was scored.
+    row = json.loads((scored / "results.jsonl").read_text().splitlines()[0])
+    k = 16
+    row["grids"] = {name: [" ".join(cell for cell in line.split() for _ in range(k)) for line in lines
+                           for _ in range(k)]
+                    for name, lines in row["grids"].items()}
+    big = tmp_path / "big"
+    big.mkdir()
+    (big / "results.jsonl").write_text(json.dumps(row) + "\n")
+    assert len(row["grids"]["ground_truth"]) == 160
+    assert report_main([str(big)]) == 0
+    page = _page(big)
+    mosaics = [link for link in page.links if link.rsplit("/", 1)[-1].startswith("completions_")]
+    assert mosaics and len(page.images) >= 3
+    for src in page.images:
+        assert base64.b64decode(src.split(",", 1)[1], validate=True).startswith(PNG)

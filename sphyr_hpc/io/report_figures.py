@@ -110,7 +110,13 @@ def _panel(colours, box):
     if colours is None:
         return panel
     nely, nelx = colours.shape[:2]
-    px = max(1, box // max(nely, nelx))
+    if max(nely, nelx) > box:
+        # More cells than pixels (a large sample): every pixel shows the cell at its centre.
+        scale = box / max(nely, nelx)
+        rows = (np.arange(max(1, round(nely * scale))) + 0.5) / scale
+        cols = (np.arange(max(1, round(nelx * scale))) + 0.5) / scale
+        colours = colours[np.minimum(rows.astype(int), nely - 1)][:, np.minimum(cols.astype(int), nelx - 1)]
+    px = max(1, box // max(colours.shape[:2]))
     image = np.repeat(np.repeat(colours, px, axis=0), px, axis=1)
     if px >= 4:
         image[::px, :] = COLOURS["line"]
