@@ -13,6 +13,10 @@ if str(ROOT) not in sys.path:
 
 from sphyr_hpc.io.atomic import write_text_atomic  # noqa: E402
 
+# shared/data/sphyr beside the checkout (a clone) or beside the folder that holds it (a worktree).
+SPHYR_DATA = next((p / "shared" / "data" / "sphyr" for p in (ROOT.parent, ROOT.parent.parent)
+                   if (p / "shared" / "data" / "sphyr").is_dir()), ROOT.parent / "shared" / "data" / "sphyr")
+
 
 def machine(load_before):
     """The machine and its load average before (given) and now."""

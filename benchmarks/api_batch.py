@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, machine, now, write_results
+from _common import ROOT, SPHYR_DATA, machine, now, write_results
 from score_throughput import _random_fill
 
 WAYS = {"loop": [], "batch-1": [str(ROOT / "bin" / "mpirun"), "-n", "1"],
@@ -70,7 +70,7 @@ def worker(way, records_path, out_path):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--data-root", default=str(ROOT.parent.parent / "shared" / "data" / "sphyr"))
+    parser.add_argument("--data-root", default=str(SPHYR_DATA))
     parser.add_argument("--version", default="v1", help="dataset folder under --data-root")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "api_batch.json"))

@@ -29,9 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, machine, now, write_results
+from _common import ROOT, SPHYR_DATA, machine, now, write_results
 
-DATA = ROOT.parent.parent / "shared" / "data" / "sphyr" / "v1"
+DATA = SPHYR_DATA / "v1"
 FULL = ("full_easy", "full_hard")
 
 

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, machine, now, write_results
+from _common import ROOT, SPHYR_DATA, machine, now, write_results
 from score_throughput import build_results
 
 
@@ -33,7 +33,7 @@ def _children_cpu():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--data-root", default=str(ROOT.parent / "shared" / "data" / "sphyr"))
+    parser.add_argument("--data-root", default=str(SPHYR_DATA))
     parser.add_argument("--repeats", type=int, default=3, help="report runs timed")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "report_speed.json"))
     args = parser.parse_args(argv)

@@ -41,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, machine, now, write_results
+from _common import ROOT, SPHYR_DATA, machine, now, write_results
 
 SUBSET = ("1_random_cell_easy", "3_random_row_easy", "full_easy")
 SEED = 17
@@ -69,7 +69,10 @@ def _completion(record, hard, rng):
 def build(data, out, models, subjects=None):
     """Result folders ``out/model-NN/<subject>_results.json``; returns the record count."""
     records = 0
-    for dataset in sorted(Path(data).glob("*.jsonl")):
+    datasets = sorted(Path(data).glob("*.jsonl"))
+    if not datasets:
+        raise SystemExit(f"no dataset files (*.jsonl) in {data}: pass --data")
+    for dataset in datasets:
         subject = dataset.stem
         if subjects is not None and subject not in subjects:
             continue
@@ -116,7 +119,7 @@ def run(checkout, ranks, results, out):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--data", default=str(ROOT.parent.parent / "shared" / "data" / "sphyr" / "v1"))
+    parser.add_argument("--data", default=str(SPHYR_DATA / "v1"))
     parser.add_argument("--models", type=int, default=60)
     parser.add_argument("--ranks", default="1,2")
     parser.add_argument("--runs", default="subset,all", help="subset (3 subjects, 1 and all models), all (every subject)")

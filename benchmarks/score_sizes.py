@@ -31,14 +31,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, machine, now, write_results
+from _common import ROOT, SPHYR_DATA, machine, now, write_results
 
 import numpy as np
 
 from sphyr_hpc import parity
 
-DATA = next((p / "shared" / "data" / "sphyr" for p in (ROOT.parent, ROOT.parent.parent)
-             if (p / "shared" / "data" / "sphyr").is_dir()), ROOT.parent / "shared" / "data" / "sphyr")
+DATA = SPHYR_DATA
 FULL = ("full_easy", (2, 4, 8, 16))
 PARTIAL = (("3_random_row_easy", (4, 8)), ("10_random_cell_hard", (4, 8)))
 PROMPT = "Below is the input grid with masked regions:\n\n{grid}\n\nPlease output the completed grid."

@@ -23,7 +23,7 @@ import json
 import os
 import time
 
-from _common import ROOT, machine, now, write_results
+from _common import ROOT, SPHYR_DATA, machine, now, write_results
 
 import numpy as np
 
@@ -37,9 +37,7 @@ from sphyr_hpc.solvers import sizing
 from sphyr_hpc.solvers.condensed import one_blas_thread
 from sphyr_hpc.solvers.elasticity import ElasticitySystem
 
-# shared/data/sphyr beside the checkout (or beside the folder of worktrees that holds it)
-DATA = next((p / "shared" / "data" / "sphyr" for p in (ROOT.parent, ROOT.parent.parent)
-             if (p / "shared" / "data" / "sphyr").is_dir()), ROOT.parent / "shared" / "data" / "sphyr")
+DATA = SPHYR_DATA
 
 
 def upscaled_truth(k):
