@@ -70,7 +70,7 @@ from .failures import SUMMARY_KEY, format_failures
 from .io import limits as input_limits
 from .io.field_files import FORMATS
 from .io.records import (FileProblem, ResultsLog, find_result_files, read_dataset_completions,
-                         read_result_file, row_key, _sort_key, write_text_atomic)
+                         read_result_file, row_key, sort_key, write_text_atomic)
 # mpi4py, PETSc and what needs them are imported once _petsc.require() has vouched for them, so
 # that --help and the install message work without them.
 from .solvers.sizing import MG_MIN_DOFS
@@ -271,7 +271,7 @@ def sorted_places(samples):
     """``(position, owner)``: each record key's place in the sorted results file, and the sample
     whose row the file keeps when several share a key (the last in input order)."""
     owner = {sample.key: sample for sample in samples}
-    return {key: i for i, key in enumerate(sorted(owner, key=_sort_key))}, owner
+    return {key: i for i, key in enumerate(sorted(owner, key=sort_key))}, owner
 
 
 EXPECTED_RECORD_ERRORS = (grids.GridError, loadcases.LoadCaseError)

@@ -32,7 +32,7 @@ from ..report import leaderboard, summarise
 from . import report_figures as figures
 from .atomic import write_bytes_atomic, write_text_atomic
 from .fields import safe_name
-from .records import _read_jsonl, _sort_key, row_key
+from .records import _read_jsonl, sort_key, row_key
 
 REPORT_NAME = "report.html"
 PICTURES = "report"
@@ -65,7 +65,7 @@ def pick_best_and_worst(rows):
     for model, subjects in groups.items():
         picks[model] = []
         for subject in sorted(subjects):
-            items = sorted(subjects[subject], key=lambda r: _sort_key(row_key(r)))
+            items = sorted(subjects[subject], key=lambda r: sort_key(row_key(r)))
             best = max(items, key=_score)
             worst = min(items, key=_score)
             picks[model].append((subject, best, worst))

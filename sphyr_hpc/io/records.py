@@ -452,7 +452,7 @@ class ResultsLog:
         rows = {}
         for row in self.recover():
             rows[row_key(row)] = row
-        ordered = [rows[k] for k in sorted(rows, key=_sort_key)]
+        ordered = [rows[k] for k in sorted(rows, key=sort_key)]
         write_jsonl_atomic(self.path, ordered)
         return ordered
 
@@ -512,6 +512,7 @@ def row_key(row):
     return (row["model"], row["subject"], row["index"])
 
 
-def _sort_key(key):
+def sort_key(key):
+    """The order of records in results.jsonl: model, subject, then integer indices before others."""
     model, subject, index = key
     return (str(model), str(subject), (0, index) if isinstance(index, int) else (1, str(index)))
