@@ -200,9 +200,8 @@ def check_options(prefix=PREFIX):
     import numpy as np
 
     from . import loadcase
-    from .solvers.elasticity import ElasticitySystem
-
     from .solvers import sizing
+    from .solvers.elasticity import ElasticitySystem
 
     PETSc = petsc()
     probes = [(loadcase.from_grid([["L", "L"], ["1", "1"], ["S", "S"]]), {"prefix": prefix})]

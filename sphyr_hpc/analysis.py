@@ -48,18 +48,8 @@ def solid_compliance(system, penal=fe.PENAL):
     attachments = getattr(system, "attachments", None)
     key = ("solid compliance", float(penal))
     if attachments is not None and key in attachments:
-        return attachments[key].value
+        return attachments[key]
     value = compliance_of(system, np.ones(system.loadcase.shape), penal)
     if attachments is not None:
-        attachments[key] = _Kept(value)
+        attachments[key] = value
     return value
-
-
-class _Kept:
-    """A value among a system's attachments (which the system closes with it)."""
-
-    def __init__(self, value):
-        self.value = value
-
-    def close(self):
-        pass

@@ -115,7 +115,7 @@ class ElasticitySystem(LinearSystem):
         self.multigrid = None        # the multigrid set-up (levels, interpolations) with solver="mg"
         self.last_iterations = 0     # KSP iterations of the last solve
         self._values = None          # K's own CSR values when assembled in place (one rank)
-        self.attachments = {}        # objects that live and die with this system (closed in close())
+        self.attachments = {}        # what lives and dies with this system (closed in close() if closable)
         self._setup_elements(element_halo)
         self._fixed_and_sizes()
         if assembly == "elements":
@@ -452,7 +452,8 @@ class ElasticitySystem(LinearSystem):
     # -- life cycle -----------------------------------------------------------------------------
     def close(self):
         for attachment in getattr(self, "attachments", {}).values():
-            attachment.close()
+            if hasattr(attachment, "close"):
+                attachment.close()
         self.attachments = {}
         for owned in (getattr(self, "multigrid", None), getattr(self, "_assembly", None)):
             if owned is not None and hasattr(owned, "close"):
