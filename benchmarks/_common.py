@@ -24,6 +24,14 @@ def machine(load_before):
             "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
 
 
+def machine_line(m):
+    """The Markdown sentence naming the machine ``machine()`` described and its load averages."""
+    def load(values):
+        return tuple(round(v, 2) for v in values)
+    return (f"Machine: {m['platform']}, Python {m['python']}, {m['cpus']} CPUs, load average before "
+            f"{load(m['loadavg_before'])}, after {load(m['loadavg_after'])}.")
+
+
 def now():
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 

@@ -26,7 +26,7 @@ import json
 import os
 import time
 
-from _common import ROOT, machine, now, write_results
+from _common import ROOT, machine, machine_line, now, write_results
 
 import numpy as np
 
@@ -179,8 +179,7 @@ def main(argv=None):
 def _markdown(report):
     m = report["machine"]
     lines = [f"# factorisation ({report['date']})", "",
-             f"Machine: {m['platform']}, Python {m['python']}, {m['cpus']} CPUs, load average before "
-             f"{tuple(round(x, 2) for x in m['loadavg_before'])}, after {tuple(round(x, 2) for x in m['loadavg_after'])}.",
+             machine_line(m),
              "", "Numeric factorisation (symbolic reused) and triangular solves of one SIMP stiffness matrix, "
              "microseconds, mean of the repeats.", ""]
     for label, size in report["sizes"].items():

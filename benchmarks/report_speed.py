@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, SPHYR_DATA, machine, now, write_results
+from _common import ROOT, SPHYR_DATA, machine, machine_line, now, write_results
 from score_throughput import build_results
 
 
@@ -63,8 +63,7 @@ def main(argv=None):
               "report_html_bytes": html_bytes, "failures": failures}
     m = report["machine"]
     lines = [f"# report_speed ({report['date']})", "",
-             f"Machine: {m['platform']}, Python {m['python']}, {m['cpus']} CPUs, load average before "
-             f"{tuple(round(x, 2) for x in m['loadavg_before'])}, after {tuple(round(x, 2) for x in m['loadavg_after'])}.",
+             machine_line(m),
              "", f"`python -m sphyr_hpc.report OUT` on an existing results.jsonl of {records} records "
              f"({size / 1e6:.1f} MB; v1, ground-truth and random completions of {report['samples']} samples): "
              "the whole command, interpreter start-up included.", "",

@@ -41,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, SPHYR_DATA, machine, now, write_results
+from _common import ROOT, SPHYR_DATA, machine, machine_line, now, write_results
 
 SUBSET = ("1_random_cell_easy", "3_random_row_easy", "full_easy")
 SEED = 17
@@ -254,8 +254,7 @@ def _summary(entries):
 def _markdown(report):
     m = report["machine"]
     lines = [f"# score_many ({report['date']})", "",
-             f"Machine: {m['platform']}, Python {m['python']}, {m['cpus']} CPUs, load average before "
-             f"{m['loadavg_before']}, after {m['loadavg_after']}.", "",
+             machine_line(m), "",
              "Completions: the ground truth with 0-4 masked cells changed (seed "
              f"{report['seed']}); model-00 answers the ground truth itself. Wall: the whole command "
              "(MPI start-up included); process and scoring: run.json; serial share = (process - scoring) / process; "

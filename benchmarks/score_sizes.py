@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, SPHYR_DATA, machine, now, write_results
+from _common import ROOT, SPHYR_DATA, machine, machine_line, now, write_results
 
 import numpy as np
 
@@ -168,9 +168,7 @@ def main(argv=None):
 def _markdown(report):
     m = report["machine"]
     lines = [f"# score_sizes ({report['date']})", "",
-             f"Machine: {m['platform']}, Python {m['python']}, {m['cpus']} CPUs, load average before "
-             f"{m['loadavg_before']}, after {m['loadavg_after']}.  Commit {report['commit']}, baseline "
-             f"{report['baseline_commit']}.", "", report["note"] + ".", "",
+             machine_line(m) + f"  Commit {report['commit']}, baseline {report['baseline_commit']}.", "", report["note"] + ".", "",
              "| sample | grid | masked | run | wall s | CPU s | scoring s | load | x baseline (wall) | x baseline (CPU/rank) | same records / parity rules |",
              "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for e in report["entries"]:

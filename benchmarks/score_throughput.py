@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, machine, now, write_results
+from _common import ROOT, machine, machine_line, now, write_results
 PUBLISHED = {"v1_seconds": 174.96, "v1_samples": 408, "v2_20_full_seconds_per_sample": 7.6}
 PROMPT = ("Below is the input grid with masked regions:\n\n{grid}\n\n"
           "Please output the completed grid by replacing all 'V' cells.")
@@ -151,9 +151,7 @@ def main(argv=None):
 
 def _markdown(report):
     lines = [f"# score_throughput ({report['date']})", "",
-             f"Machine: {report['machine']['platform']}, Python {report['machine']['python']}, "
-             f"{report['machine']['cpus']} CPUs, load average before {report['machine']['loadavg_before']}, "
-             f"after {report['machine']['loadavg_after']}.", "", report["note"] + ".", "",
+             machine_line(report["machine"]), "", report["note"] + ".", "",
              "| version | ranks | samples | records | seconds | s/sample | scoring s | all runs (s) | identical | errors |",
              "|---|---:|---:|---:|---:|---:|---:|---|---|---:|"]
     for e in report["entries"]:

@@ -23,7 +23,7 @@ import json
 import os
 import time
 
-from _common import ROOT, SPHYR_DATA, machine, now, write_results
+from _common import ROOT, SPHYR_DATA, machine, machine_line, now, write_results
 
 import numpy as np
 
@@ -126,8 +126,7 @@ def main(argv=None):
 def _markdown(report):
     m = report["machine"]
     lines = [f"# solver_crossover ({report['date']})", "",
-             f"Machine: {m['platform']}, Python {m['python']}, {m['cpus']} CPUs, load average before "
-             f"{m['loadavg_before']}, after {m['loadavg_after']}.", "",
+             machine_line(m), "",
              f"{report['note']}; {report['iterations']} SIMP iterations of the first v1 full_easy sample upscaled, "
              f"{report['repeats']} replays.", "",
              "| grid | cells | DOFs | direct ms | mg ms | mg / direct | mg levels | CG its | max rel. diff. |",
