@@ -16,6 +16,12 @@ the machine at hand and side by side in one run:
    alone need with the fastest factorisation of (1), against the 20x target
    (7.6 s / 20 = 0.38 s per 20x20 full sample).
 
+Row ``sbaij`` of (1) is what the scorer's one-rank direct solve factorises up to
+``BLOCK_CHOLESKY_MAX_DOFS``: the SBAIJ copy P of K (2x2 node blocks, natural
+order, the only order PETSc's SBAIJ Cholesky takes), timed the same way, and
+also on the 10x10 sample upscaled to 40x40 and 60x60 against K's Cholesky with
+nested dissection: where that crossover lies.
+
     /usr/bin/python3 benchmarks/factorisation.py [--repeats 300]
 
 Results: ``benchmarks/results/factorisation.{json,md}``.
@@ -42,22 +48,29 @@ CHOICES = [("petsc", "lu", o) for o in ("nd", "qmd", "natural", "rcm")] + \
            ("umfpack", "lu", "nd"), ("cholmod", "cholesky", "nd")]
 
 
-def stiffness(version):
-    """K (PETSc AIJ on its own CSR arrays), f and the arrays, for the first full_easy sample of ``version``."""
-    from sphyr_hpc.solvers import ElasticitySystem
+def stiffness(version, scale=1):
+    """The system (K, PETSc AIJ on its own CSR arrays; P, its SBAIJ copy; f) of the first full_easy sample of
+    ``version``, each cell upscaled to ``scale`` x ``scale`` cells."""
+    from sphyr_hpc.solvers import ElasticitySystem, elasticity
 
     PETSc = petsc()
     record = json.loads((DATA / version / "full_easy.jsonl").read_text().splitlines()[0])
-    lc = loadcases.from_grid(record["ground_truth"])
-    system = ElasticitySystem(lc, comm=PETSc.COMM_SELF, solver="direct")
+    truth = [[c for c in row for _ in range(scale)] for row in record["ground_truth"] for _ in range(scale)]
+    lc = loadcases.from_grid(truth)
+    limit = elasticity.BLOCK_CHOLESKY_MAX_DOFS
+    elasticity.BLOCK_CHOLESKY_MAX_DOFS = max(limit, lc.n_dofs)  # P at every size measured here
+    try:
+        system = ElasticitySystem(lc, comm=PETSc.COMM_SELF, solver="direct")
+    finally:
+        elasticity.BLOCK_CHOLESKY_MAX_DOFS = limit
     rho = np.random.default_rng(0).random(lc.shape)
     system.assemble(system.slab_of(fe.simp_modulus(rho)))
     return system
 
 
-def time_factorisation(system, package, kind, ordering, repeats):
+def time_factorisation(system, package, kind, ordering, repeats, matrix="aij"):
     PETSc = system.PETSc
-    K, f = system.K, system.f
+    K, f = (system.P if matrix == "sbaij" else system.K), system.f
     ksp = PETSc.KSP().create(PETSc.COMM_SELF)
     ksp.setOperators(K)
     ksp.setType("preonly")
@@ -84,11 +97,12 @@ def time_factorisation(system, package, kind, ordering, repeats):
         ksp.solve(f, u)
     solve = (time.perf_counter() - started) / repeats
     r = f.duplicate()
-    K.mult(u, r)
+    system.K.mult(u, r)
     r.axpy(-1.0, f)
     residual = r.norm() / f.norm()
     ksp.destroy()
-    return {"package": package, "kind": kind, "ordering": ordering, "factor_us": round(factor * 1e6, 1),
+    return {"package": package, "matrix": matrix, "kind": kind, "ordering": ordering,
+            "factor_us": round(factor * 1e6, 1),
             "solve_us": round(solve * 1e6, 1), "relative_residual": float(f"{residual:.1e}")}
 
 
@@ -146,11 +160,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
     sizes = {}
-    for version, label in (("v1", "10x10"), ("v2_20", "20x20")):
-        system = stiffness(version)
+    for version, scale, label in (("v1", 1, "10x10"), ("v2_20", 1, "20x20"), ("v1", 4, "40x40"), ("v1", 6, "60x60")):
+        system = stiffness(version, scale)
         rows = []
-        for package, kind, ordering in CHOICES:
-            row = time_factorisation(system, package, kind, ordering, args.repeats)
+        choices = CHOICES if scale == 1 else [("petsc", "cholesky", "nd")]  # upscaled: the crossover only
+        for package, kind, ordering, matrix in [c + ("aij",) for c in choices] + [("petsc", "cholesky", "natural",
+                                                                                     "sbaij")]:
+            row = time_factorisation(system, package, kind, ordering, max(10, args.repeats // scale ** 2), matrix)
             if row is not None:
                 rows.append(row)
                 print(label, json.dumps(row), flush=True)
@@ -184,10 +200,10 @@ def _markdown(report):
              "microseconds, mean of the repeats.", ""]
     for label, size in report["sizes"].items():
         lines += [f"## {label}: {size['dofs']} DOFs, {int(size['nonzeros'])} nonzeros", "",
-                  "| package | factorisation | ordering | factor us | solve us | relative residual |",
-                  "|---|---|---|---:|---:|---:|"]
+                  "| package | matrix | factorisation | ordering | factor us | solve us | relative residual |",
+                  "|---|---|---|---|---:|---:|---:|"]
         for r in sorted(size["solvers"], key=lambda r: r["factor_us"] + r["solve_us"]):
-            lines.append(f"| {r['package']} | {r['kind']} | {r['ordering']} | {r['factor_us']} | {r['solve_us']} | "
+            lines.append(f"| {r['package']} | {r['matrix']} | {r['kind']} | {r['ordering']} | {r['factor_us']} | {r['solve_us']} | "
                          f"{r['relative_residual']:.0e} |")
         lines.append("")
     lines += ["## Dense Cholesky of a condensed system (LAPACK dpotrf + dpotrs, one thread)", "",
@@ -195,7 +211,7 @@ def _markdown(report):
     lines += [f"| {k} | {us} |" for k, us in report["dense_cholesky_us"].items()]
     f = report["fastest_20x20"]
     lines += ["", "## v2_20 full samples: SIMP solves per yardstick against the 20x target", "",
-              f"Fastest 20x20 factorisation + solve above: {f['package']} {f['kind']} ({f['ordering']}), "
+              f"Fastest 20x20 factorisation + solve above: {f['package']} {f['kind']} ({f['matrix']}, {f['ordering']}), "
               f"{f['factor_us'] + f['solve_us']:.0f} us. Target: {report['target_seconds_per_20x20_full_sample']:.2f} s "
               "per sample (7.6 s / 20).", "",
               "| sample | SIMP solves | their factorisations alone (s) | whole scoring now (s) |",

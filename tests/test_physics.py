@@ -27,6 +27,8 @@ from sphyr_hpc import loadcase as lcs  # noqa: E402
 from sphyr_hpc._petsc import petsc  # noqa: E402
 from conftest import cantilever  # noqa: E402
 from sphyr_hpc.optimiser.filter import DensityFilter  # noqa: E402
+from sphyr_hpc.solvers import elasticity  # noqa: E402
+from sphyr_hpc.solvers.assembly import upper_block_plan  # noqa: E402
 from sphyr_hpc.solvers.elasticity import ElasticitySystem  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "v1_sample.jsonl")
@@ -258,6 +260,71 @@ def test_a_reused_system_solves_each_design_as_a_fresh_one(record):
         _petsc_compliance(fresh, fe.simp_modulus(designs[-1]))
         np.testing.assert_array_equal(energies, fresh.gather(fresh.unit_energies()))
     assert len(set(sequence[:3])) == 3 and sequence[0] == sequence[3]
+
+
+def test_upper_block_plan_gathers_every_upper_block_entry_and_zero_where_the_pattern_has_none():
+    rng = np.random.default_rng(3)
+    n = 12
+    dense = rng.random((n, n)) * (rng.random((n, n)) < 0.4)
+    dense = dense + dense.T + np.eye(n)  # symmetric; some entries of a 2x2 block present, others not
+    rows, cols = np.nonzero(dense)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
+    values = dense[rows, cols]
+    block_indptr, block_indices, gather = upper_block_plan(indptr, cols, bs=2)
+    blocks = np.append(values, 0.0)[gather].reshape(-1, 2, 2)
+    seen = np.zeros((n // 2, n // 2), dtype=bool)
+    for block_row in range(n // 2):
+        columns = block_indices[block_indptr[block_row]:block_indptr[block_row + 1]]
+        assert np.all(np.diff(columns) > 0) and np.all(columns >= block_row)
+        for k, block_col in zip(range(block_indptr[block_row], block_indptr[block_row + 1]), columns):
+            expected = dense[2 * block_row:2 * block_row + 2, 2 * block_col:2 * block_col + 2]
+            np.testing.assert_array_equal(blocks[k], expected)
+            seen[block_row, block_col] = True
+    # Every non-zero block on or above the diagonal is stored, and no other.
+    nonzero = np.abs(dense).reshape(n // 2, 2, n // 2, 2).sum(axis=(1, 3)) > 0
+    np.testing.assert_array_equal(seen, np.triu(nonzero))
+
+
+@pytest.mark.parametrize("record", RECORDS[:2], ids=RECORD_IDS[:2])
+def test_the_factorised_block_copy_holds_k_exactly_after_every_assembly(record):
+    """One rank, small: P (SBAIJ) is what is factorised; its values are K's, to the bit, after each assembly."""
+    _, lc, rho = _ground_truth(record)
+    rng = np.random.default_rng(11)
+    with _self_system(lc) as system:
+        assert system.P is not None
+        for design in (rho, rng.random(lc.shape)):
+            c = _petsc_compliance(system, fe.simp_modulus(design))
+            assert system.ksp.getOperators()[1].getType() == "seqsbaij"  # the matrix the PC factorises
+            # (convert without ``out`` would convert the system's matrices themselves, in place)
+            K = system.K.convert("dense", out=petsc().Mat()).getDenseArray()
+            P = system.P.convert("dense", out=petsc().Mat()).getDenseArray()  # the lower triangle filled too
+            np.testing.assert_array_equal(P, K)
+            ref = DenseReference(lc)
+            assert c == pytest.approx(ref.solve(fe.simp_modulus(design)), rel=1e-10)
+
+
+@pytest.mark.parametrize("record", RECORDS[:1], ids=RECORD_IDS[:1])
+def test_an_ordering_on_the_command_line_or_a_large_grid_factorises_k_itself(record, monkeypatch):
+    _, lc, rho = _ground_truth(record)
+    moduli = fe.simp_modulus(rho)
+    with _self_system(lc, prefix="phys_block_") as block:
+        assert block.P is not None
+        c_block = _petsc_compliance(block, moduli)
+    options = petsc().Options("phys_nd_")
+    options.setValue("pc_factor_mat_ordering_type", "nd")
+    try:
+        with _self_system(lc, prefix="phys_nd_") as nd:
+            assert nd.P is None
+            c_nd = _petsc_compliance(nd, moduli)
+            assert nd.ksp.getOperators()[1].getType() == "seqaij"
+    finally:
+        options.delValue("pc_factor_mat_ordering_type")
+    monkeypatch.setattr(elasticity, "BLOCK_CHOLESKY_MAX_DOFS", lc.n_dofs - 1)
+    with _self_system(lc, prefix="phys_large_") as large:
+        assert large.P is None
+        c_large = _petsc_compliance(large, moduli)
+    assert c_nd == c_large  # the same factorisation of K
+    assert c_block == pytest.approx(c_nd, rel=1e-12)  # another factorisation of the same matrix
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=RECORD_IDS)

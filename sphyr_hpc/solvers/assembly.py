@@ -58,6 +58,36 @@ def csr_plan(rows, cols, n_rows):
     return indptr, u_cols, inverse, unique.size
 
 
+def upper_block_plan(indptr, indices, bs=2):
+    """The upper block triangle of a CSR pattern cut into ``bs x bs`` blocks (PETSc's SBAIJ layout).
+
+    Returns ``(block_indptr, block_indices, gather)``: the block CSR structure
+    (block rows, the columns of their blocks on or above the diagonal, in
+    increasing order) and, for every value of those blocks (each block
+    row-major), the CSR entry it is: ``gather[k] = len(indices)`` (one past the
+    last entry) where the pattern has no such entry, so
+    ``np.append(values, 0.0)[gather]`` are the block values.  Diagonal blocks
+    are whole, as SBAIJ stores them.
+    """
+    indptr = np.asarray(indptr, dtype=np.int64)
+    indices = np.asarray(indices, dtype=np.int64)
+    n = indptr.size - 1
+    if n % bs:
+        raise ValueError(f"{n} rows do not split into blocks of {bs}")
+    nb = n // bs
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    block_rows, block_cols = rows // bs, indices // bs
+    upper = np.flatnonzero(block_rows <= block_cols)
+    keys = block_rows[upper] * nb + block_cols[upper]
+    blocks = np.unique(keys)
+    block_indptr = np.zeros(nb + 1, dtype=np.int64)
+    np.cumsum(np.bincount(blocks // nb, minlength=nb), out=block_indptr[1:])
+    slot = np.searchsorted(blocks, keys) * bs * bs + (rows[upper] % bs) * bs + indices[upper] % bs
+    gather = np.full(blocks.size * bs * bs, indices.size, dtype=np.int64)
+    gather[slot] = upper
+    return block_indptr, blocks % nb, gather
+
+
 def element_map(entries, ke, n_entries):
     """Sparse (n_entries x n_elements) map from element moduli to summed matrix entries.
 

@@ -28,7 +28,14 @@ modified system equals the residual on the free DOFs of the original one.
 Solver
 ------
 ``solver="direct"`` (default up to ``DIRECT_SOLVER_MAX_DOFS``): ``preonly`` +
-Cholesky with nested dissection on one rank, LU with MUMPS on several.
+Cholesky on one rank, LU with MUMPS on several.  On one rank, up to
+``BLOCK_CHOLESKY_MAX_DOFS``, the factorised matrix is ``P``, a copy of K's
+upper triangle in 2x2 node blocks (SBAIJ, natural order; its values gathered
+from K's after every assembly): PETSc's block Cholesky kernels factorise it in
+about half the time of the AIJ Cholesky with nested dissection at SPhyR's
+sizes (``benchmarks/results/factorisation.md``).  Above that, or when an
+ordering, factor package or PC type is given under the prefix on the command
+line, K itself is factorised (Cholesky, nested dissection).
 ``solver="mg"`` (default above): CG + geometric multigrid on the grid
 hierarchy of :mod:`sphyr_hpc.solvers.multigrid`;
 ``solver="gamg"``: CG + smoothed aggregation with the rigid-body near-null
@@ -46,12 +53,18 @@ from .._petsc import inserted_options, petsc, view_once
 from .. import discretisation as fe
 from .. import timing
 from . import multigrid
-from .assembly import ElementAssembly, StencilAssembly
+from .assembly import ElementAssembly, StencilAssembly, upper_block_plan
 from .base import RESIDUAL_TOLERANCE, LinearSystem, residual_acceptable
 from .multigrid import configure_gamg, configure_mg
 
 # Above this many DOFs the default solver is CG + multigrid instead of LU.
 DIRECT_SOLVER_MAX_DOFS = 200_000
+# Up to this many DOFs a one-rank direct solve factorises the SBAIJ copy P of K (natural order) instead
+# of K (AIJ, nested dissection): 0.47x the time at 10x10, 0.8x at 20x20, 0.95x at 40x40 (3362 DOFs);
+# beyond, the natural order's band fill grows faster than nested dissection's (factorisation.md).
+BLOCK_CHOLESKY_MAX_DOFS = 4000
+# Options under the prefix that ask for a factorisation of K itself (SBAIJ allows no reordering).
+_FACTOR_OPTIONS = ("pc_type", "pc_factor_mat_ordering_type", "pc_factor_mat_solver_type")
 SOLVERS = ("direct", "mg", "gamg")
 ASSEMBLIES = ("elements", "stencil")
 
@@ -115,6 +128,7 @@ class ElasticitySystem(LinearSystem):
         self.multigrid = None        # the multigrid set-up (levels, interpolations) with solver="mg"
         self.last_iterations = 0     # KSP iterations of the last solve
         self._values = None          # K's own CSR values when assembled in place (one rank)
+        self.P = None                # the SBAIJ copy of K that is factorised (one rank, small, direct)
         self.attachments = {}        # what lives and dies with this system (closed in close() if closable)
         self._setup_elements(element_halo)
         self._fixed_and_sizes()
@@ -182,13 +196,40 @@ class ElasticitySystem(LinearSystem):
         if self.comm.getSize() == 1 and np.array_equal(self.local_natural_dofs, np.arange(self.n_local_dofs)):
             # One rank: local numbering is PETSc's, so K is built on our own CSR arrays
             # (MatCreateSeqAIJWithArrays) and assembling writes its values in place.
-            self._values = self._assembly.diagonal.copy()
+            # One more value, always 0, after K's: what P's block entries outside K's pattern read.
+            values = np.append(self._assembly.diagonal, 0.0)
+            self._values = values[:-1]
             self.K = self.PETSc.Mat().createAIJWithArrays(
                 (self.n_local_dofs, self.n_local_dofs),
                 (self._assembly.indptr, self._assembly.indices, self._values), comm=self.comm)
+            if self.solver == "direct" and self._block_cholesky():
+                self._setup_blocks(values)
         else:
             self.K = self.da.createMatrix()
             self.K.setOption(self.PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
+
+    def _block_cholesky(self):
+        """Whether to factorise the SBAIJ copy P (see the module docstring)."""
+        options = self.PETSc.Options(self.prefix)
+        return (self.n_local_dofs <= BLOCK_CHOLESKY_MAX_DOFS
+                and not any(options.hasName(name) for name in _FACTOR_OPTIONS))
+
+    def _setup_blocks(self, values):
+        """P: K's upper triangle in 2x2 blocks, and the gather that refills it from ``values`` (K's, then 0)."""
+        PETSc = self.PETSc
+        indptr, indices, gather = upper_block_plan(self._assembly.indptr, self._assembly.indices, bs=2)
+        self._block_source = values
+        self._block_csr = (indptr.astype(PETSc.IntType), indices.astype(PETSc.IntType))
+        self._block_gather = gather
+        self._block_values = values[gather]
+        self.P = PETSc.Mat().createSBAIJ((self.n_local_dofs, self.n_local_dofs), bsize=2,
+                                         csr=(*self._block_csr, self._block_values), comm=self.comm)
+        self.P.assemble()
+
+    def _copy_to_blocks(self):
+        np.take(self._block_source, self._block_gather, out=self._block_values)
+        self.P.setValuesBlockedCSR(*self._block_csr, self._block_values, addv=self.PETSc.InsertMode.INSERT_VALUES)
+        self.P.assemble()
 
     def _fixed_and_sizes(self):
         fixed_natural = self.loadcase.fixed_dofs()
@@ -225,7 +266,7 @@ class ElasticitySystem(LinearSystem):
             solver = self.solver = "mg" if requested == "mg" else "gamg"
         ksp = PETSc.KSP().create(comm=self.comm)
         ksp.setOptionsPrefix(self.prefix)
-        ksp.setOperators(self.K)
+        ksp.setOperators(self.K, self.P if self.P is not None else self.K)
         pc = ksp.getPC()
         defaults = {}
         if solver == "direct":
@@ -234,10 +275,12 @@ class ElasticitySystem(LinearSystem):
                 pc.setType(PETSc.PC.Type.LU)
                 pc.setFactorSolverType(PETSc.Mat.SolverType.MUMPS)
             else:
-                # K is SPD (symmetric Dirichlet rows): PETSc's Cholesky with nested dissection is
-                # its fastest factorisation at 882 DOFs, 15% ahead of LU (benchmarks/factorisation.py).
+                # K is SPD (symmetric Dirichlet rows): Cholesky, of P in block natural order where
+                # there is one, else of K with nested dissection, PETSc's fastest AIJ factorisation
+                # at 882 DOFs, 15% ahead of LU (benchmarks/factorisation.py).
                 pc.setType(PETSc.PC.Type.CHOLESKY)
-                pc.setFactorOrdering(PETSc.Mat.OrderingType.ND)
+                pc.setFactorOrdering(PETSc.Mat.OrderingType.NATURAL if self.P is not None
+                                     else PETSc.Mat.OrderingType.ND)
         else:
             # The rigid-body modes serve GAMG (also when chosen from the command line).
             if solver == "gamg":
@@ -287,6 +330,8 @@ class ElasticitySystem(LinearSystem):
             elif self._values is not None:
                 self._assembly.values(moduli, out=self._values)  # K's own values, in place
                 self.K.assemble()  # a new state (refactorise) and stale cached data dropped (SOR's diagonal)
+                if self.P is not None:
+                    self._copy_to_blocks()
                 if self.multigrid is not None and self.multigrid.coarse is not None:
                     self.multigrid.coarse.update(moduli)
             else:
@@ -349,7 +394,7 @@ class ElasticitySystem(LinearSystem):
         self.assemble(moduli)
         # A new operator for the KSP (also when assembled in place, where K's new state is what
         # makes the PC refactorise): the factorisation then happens in setUp, in sphyr_setup.
-        self.ksp.setOperators(self.K)
+        self.ksp.setOperators(self.K, self.P if self.P is not None else self.K)
         if self._u_previous is not None:
             self._initial_guess()
         try:
@@ -459,7 +504,7 @@ class ElasticitySystem(LinearSystem):
             if owned is not None and hasattr(owned, "close"):
                 owned.close()
         self.multigrid = None
-        for name in ("ksp", "K", "_near_null", "f", "u", "r", "_u_previous", "_u_saved", "_u_local",
+        for name in ("ksp", "K", "P", "_near_null", "f", "u", "r", "_u_previous", "_u_saved", "_u_local",
                      "da_elem", "da"):
             obj = getattr(self, name, None)
             if obj is not None:
