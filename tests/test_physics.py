@@ -286,12 +286,16 @@ def test_upper_block_plan_gathers_every_upper_block_entry_and_zero_where_the_pat
 
 
 @pytest.mark.parametrize("record", RECORDS[:2], ids=RECORD_IDS[:2])
-def test_the_factorised_block_copy_holds_k_exactly_after_every_assembly(record):
-    """One rank, small: P (SBAIJ) is what is factorised; its values are K's, to the bit, after each assembly."""
+@pytest.mark.parametrize("in_place", [True, False], ids=["petsc_array", "set_values"])
+def test_the_factorised_block_copy_holds_k_exactly_after_every_assembly(record, in_place, monkeypatch):
+    """One rank, small: P (SBAIJ) is what is factorised; its values are K's, to the bit, after each assembly,
+    written into PETSc's own array or, where that is out of reach, through MatSetValuesBlocked."""
     _, lc, rho = _ground_truth(record)
     rng = np.random.default_rng(11)
+    if not in_place:
+        monkeypatch.setattr(elasticity, "seqsbaij_values", lambda mat, size: None)
     with _self_system(lc) as system:
-        assert system.P is not None
+        assert system.P is not None and system._blocks_in_place == in_place
         for design in (rho, rng.random(lc.shape)):
             c = _petsc_compliance(system, fe.simp_modulus(design))
             assert system.ksp.getOperators()[1].getType() == "seqsbaij"  # the matrix the PC factorises

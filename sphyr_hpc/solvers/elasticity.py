@@ -49,7 +49,7 @@ A CG solve that does not converge raises :class:`SolverError`.
 
 import numpy as np
 
-from .._petsc import inserted_options, petsc, view_once
+from .._petsc import inserted_options, petsc, seqsbaij_values, view_once
 from .. import discretisation as fe
 from .. import timing
 from . import multigrid
@@ -220,16 +220,24 @@ class ElasticitySystem(LinearSystem):
         indptr, indices, gather = upper_block_plan(self._assembly.indptr, self._assembly.indices, bs=2)
         self._block_source = values
         self._block_csr = (indptr.astype(PETSc.IntType), indices.astype(PETSc.IntType))
-        self._block_gather = gather
-        self._block_values = values[gather]
         self.P = PETSc.Mat().createSBAIJ((self.n_local_dofs, self.n_local_dofs), bsize=2,
-                                         csr=(*self._block_csr, self._block_values), comm=self.comm)
+                                         csr=(*self._block_csr, values[gather]), comm=self.comm)
         self.P.assemble()
+        # Refilled in place where PETSc's own array is reachable (each block column by column there),
+        # else through MatSetValuesBlocked (blocks row by row).
+        self._block_values = seqsbaij_values(self.P, gather.size)
+        self._blocks_in_place = self._block_values is not None
+        if self._blocks_in_place:
+            self._block_gather = gather.reshape(-1, 2, 2).transpose(0, 2, 1).ravel()
+        else:
+            self._block_gather, self._block_values = gather, values[gather]
 
     def _copy_to_blocks(self):
         np.take(self._block_source, self._block_gather, out=self._block_values)
-        self.P.setValuesBlockedCSR(*self._block_csr, self._block_values, addv=self.PETSc.InsertMode.INSERT_VALUES)
-        self.P.assemble()
+        if not self._blocks_in_place:
+            self.P.setValuesBlockedCSR(*self._block_csr, self._block_values,
+                                       addv=self.PETSc.InsertMode.INSERT_VALUES)
+        self.P.assemble()  # a new state: the PC refactorises
 
     def _fixed_and_sizes(self):
         fixed_natural = self.loadcase.fixed_dofs()
@@ -504,6 +512,7 @@ class ElasticitySystem(LinearSystem):
             if owned is not None and hasattr(owned, "close"):
                 owned.close()
         self.multigrid = None
+        self._block_values = None  # may be P's own memory: gone with P
         for name in ("ksp", "K", "P", "_near_null", "f", "u", "r", "_u_previous", "_u_saved", "_u_local",
                      "da_elem", "da"):
             obj = getattr(self, name, None)
