@@ -216,21 +216,29 @@ def _draw_leaderboard(board, path, Figure, FigureCanvasAgg):
     fig = Figure(figsize=(7.0, 0.9 + 0.35 * len(board)))
     FigureCanvasAgg(fig)
     ax = fig.subplots()
-    ax.barh(names, values, color="#3a6ea5")
-    for y, v in enumerate(values):
+    rows = range(len(names))
+    ax.barh(rows, values, color="#3a6ea5")
+    # Model names as plain labels beside the axis, not as y ticks: a tick is several artists
+    # (its line, grid line, labels), and 60 models' ticks took 40 % of the picture's time.
+    ax.set_yticks([])
+    ax.set_ylim(-0.6, len(names) - 0.4)
+    beside = ax.get_yaxis_transform()  # x in axes fractions, y in data
+    for y, (name, v) in enumerate(zip(names, values)):
+        ax.text(-0.01, y, name, transform=beside, ha="right", va="center")
         ax.text(v + 0.01, y, f"{v:.3f}", va="center", fontsize=8)
     ax.set_xlim(0.0, 1.08)
     ax.set_xlabel("mean topology_score over subjects")
     ax.set_title("SPhyR leaderboard (sphyr_hpc)")
     # Margins from the widest model name as the renderer measures it: what tight_layout finds by
     # drawing the figure once more (a third of the time of 60 models' picture).
-    label = ax.yaxis.get_major_ticks()[0].label1
-    widest = max(fig.canvas.get_renderer().get_text_width_height_descent(name, label.get_fontproperties(), False)[0]
+    font = ax.texts[0].get_fontproperties()
+    widest = max(fig.canvas.get_renderer().get_text_width_height_descent(name, font, False)[0]
                  for name in names) / fig.dpi
     width, height = fig.get_size_inches()
     fig.subplots_adjust(left=min(0.8, (widest + 0.2) / width), right=1.0 - 0.15 / width,
                         bottom=0.6 / height, top=1.0 - 0.4 / height)
-    fig.savefig(path, dpi=120)
+    # PNG's fastest deflate level: the picture is flat colour, a few % larger, encoded ~3x faster.
+    fig.savefig(path, dpi=120, pil_kwargs={"compress_level": 1})
 
 
 def main(argv=None):
