@@ -157,23 +157,33 @@ def densities(grid, mask_density=0.0):
     counted as ``unfilled_cells`` and ``unparsable_cells``.
     """
     nely, nelx = grid_shape(grid)
-    rho = np.zeros((nely, nelx))
+    table = _CELL_DENSITY
+    values = [table[token] for row in grid for token in row]  # one dictionary lookup a cell
     unfilled = unparsable = 0
-    for r, row in enumerate(grid):
-        for c, token in enumerate(row):
-            if token in STRUCTURAL:
-                rho[r, c] = 1.0
-            elif token == MASK:
-                rho[r, c] = mask_density
-                unfilled += 1
-            else:
-                value = parse_density(token)
-                if value is None:
-                    rho[r, c] = mask_density
-                    unparsable += 1
+    if None in values:  # V or unparsable cells: counted, and read as mask_density
+        for i, value in enumerate(values):
+            if value is None:
+                if grid[i // nelx][i % nelx] == MASK:
+                    unfilled += 1
                 else:
-                    rho[r, c] = value
+                    unparsable += 1
+                values[i] = mask_density
+    rho = np.array(values, dtype=float).reshape(nely, nelx)
     return rho, {"unfilled_cells": unfilled, "unparsable_cells": unparsable}
+
+
+class _CellDensities(dict):
+    """token -> density for :func:`densities` (``L``/``S`` 1; None for ``V`` and unparsable tokens),
+    filled on first sight of a token and bounded like the token table."""
+
+    def __missing__(self, token):
+        value = 1.0 if token in STRUCTURAL else None if token == MASK else parse_density(token)
+        if len(self) < TOKEN_TABLE_SIZE:
+            self[token] = value
+        return value
+
+
+_CELL_DENSITY = _CellDensities()
 
 
 def mask_of(grid, token):

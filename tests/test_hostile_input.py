@@ -355,3 +355,29 @@ def test_a_completion_parsed_by_its_rank_gives_the_grid_or_error_of_one_parsed_o
         assert (after.completion, after.error, after.completion_status) == \
                (before.completion, before.error, before.completion_status)
     assert lazy[1].parsed().error.endswith("completion: grid must be text or a list of rows, not int")
+
+
+def test_densities_read_markers_numbers_and_junk_cell_by_cell_and_count_what_they_could_not_read():
+    grid = [["L", "V", "0.5", "7"], ["nan", "-2", "S", "0x1"], ["1", "V", "", "1e-1"]]
+    rho, counts = grids.densities(grid, mask_density=0.25)
+    expected = [[1.0, 0.25, 0.5, 1.0], [0.25, 0.0, 1.0, 0.25], [1.0, 0.25, 0.25, 0.1]]
+    assert rho.tolist() == expected  # clipped to [0, 1]; V and junk read as mask_density
+    assert counts == {"unfilled_cells": 2, "unparsable_cells": 3}
+    again, _ = grids.densities(grid)  # the token table remembers tokens, not the mask density
+    assert again[0, 1] == 0.0 and again[1, 0] == 0.0
+
+
+def test_json_safe_writes_non_finite_numbers_as_null_and_numpy_scalars_as_python_ones_at_any_depth():
+    import math
+
+    import numpy as np
+
+    from sphyr_hpc.io.atomic import json_safe
+
+    value = {"c": math.inf, "n": np.float64("nan"), "k": np.int64(3), "b": np.bool_(True), "s": "x", "z": None,
+             "nested": {"list": [1.0, -math.inf, (np.float32(0.5), {"deep": math.nan})]}, "ok": 2.5}
+    safe = json_safe(value)
+    assert safe == {"c": None, "n": None, "k": 3, "b": True, "s": "x", "z": None,
+                    "nested": {"list": [1.0, None, [0.5, {"deep": None}]]}, "ok": 2.5}
+    assert type(safe["k"]) is int and type(safe["b"]) is bool
+    json.dumps(safe, allow_nan=False)  # nothing JSON refuses is left

@@ -18,8 +18,28 @@ from pathlib import Path
 import numpy as np
 
 
+_PLAIN = (str, int, bool, type(None))  # exact types JSON takes as they are
+
+
 def json_safe(value):
     """``value`` with non-finite floats as None and NumPy scalars as Python ones, recursively."""
+    kind = type(value)
+    if kind is dict:
+        # A record's metrics (every row written): plain values decided here, without a call each.
+        out = {}
+        for key, item in value.items():
+            kind = type(item)
+            if kind is float:
+                out[key] = item if math.isfinite(item) else None
+            elif kind in _PLAIN:
+                out[key] = item
+            else:
+                out[key] = json_safe(item)
+        return out
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind in _PLAIN:
+        return value
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float):
