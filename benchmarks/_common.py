@@ -32,6 +32,14 @@ def machine_line(m):
             f"{load(m['loadavg_before'])}, after {load(m['loadavg_after'])}.")
 
 
+def commit_of(checkout=ROOT):
+    """The short hash of a checkout's HEAD."""
+    import subprocess
+
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=checkout, capture_output=True,
+                          text=True).stdout.strip()
+
+
 def now():
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 

@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, SPHYR_DATA, machine, machine_line, now, write_results
+from _common import ROOT, SPHYR_DATA, commit_of, machine, machine_line, now, write_results
 
 import numpy as np
 
@@ -101,10 +101,8 @@ def main(argv=None):
     base_ranks = [int(r) for r in args.baseline_ranks.split(",")] if args.baseline else []
     base_commit = None
     if args.baseline:
-        base_commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=args.baseline, text=True,
-                                     capture_output=True).stdout.strip()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                            capture_output=True).stdout.strip()
+        base_commit = commit_of(args.baseline)
+    commit = commit_of()
     load_before = os.getloadavg()
     samples = [(FULL[0], k, True) for k in map(int, args.scales.split(","))]
     if args.partial:

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, machine, now, write_results
+from _common import ROOT, commit_of, machine, now, write_results
 from score_throughput import build_results
 
 from sphyr_hpc.parity import differences
@@ -77,10 +77,8 @@ def main(argv=None):
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "side_by_side.json"))
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
-    old_commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=args.old, capture_output=True,
-                                text=True).stdout.strip()
-    new_commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                text=True).stdout.strip()
+    old_commit = commit_of(args.old)
+    new_commit = commit_of()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for version in args.versions.split(","):
