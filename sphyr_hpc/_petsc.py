@@ -167,12 +167,15 @@ def seqsbaij_values(mat, size):
     valid while ``mat`` lives with the same nonzero structure (as
     ``MatCreateSeqAIJWithArrays`` arrays do); write into it, then ``mat.assemble()``
     so that PETSc sees new values.  None where the C API cannot be reached (no
-    such symbol in this build) or the array is not ``size`` long.
+    such symbol in this build), PETSc's scalars are not float64, or the array is
+    not ``size`` long.
     """
     import ctypes
 
     import numpy as np
 
+    if np.dtype(petsc().ScalarType) != np.float64:  # a complex or single-precision PETSc build
+        return None
     try:
         library = _petsc_library()
         get, restore = library.MatSeqSBAIJGetArray, library.MatSeqSBAIJRestoreArray

@@ -25,6 +25,7 @@ keeps every task to the steps it was promised, so the total is reached exactly
 whatever a task really ran.
 """
 
+import time
 from dataclasses import dataclass
 
 from .optimiser.yardstick import piece_runs, pieces
@@ -93,27 +94,42 @@ class Steps:
     """Progress steps of the task at hand, reported through :class:`~sphyr_hpc.parallel.SharedCounters`.
 
     :meth:`start` promises a task's steps, :meth:`step` reports some (never more
-    than promised), :meth:`finish` reports what is left.  On the rank that
-    draws the bar, ``refresh(done)`` runs after every report, so the bar moves
-    inside a long task too.
+    than promised), :meth:`finish` reports what is left.  Steps are sent to the
+    shared counter (an MPI one-sided operation) at most every ``interval``
+    seconds and at :meth:`finish`, not one by one: a record is a step, and
+    thousands of them a second would each pay for one.  On the rank that draws
+    the bar, ``refresh(done)`` runs after every report, so the bar moves inside
+    a long task too.
     """
 
-    def __init__(self, refresh=None):
+    def __init__(self, refresh=None, interval=0.1):
         self.refresh = refresh
+        self.interval = interval
         self.counters = None
         self.left = 0
+        self.unsent = 0
+        self.sent_at = 0.0
 
     def start(self, counters, promised):
-        self.counters, self.left = counters, int(promised)
+        self.counters, self.left, self.unsent = counters, int(promised), 0
 
     def step(self, count=1):
         count = min(int(count), self.left)
         if count <= 0 or self.counters is None:
             return
         self.left -= count
+        self.unsent += count
+        now = time.monotonic()
+        if self.left == 0 or now - self.sent_at >= self.interval:
+            self._send(now)
+
+    def _send(self, now):
+        count, self.unsent, self.sent_at = self.unsent, 0, now
         done = self.counters.add_done(count)
         if self.refresh is not None:
             self.refresh(done)
 
     def finish(self):
         self.step(self.left)
+        if self.unsent:
+            self._send(time.monotonic())

@@ -185,7 +185,7 @@ class _Counters:
 
 def test_progress_steps_never_exceed_what_a_task_promised():
     seen = []
-    steps = split.Steps(refresh=seen.append)
+    steps = split.Steps(refresh=seen.append, interval=0.0)  # every step sent at once
     counters = _Counters()
     steps.start(counters, 7)
     for _ in range(9):  # more runs than promised (e.g. --design-efficiency): capped
@@ -196,3 +196,23 @@ def test_progress_steps_never_exceed_what_a_task_promised():
     steps.finish()  # fewer (no yardstick for an invalid sample): topped up
     assert counters.value == 10
     assert seen == [1, 2, 3, 4, 5, 6, 7, 8, 10]
+
+
+def test_progress_steps_are_sent_in_batches_and_every_promised_step_arrives(monkeypatch):
+    """Records are steps: thousands a second are sent to the shared counter at most every interval."""
+    clock = [100.0]
+    monkeypatch.setattr(split.time, "monotonic", lambda: clock[0])
+    seen = []
+    steps = split.Steps(refresh=seen.append, interval=0.1)
+    counters = _Counters()
+    steps.start(counters, 1000)
+    for i in range(999):
+        steps.step()
+        clock[0] += 0.001  # a step a millisecond
+    assert 5 <= len(seen) <= 12 and seen == sorted(seen)  # about one send per 0.1 s, not 999
+    steps.step()  # the last promised step is sent at once
+    assert counters.value == 1000 and seen[-1] == 1000
+    steps.start(counters, 5)
+    steps.step(2)
+    steps.finish()  # the rest, sent even within the interval
+    assert counters.value == 1005 and seen[-1] == 1005

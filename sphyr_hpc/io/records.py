@@ -395,6 +395,11 @@ def read_dataset_completions(dataset, completions, model=None, gravity=None, lim
     return samples, problems
 
 
+# json.dumps(row, allow_nan=False) builds a new encoder every call (only the all-defaults call
+# reuses one); this one is json.dumps's own with allow_nan=False, made once.
+_ROW_ENCODER = json.JSONEncoder(allow_nan=False)
+
+
 class ResultsLog:
     """``results.jsonl`` as an append-only log that survives being killed.
 
@@ -433,7 +438,7 @@ class ResultsLog:
         """Append ``row`` as one line; returns the line's ``(offset, length)`` in the file."""
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        data = (json.dumps(row, allow_nan=False) + "\n").encode("utf-8")
+        data = (_ROW_ENCODER.encode(row) + "\n").encode("utf-8")
         written = os.write(self._fd, data)
         if written != len(data):  # regular files do not short-write short of a full disk
             raise OSError(f"short write to {self.path}")
