@@ -406,9 +406,12 @@ class ElasticitySystem(LinearSystem):
         if self._u_previous is not None:
             self._initial_guess()
         try:
-            with timing.timed(timing.SETUP), inserted_options(self.prefix, self._defaults or {}):
-                self.ksp.setUp()
-            if self._defaults is not None:
+            if self._defaults is None:  # set up before: the options were read then
+                with timing.timed(timing.SETUP):
+                    self.ksp.setUp()
+            else:
+                with timing.timed(timing.SETUP), inserted_options(self.prefix, self._defaults):
+                    self.ksp.setUp()
                 self._defaults = None  # read: the first set-up is done
                 if self.solver != "direct":
                     multigrid.plain_csr_kernels(self.ksp)
