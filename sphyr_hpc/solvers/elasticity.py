@@ -60,8 +60,9 @@ from .multigrid import configure_gamg, configure_mg
 # Above this many DOFs the default solver is CG + multigrid instead of LU.
 DIRECT_SOLVER_MAX_DOFS = 200_000
 # Up to this many DOFs a one-rank direct solve factorises the SBAIJ copy P of K (natural order) instead
-# of K (AIJ, nested dissection): 0.47x the time at 10x10, 0.8x at 20x20, 0.95x at 40x40 (3362 DOFs);
-# beyond, the natural order's band fill grows faster than nested dissection's (factorisation.md).
+# of K (AIJ, nested dissection): numeric factorisation 0.26-0.5x the time at 10x10, 0.53x at 20x20,
+# 0.91x at 40x40 (3362 DOFs), but 1.37x at 60x60, where the natural order's band fill has outgrown
+# nested dissection's (benchmarks/results/factorisation.md; 0.47x at 10x10 replayed in a SIMP run).
 BLOCK_CHOLESKY_MAX_DOFS = 4000
 # Options under the prefix that ask for a factorisation of K itself (SBAIJ allows no reordering).
 _FACTOR_OPTIONS = ("pc_type", "pc_factor_mat_ordering_type", "pc_factor_mat_solver_type")
