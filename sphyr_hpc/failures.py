@@ -91,13 +91,19 @@ CATEGORIES = tuple(c.category for c in CHECKS) + (SOUND,)
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
 
+_EIGHT_NEIGHBOURS = np.ones((3, 3), dtype=bool)
+
+
 def floating_clusters(rho, anchors):
     """Connected sets of material (``rho > 0``, 8-neighbourhood) containing no anchor cell."""
     from scipy import ndimage
 
-    labels, count = ndimage.label(np.asarray(rho) > 0.0, structure=np.ones((3, 3), dtype=int))
-    anchored = np.unique(labels[np.asarray(anchors, dtype=bool) & (labels > 0)])
-    return int(count - anchored.size)
+    labels, count = ndimage.label(np.asarray(rho) > 0.0, structure=_EIGHT_NEIGHBOURS)
+    if count == 0:
+        return 0
+    # Clusters holding an anchor: the labels (> 0) seen on anchor cells, counted once each.
+    anchored = np.count_nonzero(np.bincount(labels[np.asarray(anchors, dtype=bool)], minlength=count + 1)[1:])
+    return int(count - anchored)
 
 
 def _poses_problem(ground_truth):
@@ -119,7 +125,7 @@ def diagnose(completion, ground_truth, case, metrics):
     """
     judged = case is not None
     gt_valid = judged or _poses_problem(ground_truth)
-    floating = floating_clusters(case.rho, case.loadcase.structural_mask()) if judged else None
+    floating = floating_clusters(case.rho, case.structural) if judged else None
 
     def outcome(ok, can_judge=True):
         return SKIP if not can_judge else (PASS if ok else FAIL)

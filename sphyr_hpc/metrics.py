@@ -106,14 +106,29 @@ def reconstruction_metrics(output, truth, truth_material=None):
 
 def valid_output_grid(output, truth):
     """Same shape as the ground truth and every cell L, S or a density in [0, 1]."""
-    for row in output:
-        for cell in row:
-            if cell in grids.STRUCTURAL:
-                continue
+    valid = _VALID_CELL
+    if not all(valid[cell] for row in output for cell in row):  # one table lookup a cell
+        return False
+    return len(output) == len(truth) and all(len(a) == len(b) for a, b in zip(output, truth))
+
+
+class _ValidCells(dict):
+    """cell -> whether :func:`valid_output_grid` accepts it (``L``, ``S``, or ``float(cell)`` in [0, 1]),
+    decided on first sight of a cell and bounded like the grid module's token table."""
+
+    def __missing__(self, cell):
+        if cell in grids.STRUCTURAL:
+            ok = True
+        else:
             try:
                 value = float(cell)
             except ValueError:
-                return False
-            if not 0.0 <= value <= 1.0:
-                return False
-    return len(output) == len(truth) and all(len(a) == len(b) for a, b in zip(output, truth))
+                ok = False
+            else:
+                ok = 0.0 <= value <= 1.0
+        if len(self) < grids.TOKEN_TABLE_SIZE:
+            self[cell] = ok
+        return ok
+
+
+_VALID_CELL = _ValidCells()

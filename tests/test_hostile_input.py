@@ -381,3 +381,15 @@ def test_json_safe_writes_non_finite_numbers_as_null_and_numpy_scalars_as_python
                     "nested": {"list": [1.0, None, [0.5, {"deep": None}]]}, "ok": 2.5}
     assert type(safe["k"]) is int and type(safe["b"]) is bool
     json.dumps(safe, allow_nan=False)  # nothing JSON refuses is left
+
+
+@pytest.mark.parametrize("cell, valid", [("L", True), ("S", True), ("0", True), ("1", True), ("0.5", True),
+                                         ("1e-1", True), ("1.5", False), ("-0.1", False), ("nan", False),
+                                         ("inf", False), ("V", False), ("abc", False), ("0x1", False)])
+def test_valid_output_grid_takes_l_s_and_densities_in_the_unit_interval_only(cell, valid):
+    from sphyr_hpc.metrics import valid_output_grid
+
+    truth = [["L", "0"], ["1", "S"]]
+    for _ in range(2):  # decided once, then read from the table: the same answer
+        assert valid_output_grid([["L", cell], ["1", "S"]], truth) is valid
+    assert valid_output_grid([["L", "0", "1"], ["1", "S", "0"]], truth) is False  # shape
