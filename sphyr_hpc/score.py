@@ -59,7 +59,6 @@ import signal
 import sys
 import time
 import traceback
-from importlib import resources
 from pathlib import Path
 
 from . import PROCESS_STARTED
@@ -77,7 +76,9 @@ from .solvers.sizing import MG_MIN_DOFS
 
 # The bundled example records: the repository's examples/ folder, which sphyr_hpc/_examples links
 # to and a non-editable install carries as package data.
-EXAMPLES = Path(str(resources.files("sphyr_hpc") / "_examples" / "results"))
+# (The package's own folder, which is what importlib.resources.files("sphyr_hpc") gives for an
+# installed or editable package, without importing importlib.resources at every start.)
+EXAMPLES = Path(__file__).parent / "_examples" / "results"
 ABORT_STATUS = 3
 
 
