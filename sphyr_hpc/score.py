@@ -320,10 +320,13 @@ def score_sample(sample, scorer, fields=None, fields_format="xdmf", sample_score
 
 
 def _progress_bar(total, quiet):
-    """Steps: one per record and one per SIMP run of a yardstick (split.Steps), so it moves inside a sample."""
+    """Steps: one per record and one per SIMP run of a yardstick (split.Steps), so it moves inside a sample.
+    None with ``quiet``: nothing drawn, nothing polled, tqdm not even imported."""
+    if quiet:
+        return None
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="step", disable=quiet, file=sys.stderr, dynamic_ncols=True, smoothing=0.05)
+    return tqdm(total=total, unit="step", file=sys.stderr, dynamic_ncols=True, smoothing=0.05)
 
 
 def run_score(args, parser, comm):
