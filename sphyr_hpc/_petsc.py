@@ -179,6 +179,7 @@ def seqsbaij_values(mat, size):
     try:
         library = _petsc_library()
         get, restore = library.MatSeqSBAIJGetArray, library.MatSeqSBAIJRestoreArray
+        handle = mat.handle  # the Mat's C pointer (petsc4py's Object.handle)
     except (OSError, AttributeError):
         return None
     pointer = ctypes.POINTER(ctypes.c_double)
@@ -186,10 +187,10 @@ def seqsbaij_values(mat, size):
         call.argtypes = (ctypes.c_void_p, ctypes.POINTER(pointer))
         call.restype = ctypes.c_int
     array = pointer()
-    if get(mat.handle, ctypes.byref(array)) != 0:
+    if get(handle, ctypes.byref(array)) != 0:
         return None
     values = np.ctypeslib.as_array(array, shape=(size,))
-    restore(mat.handle, ctypes.byref(array))
+    restore(handle, ctypes.byref(array))
     if int(mat.getInfo()["nz_allocated"]) != size:  # entries stored (blocks x block size^2)
         return None
     return values
