@@ -74,18 +74,15 @@ def upper_block_plan(indptr, indices, bs=2):
     n = indptr.size - 1
     if n % bs:
         raise ValueError(f"{n} rows do not split into blocks of {bs}")
-    nb = n // bs
     rows = np.repeat(np.arange(n), np.diff(indptr))
     block_rows, block_cols = rows // bs, indices // bs
     upper = np.flatnonzero(block_rows <= block_cols)
-    keys = block_rows[upper] * nb + block_cols[upper]
-    blocks = np.unique(keys)
-    block_indptr = np.zeros(nb + 1, dtype=np.int64)
-    np.cumsum(np.bincount(blocks // nb, minlength=nb), out=block_indptr[1:])
-    slot = np.searchsorted(blocks, keys) * bs * bs + (rows[upper] % bs) * bs + indices[upper] % bs
-    gather = np.full(blocks.size * bs * bs, indices.size, dtype=np.int64)
+    # The blocks are the summed (block row, block column) pairs of the entries above the diagonal.
+    block_indptr, block_indices, block_of, n_blocks = csr_plan(block_rows[upper], block_cols[upper], n // bs)
+    slot = block_of * bs * bs + (rows[upper] % bs) * bs + indices[upper] % bs
+    gather = np.full(n_blocks * bs * bs, indices.size, dtype=np.int64)
     gather[slot] = upper
-    return block_indptr, blocks % nb, gather
+    return block_indptr, block_indices, gather
 
 
 def element_map(entries, ke, n_entries):
