@@ -172,18 +172,27 @@ def densities(grid, mask_density=0.0):
     return rho, {"unfilled_cells": unfilled, "unparsable_cells": unparsable}
 
 
-class _CellDensities(dict):
-    """token -> density for :func:`densities` (``L``/``S`` 1; None for ``V`` and unparsable tokens),
-    filled on first sight of a token and bounded like the token table."""
+class TokenTable(dict):
+    """token -> ``decide(token)``, decided on first sight of a token and kept for up to
+    ``TOKEN_TABLE_SIZE`` tokens: a grid is then read with one dictionary lookup a cell."""
+
+    def __init__(self, decide):
+        super().__init__()
+        self.decide = decide
 
     def __missing__(self, token):
-        value = 1.0 if token in STRUCTURAL else None if token == MASK else parse_density(token)
+        value = self.decide(token)
         if len(self) < TOKEN_TABLE_SIZE:
             self[token] = value
         return value
 
 
-_CELL_DENSITY = _CellDensities()
+def _cell_density(token):
+    """A token's density for :func:`densities`: ``L``/``S`` 1, None for ``V`` and unparsable tokens."""
+    return 1.0 if token in STRUCTURAL else None if token == MASK else parse_density(token)
+
+
+_CELL_DENSITY = TokenTable(_cell_density)
 
 
 def mask_of(grid, token):

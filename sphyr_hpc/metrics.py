@@ -112,23 +112,15 @@ def valid_output_grid(output, truth):
     return len(output) == len(truth) and all(len(a) == len(b) for a, b in zip(output, truth))
 
 
-class _ValidCells(dict):
-    """cell -> whether :func:`valid_output_grid` accepts it (``L``, ``S``, or ``float(cell)`` in [0, 1]),
-    decided on first sight of a cell and bounded like the grid module's token table."""
-
-    def __missing__(self, cell):
-        if cell in grids.STRUCTURAL:
-            ok = True
-        else:
-            try:
-                value = float(cell)
-            except ValueError:
-                ok = False
-            else:
-                ok = 0.0 <= value <= 1.0
-        if len(self) < grids.TOKEN_TABLE_SIZE:
-            self[cell] = ok
-        return ok
+def _valid_cell(cell):
+    """Whether :func:`valid_output_grid` accepts a cell: ``L``, ``S``, or ``float(cell)`` in [0, 1]."""
+    if cell in grids.STRUCTURAL:
+        return True
+    try:
+        value = float(cell)
+    except ValueError:
+        return False
+    return 0.0 <= value <= 1.0
 
 
-_VALID_CELL = _ValidCells()
+_VALID_CELL = grids.TokenTable(_valid_cell)
