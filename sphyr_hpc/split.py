@@ -130,6 +130,4 @@ class Steps:
             self.refresh(done)
 
     def finish(self):
-        self.step(self.left)
-        if self.unsent:
-            self._send(time.monotonic())
+        self.step(self.left)  # the step that empties ``left`` sends everything unsent

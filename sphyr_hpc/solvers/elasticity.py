@@ -233,6 +233,11 @@ class ElasticitySystem(LinearSystem):
         else:
             self._block_gather, self._block_values = gather, values[gather]
 
+    @property
+    def preconditioner_matrix(self):
+        """What the PC factorises (PETSc's Pmat): the SBAIJ copy P where there is one, else K."""
+        return self.P if self.P is not None else self.K
+
     def _copy_to_blocks(self):
         np.take(self._block_source, self._block_gather, out=self._block_values)
         if not self._blocks_in_place:
@@ -275,7 +280,7 @@ class ElasticitySystem(LinearSystem):
             solver = self.solver = "mg" if requested == "mg" else "gamg"
         ksp = PETSc.KSP().create(comm=self.comm)
         ksp.setOptionsPrefix(self.prefix)
-        ksp.setOperators(self.K, self.P if self.P is not None else self.K)
+        ksp.setOperators(self.K, self.preconditioner_matrix)
         pc = ksp.getPC()
         defaults = {}
         if solver == "direct":
@@ -403,7 +408,7 @@ class ElasticitySystem(LinearSystem):
         self.assemble(moduli)
         # A new operator for the KSP (also when assembled in place, where K's new state is what
         # makes the PC refactorise): the factorisation then happens in setUp, in sphyr_setup.
-        self.ksp.setOperators(self.K, self.P if self.P is not None else self.K)
+        self.ksp.setOperators(self.K, self.preconditioner_matrix)
         if self._u_previous is not None:
             self._initial_guess()
         try:
