@@ -48,15 +48,25 @@ def strain_displacement(xi, eta):
 
 
 def element_stiffness(nu=NU):
-    """8x8 stiffness of a unit-square Q4 element with unit modulus."""
+    """8x8 stiffness of a unit-square Q4 element with unit modulus, the same to the bit on every CPU.
+
+    ``B^T D B`` is summed as explicit products (NumPy multiplies, then adds),
+    not by BLAS: a BLAS kernel with fused multiply-add (OpenBLAS's Haswell,
+    Zen, SkylakeX) rounds each product-sum once where the others round twice,
+    so its matrix differs in the last bit and is not even symmetric (K's two
+    triangles would differ; the block Cholesky reads only the upper one).
+    The lower triangle is the upper one's mirror, so K is symmetric by
+    construction whatever the arithmetic.
+    """
     d = constitutive_matrix(nu)
     ke = np.zeros((8, 8))
     gauss = (-1.0 / np.sqrt(3.0), 1.0 / np.sqrt(3.0))
     for xi in gauss:
         for eta in gauss:
             b, det = strain_displacement(xi, eta)
-            ke += b.T @ d @ b * det
-    return ke
+            db = (d[:, :, None] * b[None, :, :]).sum(axis=1)  # D B, three products summed in order
+            ke += (b.T[:, :, None] * db[None, :, :]).sum(axis=1) * det  # B^T (D B)
+    return np.triu(ke) + np.triu(ke, 1).T
 
 
 def centre_strain_displacement():

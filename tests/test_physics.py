@@ -12,6 +12,7 @@ import json
 import math
 import os
 import sys
+import subprocess
 
 import numpy as np
 import pytest
@@ -25,7 +26,7 @@ from sphyr_hpc import discretisation as fe  # noqa: E402
 from sphyr_hpc import grid as grids  # noqa: E402
 from sphyr_hpc import loadcase as lcs  # noqa: E402
 from sphyr_hpc._petsc import petsc  # noqa: E402
-from conftest import cantilever  # noqa: E402
+from conftest import ROOT, cantilever  # noqa: E402
 from sphyr_hpc.optimiser.filter import DensityFilter  # noqa: E402
 from sphyr_hpc.solvers import elasticity  # noqa: E402
 from sphyr_hpc.solvers.assembly import upper_block_plan  # noqa: E402
@@ -164,6 +165,37 @@ def test_element_matrix_is_symmetric_positive_semidefinite(nu):
 
 
 @pytest.mark.parametrize("nu", [0.0, 0.3, 0.45])
+def test_element_matrix_is_symmetric_to_the_bit(nu):
+    # Exact by construction (the lower triangle is the upper one's mirror): K's two triangles, and so
+    # the SBAIJ copy the direct solver factorises, hold the same values under every BLAS kernel.
+    ke = fe.element_stiffness(nu)
+    np.testing.assert_array_equal(ke, ke.T)
+
+
+def test_element_matrix_is_the_same_to_the_bit_under_a_kernel_with_and_without_fused_multiply_add():
+    # Exact by construction: no BLAS call computes it (NumPy products, then sums), so OpenBLAS's
+    # kernel, which rounds products with or without FMA, cannot change a bit of it.
+    code = ("import sys, numpy as np; from sphyr_hpc import discretisation as fe; "
+            "sys.stdout.write(fe.element_stiffness().tobytes().hex())")
+    seen = {}
+    for kernel in ("Prescott", "Haswell" if _cpu_has("avx2", "fma") else "Nehalem"):
+        env = {**os.environ, "OPENBLAS_CORETYPE": kernel}
+        run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             check=True, cwd=ROOT)
+        seen[kernel] = run.stdout
+    assert len(set(seen.values())) == 1, sorted(seen)
+    assert bytes.fromhex(seen["Prescott"]) == fe.element_stiffness().tobytes()
+
+
+def _cpu_has(*flags):
+    try:
+        words = set(open("/proc/cpuinfo", encoding="ascii", errors="replace").read().split())
+    except OSError:
+        return False
+    return all(flag in words for flag in flags)
+
+
+@pytest.mark.parametrize("nu", [0.0, 0.3, 0.45])
 def test_element_matrix_has_exactly_three_rigid_body_modes(nu):
     ke = fe.element_stiffness(nu)
     eig = np.linalg.eigvalsh(ke)
@@ -289,7 +321,11 @@ def test_upper_block_plan_gathers_every_upper_block_entry_and_zero_where_the_pat
 @pytest.mark.parametrize("in_place", [True, False], ids=["petsc_array", "set_values"])
 def test_the_factorised_block_copy_holds_k_exactly_after_every_assembly(record, in_place, monkeypatch):
     """One rank, small: P (SBAIJ) is what is factorised; its values are K's, to the bit, after each assembly,
-    written into PETSc's own array or, where that is out of reach, through MatSetValuesBlocked."""
+    written into PETSc's own array or, where that is out of reach, through MatSetValuesBlocked.
+
+    Bitwise by construction: P's upper triangle is a gather of K's values, and P's lower triangle (its
+    mirror) equals K's because the element matrix is symmetric to the bit (its lower triangle is its upper
+    one's mirror) and each K entry sums the same elements' products in the same order as its transpose."""
     _, lc, rho = _ground_truth(record)
     rng = np.random.default_rng(11)
     if not in_place:
