@@ -43,7 +43,7 @@ RESULTS = ROOT / "examples" / "results" / "baseline-random" / "full_easy.json"
 def record_fields(out, index):
     """(a): score one record, write its three designs; returns the paths."""
     from sphyr_hpc.io.atomic import json_safe
-from sphyr_hpc.scorer import Scorer
+    from sphyr_hpc.scorer import Scorer
 
     sample = read_result_file(RESULTS)[index]
     gt = sample.ground_truth
