@@ -7,9 +7,15 @@ therefore a comparison of what is physically meaningful:
 
 - ratios within ``RATIO_TOLERANCE`` absolute;
 - flags and counts equal;
-- compliances and ``max_displacement`` within ``RELATIVE_TOLERANCE x max(1, c / c_gt)``
-  relative, ``c`` the published value and ``c_gt`` the published ground-truth
-  compliance (the softer a design, the more of its number is Emin and rounding);
+- compliances within ``RELATIVE_TOLERANCE x max(1, c / c_gt)`` relative, ``c``
+  the published value and ``c_gt`` the published ground-truth compliance (the
+  softer a design, the more of its number is Emin and rounding);
+- ``max_displacement`` within ``DISPLACEMENT_TOLERANCE x max(1, c / c_gt)``
+  relative, ``c`` its design's published compliance: where the largest
+  displacement sits on a node held by void (Emin) cells only, rounding the
+  element matrix to float64 alone moves its exact value by up to 1.6e-5
+  (``benchmarks/max_displacement_conditioning.py``), so no double-precision
+  scorer can promise 1e-6 there;
 - an infinite compliance (``None`` in JSON) matches only ``None`` or a finite
   value above ``SEVERED_RATIO x c_gt``: a load path through Emin cells only;
   ``max_displacement`` of a design that does not carry its load is not compared;
@@ -29,6 +35,7 @@ from pathlib import Path
 
 RATIO_TOLERANCE = 1e-6
 RELATIVE_TOLERANCE = 1e-6
+DISPLACEMENT_TOLERANCE = 1e-4
 SEVERED_RATIO = 1e5
 
 RATIOS = (
@@ -53,16 +60,17 @@ def _finite(value):
     return value is not None and math.isfinite(float(value))
 
 
-def compliance_tolerance(published, c_gt):
-    """The relative tolerance of a compliance (or displacement) whose design has compliance ``published``."""
+def compliance_tolerance(published, c_gt, base=RELATIVE_TOLERANCE):
+    """The relative tolerance of a compliance (``base`` 1e-6) or a displacement (``base``
+    ``DISPLACEMENT_TOLERANCE``) whose design has compliance ``published``."""
     scale = max(1.0, float(published) / c_gt) if _finite(published) and _finite(c_gt) and c_gt > 0 else 1.0
-    return RELATIVE_TOLERANCE * scale
+    return base * scale
 
 
-def _compliance_difference(key, ours, theirs, c_gt, design_compliance=None):
+def _compliance_difference(key, ours, theirs, c_gt, design_compliance=None, base=RELATIVE_TOLERANCE):
     """Why ``ours`` is not ``theirs`` under the compliance rule, or None.
 
-    ``design_compliance`` sets the tolerance (default: ``theirs`` itself).
+    ``design_compliance`` sets the tolerance's scale (default: ``theirs`` itself), ``base`` its size.
     """
     ours_finite, theirs_finite = _finite(ours), _finite(theirs)
     if not ours_finite or not theirs_finite:
@@ -72,7 +80,7 @@ def _compliance_difference(key, ours, theirs, c_gt, design_compliance=None):
         if _finite(c_gt) and finite > SEVERED_RATIO * c_gt:
             return None
         return f"{key}: {ours} vs published {theirs} (null only against null or above {SEVERED_RATIO:g} c_gt)"
-    tolerance = compliance_tolerance(theirs if design_compliance is None else design_compliance, c_gt)
+    tolerance = compliance_tolerance(theirs if design_compliance is None else design_compliance, c_gt, base)
     ours, theirs = float(ours), float(theirs)
     if not math.isclose(ours, theirs, rel_tol=tolerance, abs_tol=0.0):
         return f"{key}: {ours!r} vs published {theirs!r} (relative {abs(ours - theirs) / abs(theirs):.3g} > {tolerance:.3g})"
@@ -108,7 +116,7 @@ def differences(ours, theirs):
     if theirs.get("load_carrying") and "max_displacement" in theirs:
         # a displacement takes the tolerance of its design's compliance
         why = _compliance_difference("max_displacement", ours.get("max_displacement"), theirs["max_displacement"],
-                                     c_gt, design_compliance=theirs.get("compliance"))
+                                     c_gt, design_compliance=theirs.get("compliance"), base=DISPLACEMENT_TOLERANCE)
         if why:
             found.append(why)
     a, b = ours.get(YARDSTICK), theirs.get(YARDSTICK)
@@ -167,7 +175,7 @@ def main(argv=None):
         pairs = [(f, row.get(f), record.get(f), compliance_tolerance(record.get(f), c_gt)) for f in COMPLIANCES]
         if record.get("load_carrying"):
             pairs.append(("max_displacement", row.get("max_displacement"), record.get("max_displacement"),
-                          compliance_tolerance(record.get("compliance"), c_gt)))
+                          compliance_tolerance(record.get("compliance"), c_gt, DISPLACEMENT_TOLERANCE)))
         for field, a, b, tolerance in pairs:
             if _finite(a) and _finite(b) and float(b) != 0.0:
                 used[field] = max(used.get(field, 0.0), abs(float(a) - float(b)) / abs(float(b)) / tolerance)
