@@ -16,8 +16,9 @@ the machine at hand and side by side in one run:
    alone need with the fastest factorisation of (1), against the 20x target
    (7.6 s / 20 = 0.38 s per 20x20 full sample).
 
-Row ``sbaij`` of (1) is what the scorer's one-rank direct solve factorises up to
-``BLOCK_CHOLESKY_MAX_DOFS``: the SBAIJ copy P of K (2x2 node blocks, natural
+Row ``sbaij`` of (1) is what the scorer's one-rank direct solve factorises with
+``-sphyr_block_cholesky`` up to ``BLOCK_CHOLESKY_MAX_DOFS`` (not by default: it
+is less accurate on designs with void cells): the SBAIJ copy P of K (2x2 node blocks, natural
 order, the only order PETSc's SBAIJ Cholesky takes), timed the same way, and
 also on the 10x10 sample upscaled to 40x40 and 60x60 against K's Cholesky with
 nested dissection: where that crossover lies.
@@ -59,10 +60,13 @@ def stiffness(version, scale=1):
     lc = loadcases.from_grid(truth)
     limit = elasticity.BLOCK_CHOLESKY_MAX_DOFS
     elasticity.BLOCK_CHOLESKY_MAX_DOFS = max(limit, lc.n_dofs)  # P at every size measured here
+    options = PETSc.Options("factorisation_")
+    options.setValue(elasticity.BLOCK_CHOLESKY_OPTION, "1")
     try:
-        system = ElasticitySystem(lc, comm=PETSc.COMM_SELF, solver="direct")
+        system = ElasticitySystem(lc, comm=PETSc.COMM_SELF, solver="direct", prefix="factorisation_")
     finally:
         elasticity.BLOCK_CHOLESKY_MAX_DOFS = limit
+        options.delValue(elasticity.BLOCK_CHOLESKY_OPTION)
     rho = np.random.default_rng(0).random(lc.shape)
     system.assemble(system.slab_of(fe.simp_modulus(rho)))
     return system

@@ -28,14 +28,18 @@ modified system equals the residual on the free DOFs of the original one.
 Solver
 ------
 ``solver="direct"`` (default up to ``DIRECT_SOLVER_MAX_DOFS``): ``preonly`` +
-Cholesky on one rank, LU with MUMPS on several.  On one rank, up to
-``BLOCK_CHOLESKY_MAX_DOFS``, the factorised matrix is ``P``, a copy of K's
-upper triangle in 2x2 node blocks (SBAIJ, natural order; its values gathered
-from K's after every assembly): PETSc's block Cholesky kernels factorise it in
-about half the time of the AIJ Cholesky with nested dissection at SPhyR's
-sizes (``benchmarks/results/factorisation.md``).  Above that, or when an
-ordering, factor package or PC type is given under the prefix on the command
-line, K itself is factorised (Cholesky, nested dissection).
+Cholesky of K with nested dissection on one rank, LU with MUMPS on several.
+With ``-<prefix>block_cholesky`` (one rank, up to ``BLOCK_CHOLESKY_MAX_DOFS``)
+the factorised matrix is ``P`` instead, a copy of K's upper triangle in 2x2
+node blocks (SBAIJ, natural order; its values gathered from K's after every
+assembly): PETSc's block Cholesky kernels factorise it in about half the time
+(``benchmarks/results/factorisation.md``), but they invert each 2x2 pivot
+block explicitly, which is not backward stable on SPhyR's designs: void cells
+(Emin = 1e-9) beside solid ones leave ill-conditioned pivot blocks, the
+residual grows from 1e-13 to 1e-9 and the displacement of a node held by void
+cells only moves by up to 4 % (``max_displacement``; the compliance by
+3e-9).  An ordering, factor package or PC type given under the prefix always
+factorises K itself.
 ``solver="mg"`` (default above): CG + geometric multigrid on the grid
 hierarchy of :mod:`sphyr_hpc.solvers.multigrid`;
 ``solver="gamg"``: CG + smoothed aggregation with the rigid-body near-null
@@ -59,11 +63,13 @@ from .multigrid import configure_gamg, configure_mg
 
 # Above this many DOFs the default solver is CG + multigrid instead of LU.
 DIRECT_SOLVER_MAX_DOFS = 200_000
-# Up to this many DOFs a one-rank direct solve factorises the SBAIJ copy P of K (natural order) instead
-# of K (AIJ, nested dissection): numeric factorisation 0.26-0.5x the time at 10x10, 0.53x at 20x20,
-# 0.91x at 40x40 (3362 DOFs), but 1.37x at 60x60, where the natural order's band fill has outgrown
-# nested dissection's (benchmarks/results/factorisation.md; 0.47x at 10x10 replayed in a SIMP run).
+# With -<prefix>block_cholesky, up to this many DOFs a one-rank direct solve factorises the SBAIJ copy P
+# of K (natural order) instead of K (AIJ, nested dissection): numeric factorisation 0.26-0.5x the time
+# at 10x10, 0.53x at 20x20, 0.91x at 40x40 (3362 DOFs), but 1.37x at 60x60, where the natural order's
+# band fill has outgrown nested dissection's (benchmarks/results/factorisation.md).  Off by default:
+# less accurate on designs with void cells (module docstring, "Solver").
 BLOCK_CHOLESKY_MAX_DOFS = 4000
+BLOCK_CHOLESKY_OPTION = "block_cholesky"
 # Options under the prefix that ask for a factorisation of K itself (SBAIJ allows no reordering).
 _FACTOR_OPTIONS = ("pc_type", "pc_factor_mat_ordering_type", "pc_factor_mat_solver_type")
 SOLVERS = ("direct", "mg", "gamg")
@@ -212,7 +218,8 @@ class ElasticitySystem(LinearSystem):
     def _block_cholesky(self):
         """Whether to factorise the SBAIJ copy P (see the module docstring)."""
         options = self.PETSc.Options(self.prefix)
-        return (self.n_local_dofs <= BLOCK_CHOLESKY_MAX_DOFS
+        return (options.getBool(BLOCK_CHOLESKY_OPTION, False)
+                and self.n_local_dofs <= BLOCK_CHOLESKY_MAX_DOFS
                 and not any(options.hasName(name) for name in _FACTOR_OPTIONS))
 
     def _setup_blocks(self, values):
