@@ -10,7 +10,7 @@ import pytest
 
 from conftest import ROOT
 
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "README.md"]
 
 # A commit-like hash: 7 to 40 hex digits with at least one letter and one digit (so neither a
 # plain number nor a word such as "defaced"), standing alone.
@@ -38,14 +38,14 @@ def test_there_are_docs_pages():
 def test_no_commit_hashes(page):
     text = page.read_text(encoding="utf-8")
     found = [m.group(0) for m in HASH.finditer(text)]
-    assert not found, f"{page.name}: commit-like hashes {found}"
+    assert not found, f"{page.relative_to(ROOT)}: commit-like hashes {found}"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=_page_ids())
 def test_no_build_narrative_machine_diary_or_outside_paths(page):
     text = page.read_text(encoding="utf-8").lower()
     found = [phrase for phrase in FORBIDDEN if phrase.lower() in text]
-    assert not found, f"{page.name}: {found}"
+    assert not found, f"{page.relative_to(ROOT)}: {found}"
 
 
 def _exists(path):
@@ -70,7 +70,7 @@ def test_every_repository_path_named_exists(page):
     for link in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text):
         if not (base / link).exists():
             missing.append(link)
-    assert not missing, f"{page.name} names what the repository does not hold: {missing}"
+    assert not missing, f"{page.relative_to(ROOT)} names what the repository does not hold: {missing}"
 
 
 def test_the_hash_pattern_catches_hashes_and_spares_numbers_and_words():
