@@ -1,25 +1,26 @@
-"""The parity contract under several BLAS kernels on one machine.
+"""The whole serial test suite and the parity contract under several BLAS kernels on one machine.
 
-The rounding of every factorisation depends on the BLAS/LAPACK kernel the CPU
-selects at run time, so a test suite that passes on one machine can fail on the
-next.  This script shows that it does not: it runs the parity tests
-(tests/test_parity.py), the validate tests (tests/test_validate.py) and the
-scoring command on the bundled examples checked by ``python -m sphyr_hpc.parity``
-once per kernel:
+The rounding of every BLAS product and factorisation depends on the BLAS/LAPACK
+kernel the CPU selects at run time (with fused multiply-add or without), so a
+test suite that passes on one machine can fail on the next.  This script shows
+that it does not: once per kernel it runs the whole serial test suite
+(``pytest tests/``, the MPI tests skip on one rank) and the scoring command on
+the bundled examples checked by ``python -m sphyr_hpc.parity``:
 
 - the machine's own choice (no override);
-- OpenBLAS forced to older and newer core types with ``OPENBLAS_CORETYPE``
-  (only those this CPU can run: AVX2/FMA for Haswell and Zen, AVX-512 for
-  SkylakeX and Cooperlake);
-- Debian's reference BLAS and LAPACK (packages libblas3, liblapack3), put in
-  front of the alternatives with ``LD_LIBRARY_PATH`` for that run only: the
-  machine's configuration is not changed.
+- OpenBLAS forced to a core type with ``OPENBLAS_CORETYPE``, by default
+  Prescott, Sandybridge (no FMA), Haswell and Zen (FMA), each only where this
+  CPU can run it; ``--kernels all`` adds Core2, Nehalem, SkylakeX, Cooperlake
+  and Debian's reference BLAS and LAPACK (packages libblas3, liblapack3), put
+  in front of the alternatives with ``LD_LIBRARY_PATH`` for that run only (the
+  machine's configuration is not changed).
 
 Each run first records which kernel it really loaded (threadpoolctl's OpenBLAS
 architecture, or the BLAS library mapped into the process), so a forced kernel
 that is silently ignored shows up in the table.
 
-    .venv/bin/python benchmarks/parity_kernels.py [--out benchmarks/results/parity_kernels.json]
+    .venv/bin/python benchmarks/parity_kernels.py [--kernels Prescott,Sandybridge,Haswell,Zen|all]
+        [--out benchmarks/results/parity_kernels.json]
 """
 
 import argparse
@@ -64,15 +65,22 @@ def cpu_flags():
     return set()
 
 
-def kernels():
-    """(name, environment changes, reason it cannot run here or None)."""
+DEFAULT_KERNELS = "Prescott,Sandybridge,Haswell,Zen"
+
+
+def kernels(chosen):
+    """(name, environment changes, reason it cannot run here or None) of the chosen kernels."""
     flags = cpu_flags()
     clean = {"OPENBLAS_CORETYPE": None, "OPENBLAS_L2_SIZE": None}
     yield "native (no override)", {}, None
     for name, coretype, needs in OPENBLAS_KERNELS:
+        if chosen != "all" and name not in chosen.split(","):
+            continue
         missing = [f for f in needs if f not in flags]
         yield (f"OpenBLAS {name}", {**clean, "OPENBLAS_CORETYPE": coretype},
                f"CPU lacks {', '.join(missing)}" if missing else None)
+    if chosen != "all":
+        return
     library_path = ":".join(REFERENCE_BLAS + tuple(filter(None, [os.environ.get("LD_LIBRARY_PATH")])))
     absent = [d for d in REFERENCE_BLAS if not Path(d).is_dir()]
     yield ("reference BLAS + LAPACK (netlib)", {**clean, "LD_LIBRARY_PATH": library_path},
@@ -106,11 +114,10 @@ def one_kernel(python, name, changes):
     probe, _ = run([python, "-c", "import json\n" + PROBE], env)
     loaded = json.loads(probe.stdout) if probe.returncode == 0 else {"error": probe.stderr[-500:]}
     row = {"kernel": name, "environment": {k: v for k, v in changes.items() if v is not None}, "loaded": loaded}
-    for label, path in (("parity", "tests/test_parity.py"), ("validate", "tests/test_validate.py")):
-        done, seconds = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", path], env)
-        row[label] = {**pytest_counts(done.stdout), "exit": done.returncode, "seconds": round(seconds, 1)}
-        if done.returncode:
-            row[label]["failures"] = [l for l in done.stdout.splitlines() if l.startswith("FAILED")][:20]
+    done, seconds = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], env)
+    row["suite"] = {**pytest_counts(done.stdout), "exit": done.returncode, "seconds": round(seconds, 1)}
+    if done.returncode:
+        row["suite"]["failures"] = [l for l in done.stdout.splitlines() if l.startswith(("FAILED", "ERROR"))][:40]
     with tempfile.TemporaryDirectory() as out:
         done, seconds = run([python, "-m", "sphyr_hpc.score", "examples/results", "--out", out, "--quiet"], env)
         check, _ = run([python, "-m", "sphyr_hpc.parity", f"{out}/results.jsonl", "examples/results"], env)
@@ -143,27 +150,27 @@ def markdown(report):
         f"{report['date']}, {report['machine']['platform']}, {report['machine']['cpus']} CPUs, "
         f"CPU: {report['cpu']}. Made by `benchmarks/parity_kernels.py`.",
         "",
-        "Each row runs tests/test_parity.py (every stored record under docs/scoring.md's parity rules), "
-        "tests/test_validate.py (the published validate table, 0/20 samples beating the yardstick) and "
+        "Each row runs the whole serial test suite (`pytest tests/`; the MPI tests skip on one rank) and "
         "`python -m sphyr_hpc.score examples/results` checked by `python -m sphyr_hpc.parity`, "
         "with the kernel the process really loaded. \"Most tolerance used\": the field and record "
         "closest to failing, as a share of its tolerance (1 would fail).",
         "",
-        "| kernel | loaded | parity tests | validate tests | score CLI vs published | most tolerance used | seconds |",
-        "|---|---|---|---|---|---|---:|",
+        "| kernel | loaded | passed | failed | skipped | score CLI vs published | most tolerance used | seconds |",
+        "|---|---|---:|---:|---:|---|---|---:|",
     ]
     for row in report["kernels"]:
         if "skipped" in row:
-            lines.append(f"| {row['kernel']} | skipped: {row['skipped']} | | | | | |")
+            lines.append(f"| {row['kernel']} | not run: {row['skipped']} | | | | | | |")
             continue
-        cells = []
-        for label in ("parity", "validate"):
-            r = row[label]
-            cells.append(f"{r.get('passed', 0)} passed, {r.get('failed', 0)} failed")
+        r = row["suite"]
         summary = row["score_cli"]["parity"][0] if row["score_cli"]["parity"] else "?"
-        total = row["parity"]["seconds"] + row["validate"]["seconds"] + row["score_cli"]["seconds"]
-        lines.append(f"| {row['kernel']} | {loaded_text(row['loaded'])} | {cells[0]} | {cells[1]} | "
+        total = r["seconds"] + row["score_cli"]["seconds"]
+        lines.append(f"| {row['kernel']} | {loaded_text(row['loaded'])} | {r.get('passed', 0)} | "
+                     f"{r.get('failed', 0) + r.get('error', 0) + r.get('errors', 0)} | {r.get('skipped', 0)} | "
                      f"{summary} | {most_used(row['score_cli']['parity'])} | {total:.0f} |")
+    failures = [(row["kernel"], f) for row in report["kernels"] for f in row.get("suite", {}).get("failures", [])]
+    if failures:
+        lines += ["", "Failures:", ""] + [f"- {kernel}: `{f}`" for kernel, f in failures]
     lines += ["", f"All kernels pass: **{report['all_pass']}**", ""]
     return "\n".join(lines)
 
@@ -174,21 +181,23 @@ def main(argv=None):
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "parity_kernels.json"))
     parser.add_argument("--python", default=str(ROOT / ".venv" / "bin" / "python"),
                         help="the interpreter that runs the tests")
+    parser.add_argument("--kernels", default=DEFAULT_KERNELS,
+                        help="OpenBLAS core types to force, comma-separated, or 'all' (adds the reference BLAS)")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
     model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     rows = []
-    for name, changes, reason in kernels():
+    for name, changes, reason in kernels(args.kernels):
         if reason:
             rows.append({"kernel": name, "skipped": reason})
         else:
             rows.append(one_kernel(args.python, name, changes))
             r = rows[-1]
-            print(f"{name}: {loaded_text(r['loaded'])}; parity {r['parity']}; validate {r['validate']}; "
-                  f"score CLI {r['score_cli']}", file=sys.stderr, flush=True)
+            print(f"{name}: {loaded_text(r['loaded'])}; suite {r['suite']}; score CLI {r['score_cli']}",
+                  file=sys.stderr, flush=True)
     ran = [r for r in rows if "skipped" not in r]
     all_pass = bool(ran) and all(
-        r["parity"]["exit"] == 0 and r["validate"]["exit"] == 0 and r["score_cli"]["parity_exit"] == 0 for r in ran)
+        r["suite"]["exit"] == 0 and r["score_cli"]["parity_exit"] == 0 for r in ran)
     report = {"date": now(), "machine": machine(load_before), "cpu": model, "kernels": rows, "all_pass": all_pass}
     write_results(args.out, report, markdown(report))
     print(markdown(report))
