@@ -224,7 +224,7 @@ def test_dataset_and_completions_input_with_bad_lines(tmp_path, capsys):
     rows = _by_key(_rows(tmp_path / "out"))
     assert status == 1
     assert rows[("my-model", "toy_easy", 0)]["exact_match"] is True
-    assert rows[("my-model", "toy_easy", 0)]["compliance_efficiency_vs_ground_truth"] == 1.0
+    assert rows[("my-model", "toy_easy", 0)]["compliance_efficiency_vs_ground_truth"] == 1.0  # c / c of one analysis
     assert "completion" in rows[("my-model", "toy_easy", 1)]["error"]
     assert "has no completion" in rows[("my-model", "toy_easy", 2)]["error"]
     assert "is not in" in rows[("my-model", "toy_easy", 5)]["error"]
