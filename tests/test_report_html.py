@@ -100,7 +100,7 @@ def test_reporting_again_from_results_jsonl_alone_reproduces_the_pictures(scored
     started = time.perf_counter()
     assert report_main([str(again)]) == 0
     assert time.perf_counter() - started < 10.0
-    for picture in (scored / html_report.PICTURES).iterdir():
+    for picture in (scored / html_report.PICTURES).iterdir():  # the same numbers drawn by the same code: exact
         assert (again / html_report.PICTURES / picture.name).read_bytes() == picture.read_bytes()
     assert _page(again).images == _page(scored).images
 

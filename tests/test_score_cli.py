@@ -43,7 +43,7 @@ def test_completion_equal_to_ground_truth_scores_one(tmp_path):
     assert row["exact_match"] is True and row["load_carrying"] is True
     assert row["compliance"] == pytest.approx(row["ground_truth_compliance"], rel=1e-12)
     assert row["optimal_compliance"] <= row["ground_truth_compliance"] * (1 + 1e-12)
-    assert row["material_efficiency"] == 1.0
+    assert row["material_efficiency"] == 1.0  # exact: the same cells, the same volume, min(1, v / v)
 
 
 @pytest.mark.parametrize("ground_truth, reason", [
@@ -62,6 +62,7 @@ def test_unusable_ground_truth_gets_all_zero_metrics_and_a_reason(tmp_path, grou
     assert reason in row["invalid_reason"]
     assert row["physically_valid"] is False and row["topology_score"] == 0.0
     assert row["compliance"] is None and row["optimal_compliance"] is None
+    # Exact: a completion equal to the answer shares its analysis (one cache entry), so the ratio is c / c.
     assert "error" not in rows[("toy", 1)] and rows[("toy", 1)]["compliance_efficiency_vs_ground_truth"] == 1.0
 
 

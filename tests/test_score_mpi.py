@@ -99,6 +99,7 @@ def test_results_do_not_depend_on_the_number_of_ranks(reference, tmp_path, ranks
     done = _mpirun(ranks, str(root), "--out", str(tmp_path / "out"), "--quiet")
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"on {ranks} rank(s)" in done.stdout
+    # Exact by construction: every record is scored whole on one rank's own serial system, whatever the ranks.
     assert _by_key(_rows(tmp_path / "out")) == _by_key(rows)
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     assert (run["ranks"], run["records"], run["errors"]) == (ranks, len(rows), 0)
@@ -110,6 +111,7 @@ def test_results_and_summary_files_are_byte_identical_on_one_and_two_ranks(refer
     root, _ = reference
     done = _mpirun(2, str(root), "--out", str(tmp_path / "out"), "--quiet", "--no-report")
     assert done.returncode == 0, done.stderr[-2000:]
+    # Exact by construction: records as above; the summary's sums are exact integers (report.py), rounded once.
     for name in ("results.jsonl", "summary.json"):
         assert (tmp_path / "out" / name).read_bytes() == (root.parent / "out" / name).read_bytes(), name
     assert not list((tmp_path / "out").glob(".results.jsonl.*"))  # no temporary file left behind
@@ -222,7 +224,7 @@ def test_dataset_and_completions_input_with_bad_lines(tmp_path, capsys):
     rows = _by_key(_rows(tmp_path / "out"))
     assert status == 1
     assert rows[("my-model", "toy_easy", 0)]["exact_match"] is True
-    assert rows[("my-model", "toy_easy", 0)]["compliance_efficiency_vs_ground_truth"] == 1.0
+    assert rows[("my-model", "toy_easy", 0)]["compliance_efficiency_vs_ground_truth"] == 1.0  # c / c of one analysis
     assert "completion" in rows[("my-model", "toy_easy", 1)]["error"]
     assert "has no completion" in rows[("my-model", "toy_easy", 2)]["error"]
     assert "is not in" in rows[("my-model", "toy_easy", 5)]["error"]

@@ -73,7 +73,10 @@ def test_every_upscaled_record_holds_the_parity_rules_on_one_rank(one_rank):
 def test_a_sample_split_over_two_ranks_gives_the_records_of_one_rank(one_rank, tmp_path):
     solver, rows = one_rank
     two = _score(tmp_path / "out", 2, *SOLVERS[solver])
-    assert two == rows  # bit for bit, so parity holds on 2 ranks as on 1
+    # Bit for bit by construction, so parity holds on 2 ranks as on 1: every piece and record is computed on
+    # one rank's own serial system, each SIMP run starts its solver afresh (LinearSystem.reset), and the
+    # pieces' designs are gathered as copies (sphyr_hpc/split.py); both runs use this process's BLAS kernel.
+    assert two == rows
     broken = {key: parity.differences(two[key], EXPECTED[key]) for key in EXPECTED}
     assert not {k: v for k, v in broken.items() if v}
 
@@ -122,6 +125,8 @@ def test_yardstick_from_pieces_computed_apart_and_out_of_order_is_the_same(tmp_p
                                         **opts)
     assert runs == []  # every SIMP run came from the pieces
     assert solved == []  # and every candidate's compliance
+    # Exact by construction: the same runs on fresh serial systems (no warm start crosses runs), then the same
+    # candidate solves and polish.
     assert assembled.compliance == whole.compliance
     np.testing.assert_array_equal(assembled.densities, whole.densities)
 
@@ -146,7 +151,9 @@ def test_a_run_whose_multigrid_stalls_is_run_again_on_the_exact_solver(monkeypat
     with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as system:
         rescued = yardstick.yardstick(system, vf, free, truth, mg_min_dofs=0, **opts)
     assert len(calls) >= 7
-    assert rescued.compliance == exact.compliance  # every run redone on the exact solver, to the bit
+    # Exact by construction: every run stalls on multigrid and is redone from its start on the direct solver,
+    # the arithmetic of the exact run.
+    assert rescued.compliance == exact.compliance
     np.testing.assert_array_equal(rescued.densities, exact.densities)
 
 
