@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sphyr_hpc.io.html_report import screenshot, write_report  # noqa: E402
+from sphyr_hpc.reporting.html import screenshot, write_report  # noqa: E402
 
 
 def main(argv=None):

@@ -13,11 +13,10 @@ StructuralMetrics`` (and ``score_records``).  It is loaded on first use, so
 """
 
 import os as _os
-import time as _time
+
+from .runtime.process import PROCESS_STARTED  # noqa: F401  (when sphyr_hpc was first imported)
 
 __version__ = "0.1.0"
-
-PROCESS_STARTED = _time.perf_counter()  # when sphyr_hpc was first imported: before MPI and PETSc start
 
 # One BLAS thread per process: MPI ranks already fill the cores, and OpenBLAS's
 # own threads on a 2-core machine double a 100x100 Cholesky's time (measured).

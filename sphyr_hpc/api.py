@@ -49,8 +49,8 @@ import traceback
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping, NamedTuple, Optional
 
-from . import grid as grids
-from .discretisation import PENAL
+from .core import grid as grids
+from .core.discretisation import PENAL
 from .optimiser.filter import FILTER_RADIUS
 
 REFERENCE_CACHE_SIZE = 1024
@@ -143,7 +143,7 @@ def __getattr__(name):
     # STRUCTURAL_METRIC_KEYS (the metrics worth averaging over a subject, as published) lives in
     # sphyr_hpc.metrics, whose import starts MPI: fetched on first use (PEP 562).
     if name == "STRUCTURAL_METRIC_KEYS":
-        from .metrics import STRUCTURAL_METRIC_KEYS
+        from .core.metrics import STRUCTURAL_METRIC_KEYS
 
         return STRUCTURAL_METRIC_KEYS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -168,7 +168,7 @@ def _scorer_for(penal, filter_radius, include_own_budget_reference):
     the penalty); yardsticks stay cached across configurations.
     """
     global _scorer, _yardsticks
-    from .scorer import Scorer, ScoringConfig
+    from .scoring.scorer import Scorer, ScoringConfig
 
     config = ScoringConfig(penal=float(penal), filter_radius=float(filter_radius),
                            design_efficiency=bool(include_own_budget_reference))
@@ -302,7 +302,7 @@ def score_records(records, gravity_dir=(1, 0), penal=PENAL, filter_radius=FILTER
 def _tasks(records, gravity):
     """Records as samples, grouped by yardstick and ordered as the score command orders them."""
     from .io.records import sample_from_record
-    from .score import make_tasks
+    from .scoring.tasks import make_tasks
 
     samples = [sample_from_record(record, "", "", i, "input", gravity) for i, record in enumerate(records)]
     return make_tasks(samples)
@@ -311,8 +311,8 @@ def _tasks(records, gravity):
 def _scored(group, scorer):
     """A task's records, scored as the score command scores them: one :class:`~sphyr_hpc.batch.SampleScorer`
     per sample, so what its completions share is computed once."""
-    from .batch import sample_scorers
-    from .score import EXPECTED_RECORD_ERRORS
+    from .scoring.sample_scorer import sample_scorers
+    from .scoring.tasks import EXPECTED_RECORD_ERRORS
 
     for sample, sample_scorer in sample_scorers(scorer, group):
         if sample.error:
@@ -337,7 +337,7 @@ def _score_serially(records, gravity, penal, filter_radius, own_budget):
 def _score_over_ranks(records, gravity, penal, filter_radius, own_budget, comm):
     from mpi4py import MPI
 
-    from .parallel import SharedCounters
+    from .runtime.tasks import SharedCounters
 
     comm = comm.Dup()  # our messages never meet the caller's
     try:
@@ -396,7 +396,7 @@ def _guarded(comm, compute):
     try:
         return compute()
     except Exception:
-        from .score import ABORT_STATUS
+        from .runtime.process import ABORT_STATUS
 
         traceback.print_exc(file=sys.stderr)
         print(f"sphyr_hpc.score_records: unexpected error on rank {comm.rank}; aborting all {comm.size} ranks",

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tests" / "paraview"))
 
 import write_sample_fields as sample  # noqa: E402
 
-from sphyr_hpc import discretisation as fe  # noqa: E402
+from sphyr_hpc.core import discretisation as fe  # noqa: E402
 from sphyr_hpc.io import field_files, fields  # noqa: E402
 
 PYTHON = sys.executable
@@ -338,7 +338,7 @@ def _steps_in_index(path):
 
 
 def test_history_index_is_rewritten_after_every_step_and_every_k_skips(tmp_path):
-    from sphyr_hpc._petsc import petsc
+    from sphyr_hpc.runtime.petsc import petsc
     from sphyr_hpc.solvers.elasticity import ElasticitySystem
 
     lc, rho, masked = sample.sample_problem(5, 8)
@@ -366,7 +366,7 @@ def test_history_index_is_rewritten_after_every_step_and_every_k_skips(tmp_path)
 
 
 def test_history_follows_a_simp_run(tmp_path):
-    from sphyr_hpc._petsc import petsc
+    from sphyr_hpc.runtime.petsc import petsc
     from sphyr_hpc.optimiser import simp
     from sphyr_hpc.optimiser.filter import DensityFilter
     from sphyr_hpc.solvers.elasticity import ElasticitySystem
@@ -391,8 +391,8 @@ def test_history_follows_a_simp_run(tmp_path):
 
 
 def test_record_fields_are_named_by_model_subject_index_and_design(tmp_path):
-    from sphyr_hpc._petsc import petsc
-    from sphyr_hpc.analysis import compliance_of
+    from sphyr_hpc.runtime.petsc import petsc
+    from sphyr_hpc.core.analysis import compliance_of
     from sphyr_hpc.solvers.elasticity import ElasticitySystem
     import h5py
 
@@ -429,7 +429,7 @@ def test_two_rank_files_equal_a_one_rank_write(monkeypatch):
         pytest.skip("needs 2 MPI ranks: bin/mpirun -n 2 python -m pytest -m mpi tests/test_fields.py")
     import h5py
 
-    from sphyr_hpc._petsc import petsc
+    from sphyr_hpc.runtime.petsc import petsc
     from sphyr_hpc.solvers.elasticity import ElasticitySystem
 
     PETSc = petsc()

@@ -16,13 +16,14 @@ import pytest
 from mpi4py import MPI
 
 from conftest import collective
-from sphyr_hpc import discretisation as fe
-from sphyr_hpc import generate, optimize, problems, scaling
-from sphyr_hpc import loadcase as lcs
-from sphyr_hpc._petsc import petsc
+from sphyr_hpc.core import discretisation as fe
+from sphyr_hpc import generate, optimize, scaling
+from sphyr_hpc.optimiser import problems
+from sphyr_hpc.core import loadcase as lcs
+from sphyr_hpc.runtime.petsc import petsc
 from sphyr_hpc.optimiser import driver, simp
 from sphyr_hpc.optimiser.filter import DensityFilter
-from sphyr_hpc.problems import ProblemError
+from sphyr_hpc.optimiser.problems import ProblemError
 from sphyr_hpc.solvers import assembly, elasticity, multigrid, sizing
 from sphyr_hpc.solvers.elasticity import ElasticitySystem, PartitionError, SolverError
 

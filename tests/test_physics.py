@@ -20,11 +20,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from sphyr_hpc import analysis  # noqa: E402
-from sphyr_hpc import discretisation as fe  # noqa: E402
-from sphyr_hpc import grid as grids  # noqa: E402
-from sphyr_hpc import loadcase as lcs  # noqa: E402
-from sphyr_hpc._petsc import petsc  # noqa: E402
+from sphyr_hpc.core import analysis  # noqa: E402
+from sphyr_hpc.core import discretisation as fe  # noqa: E402
+from sphyr_hpc.core import grid as grids  # noqa: E402
+from sphyr_hpc.core import loadcase as lcs  # noqa: E402
+from sphyr_hpc.runtime.petsc import petsc  # noqa: E402
 from conftest import cantilever  # noqa: E402
 from sphyr_hpc.optimiser.filter import DensityFilter  # noqa: E402
 from sphyr_hpc.solvers import elasticity  # noqa: E402

@@ -8,8 +8,8 @@ from html.parser import HTMLParser
 import pytest
 
 from conftest import EXAMPLE_RESULTS
-from sphyr_hpc import failures
-from sphyr_hpc.io import html_report
+from sphyr_hpc.scoring import diagnosis as failures
+from sphyr_hpc.reporting import html as html_report
 from sphyr_hpc.io.records import find_result_files
 from sphyr_hpc.report import main as report_main
 from sphyr_hpc.score import main as score_main

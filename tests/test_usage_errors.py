@@ -11,6 +11,7 @@ import pytest
 
 from conftest import EXAMPLE_RESULTS, ROOT
 from sphyr_hpc import score
+from sphyr_hpc.jobs import score_inputs
 from sphyr_hpc.score import main
 
 ONE_FILE = EXAMPLE_RESULTS / "baseline-empty" / "full_easy.json"
@@ -117,7 +118,7 @@ def test_usage_error_on_two_ranks_is_printed_once():
 
 
 def test_missing_bundled_examples_name_the_options_to_use(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(score, "EXAMPLES", tmp_path / "not-installed")
+    monkeypatch.setattr(score_inputs, "EXAMPLES", tmp_path / "not-installed")
     err = _usage_error(capsys, "--out", tmp_path / "out")
     assert "--dataset" in err and "bundled examples are not installed" in err
 

@@ -19,9 +19,9 @@ import time
 
 import numpy as np
 
-from .. import discretisation as fe
-from .. import problems
-from .. import timing
+from ..core import discretisation as fe
+from . import problems
+from ..runtime import events as timing
 from . import simp
 from .filter import DensityFilter, filter_reach
 
@@ -70,7 +70,7 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
     """
     from mpi4py import MPI  # mpi4py and PETSc only once main() has checked for them
 
-    from .._petsc import petsc
+    from ..runtime.petsc import petsc
     from ..solvers.elasticity import ElasticitySystem
 
     PETSc = petsc()

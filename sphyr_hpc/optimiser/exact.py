@@ -73,8 +73,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import lapack
 
-from .. import discretisation as fe
-from ..cache import BoundedCache
+from ..core import discretisation as fe
+from ..runtime.cache import BoundedCache
 from .discrete import polish
 
 RELATIVE_TOLERANCE = 1e-9

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import discretisation as fe
-from ..analysis import compliance_of
+from ..core import discretisation as fe
+from ..core.analysis import compliance_of
 from ..solvers import sizing
 from ..solvers.elasticity import SolverError
 from . import simp

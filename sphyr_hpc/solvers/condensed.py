@@ -50,8 +50,8 @@ import scipy.sparse.linalg as spla
 from scipy.linalg import lapack
 from threadpoolctl import threadpool_limits
 
-from .. import discretisation as fe
-from ..cache import BoundedCache
+from ..core import discretisation as fe
+from ..runtime.cache import BoundedCache
 from . import csr
 from .assembly import element_map
 from .base import LinearSystem, residual_acceptable

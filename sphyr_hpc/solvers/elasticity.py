@@ -49,9 +49,9 @@ A CG solve that does not converge raises :class:`SolverError`.
 
 import numpy as np
 
-from .._petsc import inserted_options, petsc, seqsbaij_values, view_once
-from .. import discretisation as fe
-from .. import timing
+from ..runtime.petsc import inserted_options, petsc, seqsbaij_values, view_once
+from ..core import discretisation as fe
+from ..runtime import events as timing
 from . import multigrid
 from .assembly import ElementAssembly, StencilAssembly, upper_block_plan
 from .base import RESIDUAL_TOLERANCE, LinearSystem, residual_acceptable

@@ -30,7 +30,7 @@ multigrid system's options prefix is :data:`SIMP_PREFIX`
 (``-sphyr_simp_ksp_rtol 1e-10``, ``-sphyr_simp_pc_mg_cycle_type w``...).
 """
 
-from .._petsc import petsc
+from ..runtime.petsc import petsc
 from . import condensed
 
 # DOFs from which a yardstick's SIMP runs use CG + multigrid: replaying whole SIMP runs, multigrid

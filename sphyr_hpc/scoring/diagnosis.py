@@ -60,8 +60,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import loadcase as loadcases
-from .parity import RATIO_TOLERANCE
+from ..core import loadcase as loadcases
+from ..core.metrics import RATIO_TOLERANCE
 
 WEAK_BELOW = 0.7
 SOUND = "sound"

@@ -22,6 +22,9 @@ STRUCTURAL_METRIC_KEYS = (
 )
 COMPLIANCE_KEYS = ("compliance", "ground_truth_compliance", "optimal_compliance", "own_budget_optimal_compliance")
 LSV_PENALTY = 3
+# Two ratios (of compliances, volumes) agree when they differ by less than this: rounding, not
+# physics (the parity rules, sphyr_hpc/parity.py, and the failure checks, scoring/diagnosis.py).
+RATIO_TOLERANCE = 1e-6
 
 
 def empty_metrics():

@@ -13,17 +13,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import discretisation as fe
-from . import grid as grids
-from . import loadcase as loadcases
-from .analysis import analyse, solid_compliance
-from .cache import BoundedCache
-from .failures import diagnose
-from .metrics import clipped_ratio, empty_metrics, reconstruction_metrics, valid_output_grid
-from .optimiser.filter import FILTER_RADIUS
-from .optimiser.yardstick import PENAL_SCHEDULE, YardstickKey, pieces, run_piece, yardstick
-from .solvers.condensed import analysis_system
-from .solvers.sizing import MG_MIN_DOFS
+from ..core import discretisation as fe
+from ..core import grid as grids
+from ..core import loadcase as loadcases
+from ..core.analysis import analyse, solid_compliance
+from ..runtime.cache import BoundedCache
+from .diagnosis import diagnose
+from ..core.metrics import clipped_ratio, empty_metrics, reconstruction_metrics, valid_output_grid
+from ..optimiser.filter import FILTER_RADIUS
+from ..optimiser.yardstick import PENAL_SCHEDULE, YardstickKey, pieces, run_piece, yardstick
+from ..solvers.condensed import analysis_system
+from ..solvers.sizing import MG_MIN_DOFS
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,8 @@ class _Problem:
     """The solver and solid compliance of one load case: analyses and yardsticks share it."""
 
     def __init__(self, lc, config):
-        from .solvers.elasticity import ElasticitySystem
-        from ._petsc import petsc
+        from ..solvers.elasticity import ElasticitySystem
+        from ..runtime.petsc import petsc
 
         self.system = ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix=config.solver_prefix)
         self.solid = solid_compliance(self.system, config.penal)
@@ -67,7 +67,7 @@ class Scorer:
     def __init__(self, config=None, cache_size=256, problem_cache_size=64, yardsticks=None):
         """``yardsticks``: a :class:`~sphyr_hpc.cache.BoundedCache` to share with other scorers (its keys
         hold penalty and filter radius), else a new one of ``cache_size`` entries."""
-        from .solvers.condensed import one_blas_thread
+        from ..solvers.condensed import one_blas_thread
 
         one_blas_thread()  # every metric rounds the same whatever the machine's thread setting
         self.config = config or ScoringConfig()

@@ -28,7 +28,7 @@ whatever a task really ran.
 import time
 from dataclasses import dataclass
 
-from .optimiser.yardstick import piece_runs, pieces
+from ..optimiser.yardstick import piece_runs, pieces
 
 # SIMP runs of a sample's yardstick (its progress steps).
 YARDSTICK_RUNS = sum(piece_runs(p) for p in pieces())

@@ -62,10 +62,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import grid as grids
-from .io.atomic import write_text_atomic
-from .loadcase import DOWN, LoadCase
-from .loadcase import parse_gravity as loadcase_parse_gravity
+from ..core import grid as grids
+from ..io.atomic import write_text_atomic
+from ..core.loadcase import DOWN, LoadCase
+from ..core.loadcase import parse_gravity as loadcase_parse_gravity
 
 FORMAT = "sphyr_hpc.problem"
 VERSION = 1
@@ -373,7 +373,7 @@ def dataset_problem(path, index, upscale=1, gravity=None, volume_fraction=None, 
         raise ProblemError(f"{path}: no record with index {index}")
     record = chosen[0]
     if gravity is None:
-        from .loadcase import gravity_from_folder
+        from ..core.loadcase import gravity_from_folder
 
         gravity = gravity_from_folder(str(path.parent))
     try:
