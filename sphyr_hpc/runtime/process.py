@@ -92,3 +92,15 @@ def end_unexpected(prog, comm, note=""):
     print(f"{prog}: unexpected error on rank {comm.rank}; aborting all {comm.size} ranks{note}",
           file=sys.stderr, flush=True)
     comm.Abort(ABORT_STATUS)
+
+
+def guarded(comm, compute, prog):
+    """``compute()``; an unexpected exception on one of several ranks aborts them all (status 3)
+    instead of leaving the others waiting (the abort path of :func:`end_unexpected`)."""
+    try:
+        return compute()
+    except Exception:
+        if comm.size == 1:
+            raise
+        end_unexpected(prog, comm)
+        raise
