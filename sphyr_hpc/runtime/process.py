@@ -29,10 +29,19 @@ class UsageError(Exception):
 
 def world_rank():
     """This process's rank from the launcher's environment (mpi4py may not be importable yet)."""
-    for name in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"):
+    return _launcher_number(("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"), 0)
+
+
+def world_size():
+    """The number of ranks from the launcher's environment (1 without a launcher)."""
+    return _launcher_number(("OMPI_COMM_WORLD_SIZE", "PMI_SIZE"), 1)
+
+
+def _launcher_number(names, default):
+    for name in names:
         if os.environ.get(name, "").isdigit():
             return int(os.environ[name])
-    return 0
+    return default
 
 
 class Interrupted(KeyboardInterrupt):
@@ -75,13 +84,13 @@ def end_interrupted(prog, err, comm, note=""):
     not rank 0 (see :data:`PEER_GRACE_SECONDS`).
     """
     err = interrupted(err)
-    rank, size = (comm.rank, comm.size) if comm is not None else (world_rank(), 1)
+    rank, size = (comm.rank, comm.size) if comm is not None else (world_rank(), world_size())
     if rank != 0 and size > 1:
         time.sleep(PEER_GRACE_SECONDS)
     print(f"\n{prog}: interrupted ({err.signum.name}){note}", file=sys.stderr, flush=True)
-    if size > 1:
+    if comm is not None and size > 1:
         comm.Abort(err.status)
-    return err.status
+    return err.status  # before MPI started: the launcher ends the other ranks when this one exits
 
 
 def end_unexpected(prog, comm, note=""):
