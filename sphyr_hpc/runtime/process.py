@@ -29,19 +29,10 @@ class UsageError(Exception):
 
 def world_rank():
     """This process's rank from the launcher's environment (mpi4py may not be importable yet)."""
-    return _launcher_number(("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"), 0)
-
-
-def world_size():
-    """The number of ranks from the launcher's environment (1 without a launcher)."""
-    return _launcher_number(("OMPI_COMM_WORLD_SIZE", "PMI_SIZE"), 1)
-
-
-def _launcher_number(names, default):
-    for name in names:
+    for name in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"):
         if os.environ.get(name, "").isdigit():
             return int(os.environ[name])
-    return default
+    return 0
 
 
 class Interrupted(KeyboardInterrupt):
@@ -76,6 +67,13 @@ def interrupts():
             signal.signal(s, handler)
 
 
+def _quiet_end():
+    """On the way out, a further SIGINT or SIGTERM (the launcher ending the ranks an abort left,
+    a second Ctrl-C) ends this process at once, without a second message or a traceback."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_DFL)
+
+
 def end_interrupted(prog, err, comm, note=""):
     """Print ``prog: interrupted (SIGxxx)...`` once and end every rank with 128 + signal.
 
@@ -84,19 +82,25 @@ def end_interrupted(prog, err, comm, note=""):
     not rank 0 (see :data:`PEER_GRACE_SECONDS`).
     """
     err = interrupted(err)
-    rank, size = (comm.rank, comm.size) if comm is not None else (world_rank(), world_size())
+    _quiet_end()
+    if comm is None:  # before MPI started: rank 0 speaks; the launcher ends the others when it exits
+        if world_rank() == 0:
+            print(f"\n{prog}: interrupted ({err.signum.name}){note}", file=sys.stderr, flush=True)
+        return err.status
+    rank, size = comm.rank, comm.size
     if rank != 0 and size > 1:
         time.sleep(PEER_GRACE_SECONDS)
     print(f"\n{prog}: interrupted ({err.signum.name}){note}", file=sys.stderr, flush=True)
-    if comm is not None and size > 1:
+    if size > 1:
         comm.Abort(err.status)
-    return err.status  # before MPI started: the launcher ends the other ranks when this one exits
+    return err.status
 
 
 def end_unexpected(prog, comm, note=""):
     """An unexpected exception on this rank: re-raised on one rank, else shown and every rank aborted."""
     if comm is None or comm.size == 1:
         raise  # noqa: PLE0704  (called from an except block: the traceback is the bug report)
+    _quiet_end()
     traceback.print_exc(file=sys.stderr)
     print(f"{prog}: unexpected error on rank {comm.rank}; aborting all {comm.size} ranks{note}",
           file=sys.stderr, flush=True)
