@@ -21,6 +21,9 @@ ABORT_STATUS = 3
 # every rank got the signal (Ctrl-C, a batch system's kill), rank 0's abort ends it first, so the
 # message is printed once.
 PEER_GRACE_SECONDS = 1.0
+# The same before MPI has started, when rank 0 cannot abort the others: its launcher ends them once
+# it has noticed rank 0's exit, which takes longer.
+LAUNCHER_GRACE_SECONDS = 5.0
 
 
 class UsageError(Exception):
@@ -83,9 +86,10 @@ def end_interrupted(prog, err, comm, note=""):
     """
     err = interrupted(err)
     _quiet_end()
-    if comm is None:  # before MPI started: rank 0 speaks; the launcher ends the others when it exits
-        if world_rank() == 0:
-            print(f"\n{prog}: interrupted ({err.signum.name}){note}", file=sys.stderr, flush=True)
+    if comm is None:  # before MPI started: when rank 0 exits, the launcher ends the others
+        if world_rank() != 0:
+            time.sleep(LAUNCHER_GRACE_SECONDS)
+        print(f"\n{prog}: interrupted ({err.signum.name}){note}", file=sys.stderr, flush=True)
         return err.status
     rank, size = comm.rank, comm.size
     if rank != 0 and size > 1:
