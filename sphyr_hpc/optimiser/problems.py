@@ -1,7 +1,7 @@
 """Problems at any size: SPhyR samples upscaled by an integer factor, and classic presets.
 
 A :class:`Problem` is everything an optimisation needs besides solver
-settings: the grid size, the load case (:class:`~sphyr_hpc.loadcase.LoadCase`),
+settings: the grid size, the load case (:class:`~sphyr_hpc.core.loadcase.LoadCase`),
 the design space (free cells, pinned densities) and the volume fraction.  It
 comes in two kinds, which are also the two kinds of *grid file*:
 
@@ -437,7 +437,7 @@ def resize_nearest(field, shape):
 
 
 def parse_gravity(text):
-    """A gravity step "dr,dc" (:func:`sphyr_hpc.loadcase.parse_gravity`; None stays None: the problem's own)."""
+    """A gravity step "dr,dc" (:func:`sphyr_hpc.core.loadcase.parse_gravity`; None stays None: the problem's own)."""
     if text is None:
         return None
     try:
