@@ -64,6 +64,7 @@ import numpy as np
 
 from ..core import grid as grids
 from ..io.atomic import write_text_atomic
+from ..io.jsonl import read_jsonl
 from ..core.loadcase import DOWN, LoadCase
 from ..core.loadcase import parse_gravity as loadcase_parse_gravity
 
@@ -358,16 +359,14 @@ def dataset_problem(path, index, upscale=1, gravity=None, volume_fraction=None, 
     Gravity defaults to the one of the file's folder name (docs/scoring.md, "Load case").
     """
     path = Path(path)
+    records = []
     try:
-        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        for number, record, problem in read_jsonl(path)[0]:
+            if problem:
+                raise ProblemError(f"{path}:{number}: {problem}")
+            records.append(record)
     except OSError as err:
         raise ProblemError(f"{path}: cannot read ({err.strerror or err})") from None
-    records = []
-    for number, line in enumerate(lines, 1):
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise ProblemError(f"{path}:{number}: not JSON ({err})") from None
     chosen = [r for r in records if isinstance(r, dict) and r.get("index") == index]
     if not chosen:
         raise ProblemError(f"{path}: no record with index {index}")
