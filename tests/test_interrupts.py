@@ -33,8 +33,8 @@ def _lines(path):
 
 
 PHASES = {
-    # After the start-up (MPI and the library loading, the inputs read): no record yet.
-    "start": lambda out: time.sleep(1.5),
+    # The start: MPI and the library loaded, the inputs read, the output folder just locked; no record yet.
+    "start": lambda out: _wait_for(lambda: (out / ".sphyr_hpc.lock").exists()),
     # Records are being scored and appended.
     "mid-run": lambda out: _wait_for(lambda: _lines(out / "results.jsonl") >= 10),
     # Every record is scored and summary.json written; leaderboard.png and report.html are being drawn.
