@@ -93,7 +93,7 @@ def main(argv=None):
 
 
 def markdown(report, rank_counts):
-    from sphyr_hpc.certify import format_table  # only now: importing it starts MPI, which would capture mpirun
+    from sphyr_hpc.scoring.certified import format_table  # only now: importing it starts MPI, which would capture mpirun
 
     full_nodes = report["full_node_budget"]
     lines = [f"# certify: the yardstick against the certified binary optimum ({report['date']})", "",

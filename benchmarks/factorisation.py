@@ -37,9 +37,9 @@ from _common import ROOT, machine, machine_line, now, write_results
 
 import numpy as np
 
-from sphyr_hpc import discretisation as fe
-from sphyr_hpc import loadcase as loadcases
-from sphyr_hpc._petsc import petsc
+from sphyr_hpc.core import discretisation as fe
+from sphyr_hpc.core import loadcase as loadcases
+from sphyr_hpc.runtime.petsc import petsc
 
 DATA = ROOT / "examples" / "data"  # the SPhyR dataset prefixes the repository ships
 TARGET_20X20_FULL = 7.6 / 20
@@ -129,7 +129,7 @@ def time_dense_cholesky(k, repeats):
 
 def yardstick_iterations():
     """SIMP iterations of each v2_20 full sample's yardstick (the scorer's optimiser)."""
-    from sphyr_hpc.scorer import Scorer
+    from sphyr_hpc.scoring.scorer import Scorer
     from sphyr_hpc.optimiser import simp
 
     counts = []

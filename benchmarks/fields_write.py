@@ -47,8 +47,8 @@ def worker(args):
     """One job (any number of ranks): time the iterations and the writes; rank 0 writes JSON."""
     import numpy as np
 
-    from sphyr_hpc import loadcase as loadcases
-    from sphyr_hpc._petsc import petsc
+    from sphyr_hpc.core import loadcase as loadcases
+    from sphyr_hpc.runtime.petsc import petsc
     from sphyr_hpc.io import fields
     from sphyr_hpc.optimiser import simp
     from sphyr_hpc.optimiser.filter import DensityFilter

@@ -91,7 +91,7 @@ def dmda_coarsening_check(sizes=((300, 100), (1000, 500), (1024, 512))):
     exact-coarsening level count the package used before (halving while both
     element counts stay even).
     """
-    from sphyr_hpc._petsc import petsc
+    from sphyr_hpc.runtime.petsc import petsc
     from sphyr_hpc.solvers import multigrid
 
     PETSc = petsc()
@@ -135,8 +135,8 @@ def inode_check():
     """MatMult of the stiffness matrix with and without PETSc's inode kernels (1 rank)."""
     import numpy as np
 
-    from sphyr_hpc import problems
-    from sphyr_hpc._petsc import petsc
+    from sphyr_hpc.optimiser import problems
+    from sphyr_hpc.runtime.petsc import petsc
     from sphyr_hpc.solvers.elasticity import ElasticitySystem
 
     PETSc = petsc()

@@ -38,9 +38,9 @@ from _common import ROOT, SPHYR_DATA, commit_of, machine, machine_line, now, wri
 import numpy as np
 
 import score_many
-from sphyr_hpc import discretisation as fe
-from sphyr_hpc import grid as grids
-from sphyr_hpc import loadcase as loadcases
+from sphyr_hpc.core import discretisation as fe
+from sphyr_hpc.core import grid as grids
+from sphyr_hpc.core import loadcase as loadcases
 from sphyr_hpc.parity import differences
 
 LD = np.longdouble

@@ -49,7 +49,7 @@ OPENBLAS_KERNELS = (
 )
 PROBE = """
 import numpy, scipy.linalg, threadpoolctl
-from sphyr_hpc._petsc import petsc
+from sphyr_hpc.runtime.petsc import petsc
 petsc()
 blas = [i for i in threadpoolctl.threadpool_info() if i.get("internal_api") == "openblas"]
 maps = {line.split()[-1] for line in open("/proc/self/maps") if "libblas" in line or "liblapack" in line}

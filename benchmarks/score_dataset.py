@@ -77,7 +77,7 @@ def _finite(value):
 
 def score_subject(path, dataset, gravity):
     """Score every record of one subject file with a fresh Scorer; per-subject summary."""
-    from sphyr_hpc.scorer import Scorer
+    from sphyr_hpc.scoring.scorer import Scorer
 
     subject = os.path.splitext(os.path.basename(path))[0]
     records = read_records(path)
@@ -344,8 +344,8 @@ def parse_args(argv):
 def main(argv=None):
     args, petsc_args = parse_args(sys.argv[1:] if argv is None else argv)
     # Only unknown arguments reach PETSc's options database, never our own flags.
-    from sphyr_hpc._petsc import petsc
-    from sphyr_hpc import loadcase
+    from sphyr_hpc.runtime.petsc import petsc
+    from sphyr_hpc.core import loadcase
 
     petsc([sys.argv[0]] + petsc_args)
 

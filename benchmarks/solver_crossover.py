@@ -27,10 +27,10 @@ from _common import ROOT, SPHYR_DATA, machine, machine_line, now, write_results
 
 import numpy as np
 
-from sphyr_hpc import discretisation as fe
-from sphyr_hpc import grid as grids
-from sphyr_hpc import loadcase as loadcases
-from sphyr_hpc._petsc import petsc
+from sphyr_hpc.core import discretisation as fe
+from sphyr_hpc.core import grid as grids
+from sphyr_hpc.core import loadcase as loadcases
+from sphyr_hpc.runtime.petsc import petsc
 from sphyr_hpc.optimiser import simp
 from sphyr_hpc.optimiser.filter import DensityFilter
 from sphyr_hpc.solvers import sizing

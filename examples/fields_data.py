@@ -4,9 +4,9 @@
         [--nelx 120 --nely 40 --iterations 150 --every 5]
 
 (a) Scores record ``--record`` of ``examples/results/baseline-random/full_easy.json``
-    with :class:`sphyr_hpc.scorer.Scorer`, takes the yardstick optimum the
+    with :class:`sphyr_hpc.scoring.scorer.Scorer`, takes the yardstick optimum the
     score was measured against, and writes the completion, the ground truth
-    and the optimum with :func:`sphyr_hpc.io.fields.write_record_fields`
+    and the optimum with :func:`sphyr_hpc.scoring.record_fields.write_record_fields`
     (``<out>/record/``); the metrics go to ``<out>/record/metrics.json``.
 (b) Runs one SIMP optimisation (:func:`sphyr_hpc.optimiser.simp.run_simp`)
     on a ``nely x nelx`` cantilever -- the left edge clamped, a load at
@@ -31,11 +31,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sphyr_hpc import grid as grids  # noqa: E402
-from sphyr_hpc import loadcase as loadcases  # noqa: E402
-from sphyr_hpc._petsc import petsc  # noqa: E402
+from sphyr_hpc.core import grid as grids  # noqa: E402
+from sphyr_hpc.core import loadcase as loadcases  # noqa: E402
+from sphyr_hpc.runtime.petsc import petsc  # noqa: E402
 from sphyr_hpc.io import fields  # noqa: E402
 from sphyr_hpc.io.records import read_result_file  # noqa: E402
+from sphyr_hpc.scoring import record_fields as scored_fields  # noqa: E402
 
 RESULTS = ROOT / "examples" / "results" / "baseline-random" / "full_easy.json"
 
@@ -43,7 +44,7 @@ RESULTS = ROOT / "examples" / "results" / "baseline-random" / "full_easy.json"
 def record_fields(out, index):
     """(a): score one record, write its three designs; returns the paths."""
     from sphyr_hpc.io.atomic import json_safe
-    from sphyr_hpc.scorer import Scorer
+    from sphyr_hpc.scoring.scorer import Scorer
 
     sample = read_result_file(RESULTS)[index]
     gt = sample.ground_truth
@@ -60,7 +61,7 @@ def record_fields(out, index):
     finally:
         scorer.close()
     designs = {"completion": rho_out, "ground_truth": rho_gt, "optimum": optimum.densities}
-    paths = fields.write_record_fields(out / "record", sample.model, sample.subject, sample.index, lc, designs,
+    paths = scored_fields.write_record_fields(out / "record", sample.model, sample.subject, sample.index, lc, designs,
                                        masked=free)
     summary = {"model": sample.model, "subject": sample.subject, "index": sample.index,
                "files": {k: str(p) for k, p in paths.items()}, "metrics": json_safe(metrics)}

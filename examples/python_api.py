@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from sphyr_hpc import get_structural_metrics, score_records  # noqa: E402  (was: from sphyr.metrics.structural import ...)
-from sphyr_hpc.grid import prompt_input_grid  # noqa: E402
+from sphyr_hpc.core.grid import prompt_input_grid  # noqa: E402
 
 DEFAULT_FILES = [ROOT / "examples" / "results" / model / "10_random_cell_easy.json"
                  for model in ("baseline-empty", "baseline-random")]

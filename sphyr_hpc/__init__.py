@@ -1,10 +1,13 @@
 """sphyr_hpc: the SPhyR structural scorer and SIMP topology optimisation on PETSc/MPI.
 
-Pipeline, one module a step: :mod:`~sphyr_hpc.grid` -> :mod:`~sphyr_hpc.loadcase`
--> :mod:`~sphyr_hpc.discretisation` -> :mod:`~sphyr_hpc.solvers` ->
-:mod:`~sphyr_hpc.analysis` -> :mod:`~sphyr_hpc.optimiser` -> :mod:`~sphyr_hpc.metrics`
--> command line (:mod:`~sphyr_hpc.score`, :mod:`~sphyr_hpc.validate`) and files
-(:mod:`~sphyr_hpc.io`).  PETSc is imported through :func:`sphyr_hpc._petsc.petsc`.
+Layers, each importing only those below it (``tests/tools/import_cycles.py`` checks it):
+:mod:`~sphyr_hpc.runtime` (PETSc and its options, MPI tasks, progress, exit statuses) ->
+:mod:`~sphyr_hpc.core` (grids, load cases, discretisation, analysis, metric formulas) ->
+:mod:`~sphyr_hpc.solvers` -> :mod:`~sphyr_hpc.io` (files only) -> :mod:`~sphyr_hpc.optimiser` ->
+:mod:`~sphyr_hpc.scoring` -> :mod:`~sphyr_hpc.reporting` -> :mod:`~sphyr_hpc.jobs` (what a command
+runs) -> this top level: the API (:mod:`~sphyr_hpc.api`), one thin module per command
+(``python -m sphyr_hpc`` lists them) and :mod:`~sphyr_hpc.cli`, the runner they share.
+PETSc is imported through :func:`sphyr_hpc.runtime.petsc.petsc`.
 
 The published scorer's Python interface (:mod:`~sphyr_hpc.api`) is importable from
 here: ``from sphyr_hpc import get_structural_metrics, clear_reference_cache,
@@ -13,11 +16,10 @@ StructuralMetrics`` (and ``score_records``).  It is loaded on first use, so
 """
 
 import os as _os
-import time as _time
+
+from .runtime.process import PROCESS_STARTED  # noqa: F401  (when sphyr_hpc was first imported)
 
 __version__ = "0.1.0"
-
-PROCESS_STARTED = _time.perf_counter()  # when sphyr_hpc was first imported: before MPI and PETSc start
 
 # One BLAS thread per process: MPI ranks already fill the cores, and OpenBLAS's
 # own threads on a 2-core machine double a 100x100 Cholesky's time (measured).

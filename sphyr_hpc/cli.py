@@ -1,22 +1,45 @@
-"""What every command line shares: its parser, usage errors and how they are printed.
+"""The one runner every command line starts through (:func:`main`), and what it shares.
+
+A command module (``score.py``, ``certify.py``, ...) describes itself as a
+:class:`Command` (its parser, the outputs it will write, the job it runs) and
+its ``main(argv=None)`` is ``cli.main(COMMAND, argv)``.  The runner then does,
+in this order and the same way for every command:
+
+1. PETSc's options (single dash, ``-sphyr_...``) split from the command's own;
+2. the arguments parsed and checked: a usage error is one line on stderr,
+   printed once (by rank 0 under ``mpirun``: every rank parses the same
+   arguments), exit status 2, never a traceback, and nothing has been
+   computed or written yet;
+3. the system packages required (mpi4py, petsc4py, h5py for HDF5 fields),
+   then every output path checked writable (:func:`check_writable`: a usage
+   error naming the path);
+4. MPI started, PETSc's options inserted and checked (a tiny solve with them,
+   :func:`~sphyr_hpc.solvers.probe.check_options`), the job run;
+5. one interrupt path: SIGINT or SIGTERM on any rank, at any point, prints the
+   same message and ends every rank with 130 or 143
+   (:func:`~sphyr_hpc.runtime.process.end_interrupted`); one abort path: an
+   unexpected exception on any rank aborts them all with status 3 (one rank:
+   the traceback, status 1).
 
 Conventions (STYLE): every option's default is shown in ``--help``
-(``ArgumentDefaultsHelpFormatter``); a usage error is one line on stderr,
-printed once (by rank 0 under ``mpirun``: every rank parses the same
-arguments), exit status 2, never a traceback.  Commands parse and check their
-arguments before importing mpi4py or PETSc, so ``--help`` and usage errors
-work without them.
+(``ArgumentDefaultsHelpFormatter``).  Arguments are parsed and checked before
+mpi4py or PETSc is imported, so ``--help`` and usage errors work without them.
 """
 
 import argparse
 import os
 import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
 
-USAGE_STATUS = 2
+from .io.limits import positive_int  # noqa: F401  (the commands' argparse type, one definition)
+from .runtime.petsc import OptionsError, command_options, require, split_petsc_args
+from .runtime.process import USAGE_STATUS, UsageError, end_interrupted, end_unexpected, interrupts, world_rank
 
-
-class UsageError(Exception):
-    """A mistake on the command line: one line on stderr from rank 0, exit status 2."""
+__all__ = ["Command", "Context", "Formatter", "Output", "Parser", "UsageError", "main", "positive_int",
+           "report_usage_error", "world_rank", "USAGE_STATUS"]
 
 
 class Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -43,16 +66,147 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def world_rank():
-    """This process's rank from the launcher's environment (mpi4py may not be importable yet)."""
-    for name in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"):
-        if os.environ.get(name, "").isdigit():
-            return int(os.environ[name])
-    return 0
-
-
 def report_usage_error(prog, err, rank=None):
     """Print ``prog: error: err`` once (rank 0) and return the usage status."""
     if (world_rank() if rank is None else rank) == 0:
         print(f"{prog}: error: {err}", file=sys.stderr, flush=True)
     return USAGE_STATUS
+
+
+# -- outputs checked before any work -------------------------------------------------------------
+@dataclass(frozen=True)
+class Output:
+    """A path a command will write: a folder (created now if missing) or a file."""
+
+    path: str
+    folder: bool = False
+
+
+def check_writable(output):
+    """Raise :class:`UsageError` naming ``output`` if this process cannot write it.
+
+    Tried, not guessed from permission bits (root passes every ``access()``
+    check; /proc and read-only mounts refuse anyway), and without leaving a
+    trace: a temporary file is made and removed in the folder (or, for a
+    folder or file that does not exist yet, in its nearest existing parent,
+    where it would be created); an existing file is opened for appending,
+    which changes nothing.
+    """
+    path = Path(output.path)
+    where = None
+    try:
+        if path.exists():
+            if output.folder and not path.is_dir():
+                raise UsageError(f"cannot write {path}: it is a file, not a folder")
+            if not output.folder and path.is_dir():
+                raise UsageError(f"cannot write {path}: it is a folder, not a file")
+            if not output.folder:
+                open(path, "ab").close()
+        where = path if output.folder and path.is_dir() else path.absolute().parent
+        while not where.exists():
+            where = where.parent
+        if not where.is_dir():
+            raise UsageError(f"cannot write {path}: {where} is a file, not a folder")
+        handle, name = tempfile.mkstemp(dir=where, prefix=".sphyr_hpc-check-")
+        os.close(handle)
+        os.unlink(name)
+    except OSError as err:
+        tried = f" (a new file in {where})" if where is not None and where != path else ""
+        raise UsageError(f"cannot write {path}: {err.strerror or err}{tried}") from None
+
+
+# -- the runner ----------------------------------------------------------------------------------
+@dataclass
+class Context:
+    """What the runner hands a job: the MPI communicator (None without MPI) and PETSc's arguments."""
+
+    comm: object = None
+    petsc_args: list = field(default_factory=list)
+
+
+def _nothing(args):
+    return ()
+
+
+@dataclass
+class Command:
+    """One command line: how to parse it, what it writes, the job it runs.
+
+    ``run(args, context)`` returns the exit status (the same on every rank).
+    ``check(args)`` raises :class:`UsageError` for what the parser cannot see
+    (a missing input file); ``outputs(args)`` lists the :class:`Output` paths.
+    ``mpi=False``: no MPI nor PETSc in this process; ``split_petsc`` (PETSc's
+    options split off, for processes it starts) and ``requires`` (mpi4py and
+    petsc4py checked) then default to False too.
+    ``probe``: check the PETSc options with a tiny solve before the job.
+    ``interrupt_note(args)``: appended to the interrupt message (where the work done so far is).
+    """
+
+    prog: str
+    build_parser: Callable
+    run: Callable
+    outputs: Callable = _nothing
+    check: Optional[Callable] = None
+    mpi: bool = True
+    split_petsc: Optional[bool] = None
+    requires: Optional[bool] = None
+    probe: bool = True
+    h5py: Callable = lambda args: False
+    interrupt_note: Callable = lambda args: ""
+    abort_note: str = ""
+
+    def __post_init__(self):
+        if self.split_petsc is None:
+            self.split_petsc = self.mpi
+        if self.requires is None:
+            self.requires = self.mpi
+
+
+def _parse(command, argv):
+    """(args, PETSc's arguments); :class:`UsageError` for anything wrong before the work starts."""
+    petsc_args = []
+    if command.split_petsc:
+        argv, petsc_args = split_petsc_args(argv)
+    try:
+        args = command.build_parser().parse_args(argv)
+    except UsageError as err:
+        raise UsageError(f"{err} (see --help)") from None
+    if command.check is not None:
+        command.check(args)
+    return args, petsc_args
+
+
+def _run(command, args, petsc_args, context):
+    if not command.mpi:
+        return command.run(args, context)
+    with command_options(petsc_args):
+        if command.probe:
+            from .solvers.probe import check_options
+
+            check_options()
+        return command.run(args, context)
+
+
+def main(command, argv=None):
+    """Run ``command`` on ``argv`` (default ``sys.argv[1:]``) and return its exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    context, args = Context(), None
+    with interrupts():
+        try:
+            args, context.petsc_args = _parse(command, argv)
+            if command.requires:
+                require(command.prog, h5py=command.h5py(args))
+            for output in command.outputs(args):
+                check_writable(output)
+            if command.mpi:
+                from mpi4py import MPI
+
+                context.comm = MPI.COMM_WORLD
+            return _run(command, args, context.petsc_args, context)
+        except (UsageError, OptionsError) as err:
+            return report_usage_error(command.prog, err, context.comm.rank if context.comm else None)
+        except KeyboardInterrupt as err:
+            note = command.interrupt_note(args) if args is not None else ""
+            return end_interrupted(command.prog, err, context.comm, note)
+        except Exception:
+            end_unexpected(command.prog, context.comm, command.abort_note)

@@ -6,7 +6,7 @@ Usage::
     python -m sphyr_hpc.generate --dataset v1/full_easy.jsonl --index 3 --upscale 32 --out s.json
     python -m sphyr_hpc.generate --grid ground_truth.txt --upscale 8 --out s.txt
 
-The formats are those of :mod:`sphyr_hpc.problems`: ``.json`` (compact at any
+The formats are those of :mod:`sphyr_hpc.optimiser.problems`: ``.json`` (compact at any
 size; the only one for presets, whose rollers a SPhyR grid cannot express) or,
 for SPhyR samples, any other suffix for the upscaled SPhyR text grid (up to
 ``problems.TEXT_MAX_CELLS`` cells).  ``python -m sphyr_hpc.optimize FILE``
@@ -17,9 +17,10 @@ Exit status: 0 written, 2 on a usage or problem error (message on stderr).
 
 import sys
 
-from . import problems
-from .cli import Parser, UsageError, report_usage_error
-from .problems import ProblemError
+from .optimiser import problems
+from . import cli
+from .cli import Output, Parser, UsageError
+from .optimiser.problems import ProblemError
 
 
 def build_parser():
@@ -44,20 +45,22 @@ def problem_of(args):
                             args.gravity, args.volfrac, path_option="--grid FILE")
 
 
-def main(argv=None):
-    parser = build_parser()
-    try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    except UsageError as err:
-        return report_usage_error(parser.prog, f"{err} (see --help)")
+def _run(args, context):
     try:
         problem = problem_of(args)
         path = problems.write_problem(problem, args.out)
     except ProblemError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        raise UsageError(str(err)) from None
     print(f"{problem.name}: {problem.nelx}x{problem.nely} elements, {problem.n_dofs} DOFs -> {path}")
     return 0
+
+
+COMMAND = cli.Command(prog="python -m sphyr_hpc.generate", build_parser=build_parser, run=_run,
+                      outputs=lambda args: [Output(args.out)], mpi=False)
+
+
+def main(argv=None):
+    return cli.main(COMMAND, argv)
 
 
 if __name__ == "__main__":

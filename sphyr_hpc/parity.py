@@ -27,13 +27,18 @@ therefore a comparison of what is physically meaningful:
 ``results.jsonl`` against the published result files it scored.
 """
 
-import argparse
 import json
 import math
 import sys
 from pathlib import Path
 
-RATIO_TOLERANCE = 1e-6
+from . import cli
+from .cli import Parser, UsageError
+from .core.metrics import RATIO_TOLERANCE
+from .io.jsonl import read_rows
+from .io.records import find_result_files, subject_of
+from .io.results_log import row_key
+
 RELATIVE_TOLERANCE = 1e-6
 DISPLACEMENT_TOLERANCE = 1e-4
 SEVERED_RATIO = 1e5
@@ -129,40 +134,49 @@ def differences(ours, theirs):
 def _published_records(paths):
     """{(model, subject, index): published metrics} from result files/folders, or JSONL files of
     metrics rows that carry their own ``model``, ``subject`` and ``index``."""
-    from .io.records import find_result_files, subject_of
-
     published = {}
     for path in find_result_files([Path(p) for p in paths if not str(p).endswith(".jsonl")]):
         for index, record in enumerate(json.loads(Path(path).read_text())):
             published[(path.parent.name, subject_of(path), index)] = record
     for path in (p for p in paths if str(p).endswith(".jsonl")):
-        with open(path) as handle:
-            for line in handle:
-                if line.strip():
-                    row = json.loads(line)
-                    published[(row["model"], row["subject"], row["index"])] = row
+        published.update(_rows_by_key(path))
     return published
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(
+def _rows_by_key(path):
+    """{(model, subject, index): row} of a JSONL file of rows; a line that is not one is named on stderr."""
+    rows, broken = read_rows(path)
+    if broken:
+        print(f"{path}: {broken} line(s) skipped: not a row with model, subject and index", file=sys.stderr)
+    return {row_key(row): row for row in rows}
+
+
+def build_parser():
+    parser = Parser(
         prog="python -m sphyr_hpc.parity",
         description="Check a scoring run's results.jsonl against the published result files it scored "
                     "(the parity rules of docs/scoring.md).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("results", help="results.jsonl written by `python -m sphyr_hpc.score`")
     parser.add_argument("published", nargs="+",
                         help="the published result files or folders that were scored, or JSONL files of the "
                              "published metrics with model, subject and index")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _check(args):
+    missing = [p for p in [args.results] + args.published if not Path(p).exists()]
+    if missing:
+        raise UsageError(f"no such file or folder: {', '.join(missing)}")
+
+
+def main(argv=None):
+    return cli.main(COMMAND, argv)
+
+
+def _run(args, context):
     published = _published_records(args.published)
-    ours = {}
-    with open(args.results) as handle:
-        for line in handle:
-            if line.strip():
-                row = json.loads(line)
-                ours[(row["model"], row["subject"], row["index"])] = row
+    ours = _rows_by_key(args.results)
     missing = sorted(set(published) - set(ours))
     broken = {key: differences(ours[key], record) for key, record in published.items() if key in ours}
     broken = {key: why for key, why in broken.items() if why}
@@ -192,6 +206,10 @@ def main(argv=None):
     print("largest share of its tolerance used by any record: "
           + ", ".join(f"{k} {v:.2g}" for k, v in sorted(used.items())))
     return 0 if not broken and not missing else 1
+
+
+COMMAND = cli.Command(prog="python -m sphyr_hpc.parity", build_parser=build_parser, run=_run, check=_check,
+                      mpi=False)
 
 
 if __name__ == "__main__":

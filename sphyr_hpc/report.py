@@ -1,251 +1,53 @@
-"""Summaries of scored records: summary.json, the leaderboard and its picture.
+"""``python -m sphyr_hpc.report OUT_DIR``: report.html and its pictures from OUT_DIR/results.jsonl.
 
-``summarise`` gives, per model and subject, the record count, the number of
-records with an ``error``, the model's coverage and the mean of each headline
-metric (``null``, i.e. an infinite compliance's ratio, counts as 0; booleans
-as 0/1).  Means cannot be gamed by not answering (docs/scoring.md, "Means"):
-a record whose completion is missing or unreadable (``completion_status``)
-counts 0, like any completion that cannot be judged; only a record whose
-sample itself is broken (ground truth or prompt) is left out, for every model
-alike.  ``coverage`` is the fraction of the counted records the model
-answered readably.  The leaderboard ranks models by the mean over their
-subjects of the per-subject mean topology_score, so every subject weighs the
-same.
+What the page holds is :mod:`sphyr_hpc.reporting.html`'s; ``score`` writes
+the same report at the end of a run unless ``--no-report``.  Exit status: 0,
+2 on a usage error (no results.jsonl; an output that cannot be written),
+130/143 when interrupted.
 """
 
-import math
 import sys
-import warnings
-from collections import defaultdict
+import time
+from pathlib import Path
 
-from .failures import SUMMARY_KEY, FailureTally, failure_summary
-from .metrics import STRUCTURAL_METRIC_KEYS
-
-COMPLETION_STATUSES = ("missing", "unreadable")
-_SHORT = {"topology_score": "topo", "structural_efficiency": "struct", "material_efficiency": "material",
-          "compliance_efficiency_vs_ground_truth": "vs GT", "load_carrying": "carrying",
-          "volume_ratio": "vol ratio"}
+from . import cli
+from .cli import Output, Parser, UsageError
 
 
-def _mean(values):
-    return sum(values) / len(values) if values else None
+def build_parser():
+    parser = Parser(prog="python -m sphyr_hpc.report", description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", metavar="OUT_DIR", help="a score output folder holding results.jsonl")
+    parser.add_argument("--title", help="the page title; None: 'SPhyR report: <folder name>'")
+    return parser
 
 
-# Sums are exact: integers in units of the smallest subnormal float, 2**-1074, so a mean (the
-# exact sum rounded once, then divided) does not depend on the order rows arrive in or on how
-# the ranks split them.
-_UNIT = 1074
+def _check(args):
+    if not (Path(args.out_dir) / "results.jsonl").is_file():
+        raise UsageError(f"no results.jsonl in {args.out_dir}")
 
 
-def _exact(value):
-    numerator, denominator = value.as_integer_ratio()
-    return numerator << (_UNIT - denominator.bit_length() + 1)
+def _outputs(args):
+    from .reporting.html import PICTURES, REPORT_NAME
+
+    return [Output(Path(args.out_dir) / REPORT_NAME), Output(Path(args.out_dir) / PICTURES, folder=True)]
 
 
-class _Group:
-    """The counts and exact sums of one model's records of one subject."""
+def _run(args, context):
+    from .reporting.html import PICTURES, write_report
 
-    def __init__(self):
-        self.count = self.scored = 0
-        self.status = dict.fromkeys(COMPLETION_STATUSES, 0)
-        self.sums = dict.fromkeys(STRUCTURAL_METRIC_KEYS, 0)
-        self.inexact = dict.fromkeys(STRUCTURAL_METRIC_KEYS, 0.0)  # infinities and NaNs, which have no exact sum
-
-    def add(self, row):
-        self.count += 1
-        if "error" in row:
-            if row.get("completion_status") in COMPLETION_STATUSES:
-                self.status[row["completion_status"]] += 1  # counts 0
-            return
-        self.scored += 1
-        for key in STRUCTURAL_METRIC_KEYS:
-            value = float(row.get(key) or 0.0)
-            if math.isfinite(value):
-                self.sums[key] += _exact(value)
-            else:
-                self.inexact[key] += value
-
-    def merge(self, other):
-        self.count += other.count
-        self.scored += other.scored
-        for mine, theirs in ((self.status, other.status), (self.sums, other.sums), (self.inexact, other.inexact)):
-            for key in mine:
-                mine[key] += theirs[key]
-
-    def entry(self):
-        zero = sum(self.status.values())
-        counted = self.scored + zero
-        entry = {"count": self.count, "errors": self.count - self.scored, **self.status,
-                 "excluded": self.count - self.scored - zero,  # broken samples: in no model's means
-                 "coverage": self.scored / counted if counted else None}
-        for key in STRUCTURAL_METRIC_KEYS:
-            total = self.sums[key] / (1 << _UNIT) + self.inexact[key]  # int / int: rounded once
-            entry[key] = total / counted if counted else None
-        return entry
+    started = time.perf_counter()
+    paths = write_report(args.out_dir, args.title)
+    print(f"{paths[0]} ({len(paths) - 1} pictures in {paths[0].parent / PICTURES}) "
+          f"in {time.perf_counter() - started:.2f} s")
+    return 0
 
 
-class RunningSummary:
-    """:func:`summarise` one row at a time: counts and exact sums, never the rows themselves.
-
-    Each rank of a run adds the rows it scores; the ranks' summaries are
-    merged (:meth:`merge`) and :meth:`result` is then ``summarise`` of all the
-    rows, whatever their order and split.
-    """
-
-    def __init__(self):
-        self.groups = defaultdict(lambda: defaultdict(_Group))
-        self.failures = defaultdict(FailureTally)
-        self.records = self.scored = 0
-
-    def add(self, row):
-        self.groups[row["model"]][row["subject"]].add(row)
-        self.failures[row["model"]].add(row)
-        self.records += 1
-        self.scored += "error" not in row
-
-    def merge(self, other):
-        for model, subjects in other.groups.items():
-            for subject, group in subjects.items():
-                self.groups[model][subject].merge(group)
-            self.failures[model].merge(other.failures[model])
-        self.records += other.records
-        self.scored += other.scored
-        return self
-
-    def __getstate__(self):  # picklable (comm.gather): plain dicts instead of defaultdicts of lambdas
-        return {"groups": {m: dict(s) for m, s in self.groups.items()}, "failures": dict(self.failures),
-                "records": self.records, "scored": self.scored}
-
-    def __setstate__(self, state):
-        self.__init__()
-        for model, subjects in state["groups"].items():
-            self.groups[model].update(subjects)
-        self.failures.update(state["failures"])
-        self.records, self.scored = state["records"], state["scored"]
-
-    def result(self):
-        summary = {model: {subject: self.groups[model][subject].entry() for subject in sorted(self.groups[model])}
-                   for model in sorted(self.groups)}
-        summary[SUMMARY_KEY] = failure_summary(self.failures)  # per model and overall (sphyr_hpc.failures)
-        return summary
-
-
-def summarise(rows):
-    """{model: {subject: {count, errors, <metric>: mean}}}, sorted by name, and ``failures``.
-
-    ``failures`` (not a model) holds the failure categories and the exact-match
-    table per model and over all models (:func:`sphyr_hpc.failures.failure_summary`).
-    Means are of exact sums (:class:`RunningSummary`).
-    """
-    running = RunningSummary()
-    for row in rows:
-        running.add(row)
-    return running.result()
-
-
-def leaderboard(summary):
-    """Models ranked by mean over subjects of mean topology_score (best first)."""
-    board = []
-    for model, subjects in summary.items():
-        if model == SUMMARY_KEY:
-            continue
-        entry = {"model": model, "subjects": len(subjects),
-                 "records": sum(s["count"] for s in subjects.values()),
-                 "errors": sum(s["errors"] for s in subjects.values())}
-        counted = sum(s["count"] - s["excluded"] for s in subjects.values())
-        answered = sum(s["count"] - s["errors"] for s in subjects.values())
-        entry["coverage"] = answered / counted if counted else None
-        for key in STRUCTURAL_METRIC_KEYS:
-            entry[key] = _mean([s[key] for s in subjects.values() if s[key] is not None])
-        board.append(entry)
-    board.sort(key=lambda e: (-(e["topology_score"] if e["topology_score"] is not None else -math.inf), e["model"]))
-    return board
-
-
-NOTHING_TO_RANK = "nothing to rank: no record was scored"
-
-
-def rankable(board):
-    """True when some model has a mean topology_score (some record was scored)."""
-    return any(e.get("topology_score") is not None for e in board)
-
-
-def format_leaderboard(board):
-    if not rankable(board):
-        return [NOTHING_TO_RANK]
-    width = max([len("model")] + [len(e["model"]) for e in board])
-    header = (f"{'#':>3s} {'model':{width}s} {'subjects':>8s} {'records':>7s} {'errors':>6s} {'coverage':>8s} "
-              + " ".join(f"{_SHORT[k]:>9s}" for k in STRUCTURAL_METRIC_KEYS))
-    lines = [header, "-" * len(header)]
-    for rank, e in enumerate(board, start=1):
-        values = " ".join(f"{e[k]:9.3f}" if e[k] is not None else f"{'-':>9s}" for k in STRUCTURAL_METRIC_KEYS)
-        coverage = f"{100 * e['coverage']:7.1f}%" if e.get("coverage") is not None else f"{'-':>8s}"
-        lines.append(f"{rank:3d} {e['model']:{width}s} {e['subjects']:8d} {e['records']:7d} {e['errors']:6d} "
-                     f"{coverage} {values}")
-    return lines
-
-
-def warm_up():
-    """Import matplotlib and load its fonts: a throw-away leaderboard drawn to memory (~0.4 s here)."""
-    import io
-
-    plot_leaderboard([{"model": "warm-up", "topology_score": 1.0}], io.BytesIO())
-
-
-def plot_leaderboard(board, path):
-    """Horizontal bars of mean topology_score, best at the top (a note when nothing was scored)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure  # not pyplot: no GUI machinery, a third of the import time
-
-    if not rankable(board):
-        fig = Figure(figsize=(7.0, 1.2))
-        FigureCanvasAgg(fig)
-        fig.text(0.5, 0.5, NOTHING_TO_RANK, ha="center", va="center")
-        fig.savefig(path, dpi=120)
-        return
-    with warnings.catch_warnings():
-        # A model is named by its folder: a character the font lacks is drawn as a box (the
-        # printed leaderboard and summary.json keep the name), not warned about on stderr.
-        warnings.filterwarnings("ignore", message="Glyph .* missing from", category=UserWarning)
-        _draw_leaderboard(board, path, Figure, FigureCanvasAgg)
-
-
-def _draw_leaderboard(board, path, Figure, FigureCanvasAgg):
-    names = [e["model"] for e in board][::-1]
-    values = [e["topology_score"] or 0.0 for e in board][::-1]
-    fig = Figure(figsize=(7.0, 0.9 + 0.35 * len(board)))
-    FigureCanvasAgg(fig)
-    ax = fig.subplots()
-    rows = range(len(names))
-    ax.barh(rows, values, color="#3a6ea5")
-    # Model names as plain labels beside the axis, not as y ticks: a tick is several artists
-    # (its line, grid line, labels), and 60 models' ticks took 40 % of the picture's time.
-    ax.set_yticks([])
-    ax.set_ylim(-0.6, len(names) - 0.4)
-    beside = ax.get_yaxis_transform()  # x in axes fractions, y in data
-    for y, (name, v) in enumerate(zip(names, values)):
-        ax.text(-0.01, y, name, transform=beside, ha="right", va="center")
-        ax.text(v + 0.01, y, f"{v:.3f}", va="center", fontsize=8)
-    ax.set_xlim(0.0, 1.08)
-    ax.set_xlabel("mean topology_score over subjects")
-    ax.set_title("SPhyR leaderboard (sphyr_hpc)")
-    # Margins from the widest model name as the renderer measures it: what tight_layout finds by
-    # drawing the figure once more (a third of the time of 60 models' picture).
-    font = ax.texts[0].get_fontproperties()
-    widest = max(fig.canvas.get_renderer().get_text_width_height_descent(name, font, False)[0]
-                 for name in names) / fig.dpi
-    width, height = fig.get_size_inches()
-    fig.subplots_adjust(left=min(0.8, (widest + 0.2) / width), right=1.0 - 0.15 / width,
-                        bottom=0.6 / height, top=1.0 - 0.4 / height)
-    # PNG's fastest deflate level: the picture is flat colour, a few % larger, encoded ~3x faster.
-    fig.savefig(path, dpi=120, pil_kwargs={"compress_level": 1})
+COMMAND = cli.Command(prog="python -m sphyr_hpc.report", build_parser=build_parser, run=_run, check=_check,
+                      outputs=_outputs, mpi=False)
 
 
 def main(argv=None):
-    """``python -m sphyr_hpc.report OUT_DIR``: report.html and its pictures from OUT_DIR/results.jsonl."""
-    from .io.html_report import main as report_main
-
-    return report_main(argv)
+    return cli.main(COMMAND, argv)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ def _barrier_after_each_mpi_test(request):
 
 def cantilever(nely, nelx):
     """Supports on the whole left column, load on the right cell of the middle row."""
-    from sphyr_hpc import loadcase
+    from sphyr_hpc.core import loadcase
 
     supports = tuple((r, 0) for r in range(nely))
     return loadcase.LoadCase(nely, nelx, ((nely // 2, nelx - 1),), supports)

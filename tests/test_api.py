@@ -223,7 +223,7 @@ def test_gravity_sideways_loads_the_column_in_bending():
 
 
 def test_further_scorer_metrics_appear_as_attributes_and_in_as_dict():
-    from sphyr_hpc.scorer import Scorer
+    from sphyr_hpc.scoring.scorer import Scorer
 
     scorer = Scorer()
     try:

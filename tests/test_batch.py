@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from conftest import DATA
-from sphyr_hpc import grid as grids
-from sphyr_hpc import loadcase as loadcases
-from sphyr_hpc.analysis import analyse
-from sphyr_hpc.batch import SampleScorer, sample_scorers
+from sphyr_hpc.core import grid as grids
+from sphyr_hpc.core import loadcase as loadcases
+from sphyr_hpc.core.analysis import analyse
+from sphyr_hpc.scoring.sample_scorer import SampleScorer, sample_scorers
 from sphyr_hpc.io.records import read_result_file
-from sphyr_hpc.scorer import Scorer
+from sphyr_hpc.scoring.scorer import Scorer
 from sphyr_hpc.solvers import condensed
 
 RECORDS = [json.loads(line) for line in (DATA / "v1_sample.jsonl").read_text().splitlines()]

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from conftest import DATA
-from sphyr_hpc import discretisation as fe
-from sphyr_hpc.certify import certified_metrics, main as certify_main, read_certified, sample_id
-from sphyr_hpc.scorer import Scorer
+from sphyr_hpc.core import discretisation as fe
+from sphyr_hpc.scoring.certified import certified_metrics, read_certified, sample_id
+from sphyr_hpc.certify import main as certify_main
+from sphyr_hpc.scoring.scorer import Scorer
 from sphyr_hpc.optimiser import exact, simp
 from sphyr_hpc.optimiser.discrete import binarise
 from sphyr_hpc.solvers.condensed import CondensedSystem

@@ -9,7 +9,8 @@ import pytest
 from mpi4py import MPI
 
 from conftest import DATA, collective
-from sphyr_hpc.certify import build_parser, run_certify
+from sphyr_hpc.certify import build_parser
+from sphyr_hpc.jobs.certify import run_certify
 
 WORLD = MPI.COMM_WORLD
 pytestmark = [

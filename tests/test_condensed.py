@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from conftest import DATA
-from sphyr_hpc import discretisation as fe
-from sphyr_hpc import grid as grids
-from sphyr_hpc import loadcase as loadcases
-from sphyr_hpc._petsc import petsc
+from sphyr_hpc.core import discretisation as fe
+from sphyr_hpc.core import grid as grids
+from sphyr_hpc.core import loadcase as loadcases
+from sphyr_hpc.runtime.petsc import petsc
 from sphyr_hpc.optimiser import simp, yardstick
 from sphyr_hpc.solvers import ElasticitySystem, condensed
 from sphyr_hpc.solvers.base import LinearSystem

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from conftest import EXAMPLE_RESULTS
-from sphyr_hpc import failures
-from sphyr_hpc import grid as grids
+from sphyr_hpc.scoring import diagnosis as failures
+from sphyr_hpc.core import grid as grids
 from sphyr_hpc.io.records import Sample, find_result_files
-from sphyr_hpc.scorer import Scorer
-from sphyr_hpc.report import leaderboard, summarise
-from sphyr_hpc.score import score_sample
+from sphyr_hpc.scoring.scorer import Scorer
+from sphyr_hpc.scoring.summary import leaderboard, summarise
+from sphyr_hpc.scoring.tasks import score_sample
 
 # A 2-wide column from the load to the supports; rows 1-3 masked.
 TRUTH = ["0 L L 0 0 0",

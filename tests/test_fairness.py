@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import ROOT
-from sphyr_hpc.report import format_leaderboard, leaderboard, summarise
+from sphyr_hpc.scoring.summary import format_leaderboard, leaderboard, summarise
 from sphyr_hpc.score import main
 
 FULL_EASY = ROOT / "examples" / "data" / "v1" / "full_easy.jsonl"

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tests" / "paraview"))
 
 import write_sample_fields as sample  # noqa: E402
 
-from sphyr_hpc import discretisation as fe  # noqa: E402
+from sphyr_hpc.core import discretisation as fe  # noqa: E402
 from sphyr_hpc.io import field_files, fields  # noqa: E402
 
 PYTHON = sys.executable
@@ -339,7 +339,7 @@ def _steps_in_index(path):
 
 
 def test_history_index_is_rewritten_after_every_step_and_every_k_skips(tmp_path):
-    from sphyr_hpc._petsc import petsc
+    from sphyr_hpc.runtime.petsc import petsc
     from sphyr_hpc.solvers.elasticity import ElasticitySystem
 
     lc, rho, masked = sample.sample_problem(5, 8)
@@ -367,7 +367,7 @@ def test_history_index_is_rewritten_after_every_step_and_every_k_skips(tmp_path)
 
 
 def test_history_follows_a_simp_run(tmp_path):
-    from sphyr_hpc._petsc import petsc
+    from sphyr_hpc.runtime.petsc import petsc
     from sphyr_hpc.optimiser import simp
     from sphyr_hpc.optimiser.filter import DensityFilter
     from sphyr_hpc.solvers.elasticity import ElasticitySystem
@@ -392,14 +392,16 @@ def test_history_follows_a_simp_run(tmp_path):
 
 
 def test_record_fields_are_named_by_model_subject_index_and_design(tmp_path):
-    from sphyr_hpc._petsc import petsc
-    from sphyr_hpc.analysis import compliance_of
+    from sphyr_hpc.runtime.petsc import petsc
+    from sphyr_hpc.core.analysis import compliance_of
     from sphyr_hpc.solvers.elasticity import ElasticitySystem
     import h5py
 
+    from sphyr_hpc.scoring import record_fields
+
     lc, rho, masked = sample.sample_problem(6, 9)
     designs = {"completion": np.where(masked, 0.0, rho), "ground_truth": rho, "optimum": np.full(lc.shape, 0.5)}
-    paths = fields.write_record_fields(tmp_path / "f", "gpt/4 o", "full easy", 7, lc, designs, masked=masked)
+    paths = record_fields.write_record_fields(tmp_path / "f", "gpt/4 o", "full easy", 7, lc, designs, masked=masked)
     assert {k: p.name for k, p in paths.items()} == {
         d: f"gpt_4_o__full_easy__0007__{d}.xdmf" for d in ("completion", "ground_truth", "optimum")}
     with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix="fields_rec_") as system:
@@ -410,7 +412,7 @@ def test_record_fields_are_named_by_model_subject_index_and_design(tmp_path):
                 np.testing.assert_array_equal(f["density"][()][::-1], rho_d)
                 assert f["compliance"][0] == pytest.approx(compliance_of(system, rho_d), rel=1e-9)
                 np.testing.assert_array_equal(f["marker"][()][::-1] == 3, masked)
-    vtu = fields.write_record_fields(tmp_path / "v", "m", "s", 1, lc, {"optimum": rho}, fields_format="vtu")
+    vtu = record_fields.write_record_fields(tmp_path / "v", "m", "s", 1, lc, {"optimum": rho}, fields_format="vtu")
     assert vtu["optimum"].name == "m__s__0001__optimum.vtu" and vtu["optimum"].exists()
 
 
@@ -430,7 +432,7 @@ def test_two_rank_files_equal_a_one_rank_write(monkeypatch):
         pytest.skip("needs 2 MPI ranks: bin/mpirun -n 2 python -m pytest -m mpi tests/test_fields.py")
     import h5py
 
-    from sphyr_hpc._petsc import petsc
+    from sphyr_hpc.runtime.petsc import petsc
     from sphyr_hpc.solvers.elasticity import ElasticitySystem
 
     PETSc = petsc()

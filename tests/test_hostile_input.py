@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from sphyr_hpc import grid as grids
-from sphyr_hpc.io import records
+from sphyr_hpc.core import grid as grids
+from sphyr_hpc.io import jsonl, records
 from sphyr_hpc.io.limits import InputLimits
 from sphyr_hpc.score import main
 from test_score_cli import GT, PROMPT, _record
@@ -76,14 +76,14 @@ def test_a_fifo_or_a_dangling_link_named_like_a_result_file_is_named_instead_of_
 
 
 def test_running_out_of_memory_while_decoding_one_file_costs_only_that_file(tmp_path, monkeypatch):
-    real = records.json.loads
+    real = jsonl.json.loads
 
     def loads(text, *args, **kwargs):
         if "greedy" in text:
             raise MemoryError
         return real(text, *args, **kwargs)
 
-    monkeypatch.setattr(records.json, "loads", loads)
+    monkeypatch.setattr(jsonl.json, "loads", loads)
     folder = _folder(tmp_path, {"greedy_results.json": [_record(), "greedy"], "good_results.json": [_record()]})
     problem = records.read_result_file(folder / "model-a" / "greedy_results.json")
     assert problem.reason == "not readable JSON: too large to decode in memory"
@@ -230,7 +230,7 @@ def test_a_run_with_nothing_scored_says_there_is_nothing_to_rank_and_nothing_els
 
 @pytest.mark.filterwarnings("error")
 def test_a_model_folder_named_with_glyphs_the_font_lacks_draws_without_warnings(tmp_path):
-    from sphyr_hpc.report import plot_leaderboard
+    from sphyr_hpc.reporting.leaderboard import plot_leaderboard
 
     board = [{"model": "m\U0001F600\udce9\u4e2d", "topology_score": 0.5}, {"model": "plain", "topology_score": None}]
     plot_leaderboard(board, tmp_path / "board.png")
@@ -304,7 +304,7 @@ def test_an_empty_folder_on_two_ranks_is_one_usage_error_not_a_hang(tmp_path):
 
 
 def test_a_ragged_completion_of_many_widths_gets_a_reason_of_bounded_length():
-    from sphyr_hpc.scorer import Scorer
+    from sphyr_hpc.scoring.scorer import Scorer
 
     text = "\n".join(" ".join(["0"] * k) for k in range(1, 1000))  # 999 rows of 999 widths, 1 MB
     reason = Scorer().score(grids.as_grid(text), grids.as_grid("\n".join(GT)))["invalid_reason"]
@@ -315,7 +315,7 @@ def test_a_ragged_completion_of_many_widths_gets_a_reason_of_bounded_length():
 
 def test_validate_reads_each_dataset_line_on_its_own(tmp_path, capsys):
     from conftest import DATA
-    from sphyr_hpc.validate import read_records
+    from sphyr_hpc.jobs.validate import read_dataset as read_records
 
     good = (DATA / "full_easy_first20.jsonl").read_bytes().splitlines()[:2]
     dataset = tmp_path / "toy.jsonl"
@@ -387,7 +387,7 @@ def test_json_safe_writes_non_finite_numbers_as_null_and_numpy_scalars_as_python
                                          ("1e-1", True), ("1.5", False), ("-0.1", False), ("nan", False),
                                          ("inf", False), ("V", False), ("abc", False), ("0x1", False)])
 def test_valid_output_grid_takes_l_s_and_densities_in_the_unit_interval_only(cell, valid):
-    from sphyr_hpc.metrics import valid_output_grid
+    from sphyr_hpc.core.metrics import valid_output_grid
 
     truth = [["L", "0"], ["1", "S"]]
     for _ in range(2):  # decided once, then read from the table: the same answer

@@ -17,10 +17,10 @@ import pytest
 from mpi4py import MPI
 
 from conftest import cantilever, collective
-from sphyr_hpc import discretisation as fe
-from sphyr_hpc import grid as grids
-from sphyr_hpc import loadcase as lcs
-from sphyr_hpc._petsc import petsc
+from sphyr_hpc.core import discretisation as fe
+from sphyr_hpc.core import grid as grids
+from sphyr_hpc.core import loadcase as lcs
+from sphyr_hpc.runtime.petsc import petsc
 from sphyr_hpc.optimiser import simp
 from sphyr_hpc.optimiser.filter import DensityFilter
 from sphyr_hpc.solvers.elasticity import ElasticitySystem
@@ -185,7 +185,7 @@ def test_a_rank_out_of_work_waits_asleep_for_the_one_still_working():
     # without polling MPI at full speed (on shared cores it would take the worker's CPU time).
     import time
 
-    from sphyr_hpc.parallel import run_dynamic
+    from sphyr_hpc.runtime.tasks import run_dynamic
 
     def compute():
         def task(i, counters):

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from conftest import DATA
-from sphyr_hpc import grid as grids
-from sphyr_hpc import loadcase as loadcases
-from sphyr_hpc._petsc import petsc
+from sphyr_hpc.core import grid as grids
+from sphyr_hpc.core import loadcase as loadcases
+from sphyr_hpc.runtime.petsc import petsc
 from sphyr_hpc.optimiser import discrete
 from sphyr_hpc.optimiser.discrete import _SwapScreen as SwapScreen
 from sphyr_hpc.optimiser.discrete import binarise, polish

@@ -14,11 +14,11 @@ import json
 import pytest
 
 from conftest import EXAMPLE_RESULTS
-from sphyr_hpc import grid as grids
+from sphyr_hpc.core import grid as grids
 from sphyr_hpc import parity
 from sphyr_hpc.io.records import find_result_files, read_result_file
 from sphyr_hpc.io.atomic import json_safe
-from sphyr_hpc.scorer import Scorer
+from sphyr_hpc.scoring.scorer import Scorer
 
 FILES = find_result_files([EXAMPLE_RESULTS])
 RECORDS = [(p, i) for p in FILES for i in range(len(json.loads(p.read_text())))]

@@ -21,11 +21,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from sphyr_hpc import analysis  # noqa: E402
-from sphyr_hpc import discretisation as fe  # noqa: E402
-from sphyr_hpc import grid as grids  # noqa: E402
-from sphyr_hpc import loadcase as lcs  # noqa: E402
-from sphyr_hpc._petsc import petsc  # noqa: E402
+from sphyr_hpc.core import analysis  # noqa: E402
+from sphyr_hpc.core import discretisation as fe  # noqa: E402
+from sphyr_hpc.core import grid as grids  # noqa: E402
+from sphyr_hpc.core import loadcase as lcs  # noqa: E402
+from sphyr_hpc.runtime.petsc import petsc  # noqa: E402
 from conftest import ROOT, cantilever  # noqa: E402
 from sphyr_hpc.optimiser.filter import DensityFilter  # noqa: E402
 from sphyr_hpc.solvers import elasticity  # noqa: E402
@@ -175,7 +175,7 @@ def test_element_matrix_is_symmetric_to_the_bit(nu):
 def test_element_matrix_is_the_same_to_the_bit_under_a_kernel_with_and_without_fused_multiply_add():
     # Exact by construction: no BLAS call computes it (NumPy products, then sums), so OpenBLAS's
     # kernel, which rounds products with or without FMA, cannot change a bit of it.
-    code = ("import sys, numpy as np; from sphyr_hpc import discretisation as fe; "
+    code = ("import sys, numpy as np; from sphyr_hpc.core import discretisation as fe; "
             "sys.stdout.write(fe.element_stiffness().tobytes().hex())")
     seen = {}
     for kernel in ("Prescott", "Haswell" if _cpu_has("avx2", "fma") else "Nehalem"):
@@ -344,9 +344,9 @@ def test_the_factorised_block_copy_holds_k_exactly_after_every_assembly(record, 
     if not in_place:
         monkeypatch.setattr(elasticity, "seqsbaij_values", lambda mat, size: None)
     with _self_system(lc, prefix=block_cholesky) as system:
-        if in_place and not system._blocks_in_place:
+        if in_place and not system.blocks.in_place:
             pytest.skip("this PETSc build's MatSeqSBAIJGetArray is out of ctypes' reach")
-        assert system.P is not None and system._blocks_in_place == in_place
+        assert system.P is not None and system.blocks.in_place == in_place
         for design in (rho, rng.random(lc.shape)):
             c = _petsc_compliance(system, fe.simp_modulus(design))
             assert system.ksp.getOperators()[1].getType() == "seqsbaij"  # the matrix the PC factorises

@@ -11,8 +11,8 @@ import random
 import shutil
 
 from conftest import EXAMPLE_RESULTS
-from sphyr_hpc.failures import tally
-from sphyr_hpc.report import RunningSummary, summarise
+from sphyr_hpc.scoring.diagnosis import tally
+from sphyr_hpc.scoring.summary import RunningSummary, summarise
 from sphyr_hpc.score import main
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import EXAMPLE_RESULTS
-from sphyr_hpc import grid as grids
+from sphyr_hpc.core import grid as grids
 from sphyr_hpc.score import main
 
 GT = [
@@ -174,7 +174,7 @@ def test_fields_option_writes_completion_truth_and_optimum_for_paraview(tmp_path
 def test_samples_written_as_1_and_as_1_0_are_one_task():
     """SPhyR's full_easy and full_hard share samples: one rank computes their yardstick once."""
     from sphyr_hpc.io.records import Sample
-    from sphyr_hpc.score import make_tasks
+    from sphyr_hpc.scoring.tasks import make_tasks
 
     easy = [row.split() for row in GT]
     hard = [[f"{float(c):.1f}" if c in "01" else c for c in row] for row in easy]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import EXAMPLE_RESULTS, ROOT
-from sphyr_hpc.report import leaderboard, summarise
+from sphyr_hpc.scoring.summary import leaderboard, summarise
 from sphyr_hpc.score import main
 
 SUBJECTS = ("full_easy", "1_random_cell_easy", "10_random_cell_hard")

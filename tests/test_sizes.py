@@ -17,15 +17,15 @@ import numpy as np
 import pytest
 
 from conftest import DATA, ROOT
-from sphyr_hpc import grid as grids
-from sphyr_hpc import loadcase as loadcases
+from sphyr_hpc.core import grid as grids
+from sphyr_hpc.core import loadcase as loadcases
 from sphyr_hpc import parity
-from sphyr_hpc._petsc import petsc
+from sphyr_hpc.runtime.petsc import petsc
 from sphyr_hpc.optimiser import yardstick
 from sphyr_hpc.score import main
 from sphyr_hpc.solvers import sizing
 from sphyr_hpc.solvers.elasticity import ElasticitySystem, SolverError
-from sphyr_hpc import split
+from sphyr_hpc.scoring import pieces as split
 
 UPSCALED = DATA / "upscaled"
 EXPECTED = {(r["model"], r["subject"], r["index"]): r
@@ -159,8 +159,8 @@ def test_a_run_whose_multigrid_stalls_is_run_again_on_the_exact_solver(monkeypat
 
 def test_large_samples_up_to_one_per_rank_are_split_into_pieces_longest_first_on_several_ranks():
     from sphyr_hpc.io.records import read_result_file
-    from sphyr_hpc.scorer import Scorer
-    from sphyr_hpc.score import make_tasks
+    from sphyr_hpc.scoring.scorer import Scorer
+    from sphyr_hpc.scoring.tasks import make_tasks
 
     samples = []
     for path in sorted((UPSCALED / "results" / "upscaled-gt").glob("*.json")):

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from sphyr_hpc import grid as grids
-from sphyr_hpc.scorer import Scorer
-from sphyr_hpc.validate import PROBE_NAMES, build_probes, is_hard_dataset, main, run_validate
+from sphyr_hpc.core import grid as grids
+from sphyr_hpc.scoring.scorer import Scorer
+from sphyr_hpc.scoring.probes import PROBE_NAMES
+from sphyr_hpc.jobs.validate import build_probes, is_hard_dataset, run_validate
+from sphyr_hpc.validate import main
 
 DATA = Path(__file__).resolve().parent / "data"
 FULL_EASY = DATA / "full_easy_first20.jsonl"

@@ -17,7 +17,7 @@ Conventions
   printed grid *reversed* with the origin at 0 (rather than an origin at
   y = nely with a negative spacing, which not every reader accepts).  With
   h5py, ``f["density"][()][::-1]`` is the printed grid again.
-* The solver's y axis points *down* the grid (:mod:`sphyr_hpc.loadcase`), so
+* The solver's y axis points *down* the grid (:mod:`sphyr_hpc.core.loadcase`), so
   the y component of ``displacement`` is the solver's with its sign flipped;
   ``displacement`` has 3 components with z = 0 (ParaView's Warp By Vector).
 
@@ -58,7 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import discretisation as fe
+from ..core import discretisation as fe
 from . import field_files as ff
 from .field_files import FORMATS  # noqa: F401  (re-exported)
 
@@ -262,38 +262,6 @@ def write_natural_fields(path_stem, loadcase, densities, displacements, masked=N
     stem = _stem(path_stem)
     piece = _natural_piece(loadcase, densities, displacements, masked, penal, nu, {"compliance": compliance})
     return _write_piece(stem, piece, None, fields_format)
-
-
-def write_record_fields(directory, model, subject, index, loadcase, designs, masked=None, penal=fe.PENAL,
-                        fields_format="xdmf", nu=fe.NU):
-    """Solve and write every design of one scored record; returns {design: index path}.
-
-    ``designs``: ``{"completion": rho, "ground_truth": rho, "optimum": rho}``
-    (any subset, other names allowed) of natural (nely, nelx) densities; L and
-    S cells are forced solid as in the analysis.  Each design is solved on one
-    COMM_SELF :class:`ElasticitySystem` with a direct solver (options prefix
-    ``sphyr_fields_``) and written as
-    ``<directory>/<model>__<subject>__<index:04d>__<design>.<suffix>`` with
-    unsafe characters replaced.  Not collective: call it on the rank that
-    scored the record.
-    """
-    from .._petsc import petsc
-    from ..solvers.elasticity import ElasticitySystem
-
-    ff.check_format(fields_format)
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    base = f"{safe_name(model)}__{safe_name(subject)}__{int(index):04d}"
-    structural = loadcase.structural_mask()
-    paths = {}
-    with ElasticitySystem(loadcase, comm=petsc().COMM_SELF, prefix="sphyr_fields_", solver="direct", nu=nu) as system:
-        for name, rho in designs.items():
-            rho = np.clip(np.asarray(rho, dtype=float).reshape(loadcase.shape), 0.0, 1.0).copy()
-            rho[structural] = 1.0
-            compliance = system.solve(system.slab_of(fe.simp_modulus(rho, penal)))
-            paths[name] = write_fields(directory / f"{base}__{safe_name(name)}", system, rho, masked=masked,
-                                       penal=penal, compliance=compliance, fields_format=fields_format, nu=nu)
-    return paths
 
 
 # -- histories --------------------------------------------------------------------------------------

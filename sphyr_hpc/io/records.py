@@ -25,18 +25,14 @@ and its grid shared, read-only, by every record that quotes it: reading
 costs one parse per sample and one per completion, not three per record.
 """
 
-import json
-import os
-import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import numpy as np
 
-from .. import grid as grids
-from ..cache import BoundedCache
-from ..loadcase import gravity_from_folder
-from .atomic import temporary_beside, write_text_atomic
+from ..core import grid as grids
+from ..runtime.cache import BoundedCache
+from ..core.loadcase import gravity_from_folder
+from .jsonl import DECODE_LIMITS, decode_json, read_bytes, read_jsonl, utf8
 from .limits import InputLimits
 
 AGGREGATED_SUFFIX = "_aggregated_results.json"
@@ -92,7 +88,7 @@ class Sample:
             sample.fail(f"{where}: completion: {err}", "unreadable")
         except (RecursionError, MemoryError) as err:  # a cell nested as deep as the JSON decoder allowed
             sample.ground_truth = sample.input_grid = None
-            sample.error = f"{where}: grid not readable: {_DECODE_LIMITS[type(err)]}"
+            sample.error = f"{where}: grid not readable: {DECODE_LIMITS[type(err)]}"
         return sample
 
     @property
@@ -104,52 +100,6 @@ class Sample:
 class FileProblem:
     path: str
     reason: str
-
-
-# What decoding untrusted JSON may raise besides JSONDecodeError: the C scanner recurses once
-# per nesting level ("[[[[..."), and a document can ask for more memory than there is.
-_DECODE_LIMITS = {RecursionError: "nested too deeply to decode", MemoryError: "too large to decode in memory"}
-
-
-def _decode_json(text):
-    """(value, None) or (None, reason) for one JSON document."""
-    try:
-        return json.loads(text), None
-    except ValueError as err:  # JSONDecodeError, or an integer of more digits than Python converts
-        return None, f"not valid JSON: {err}"
-    except (RecursionError, MemoryError) as err:
-        return None, f"not readable JSON: {_DECODE_LIMITS[type(err)]}"
-
-
-def _read_bytes(path, limits):
-    """(bytes, None) or (None, reason): the whole file, refused from its size if over the limit."""
-    try:
-        # Non-blocking open, then fstat: a FIFO or a device named like a result file is refused
-        # instead of blocking the run (no effect on regular files).
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        with open(fd, "rb") as handle:
-            status = os.fstat(fd)
-            if not stat.S_ISREG(status.st_mode):
-                return None, "not a regular file"
-            reason = limits.file_too_large(status.st_size)
-            if reason:
-                return None, reason
-            data = handle.read(limits.max_file_bytes + 1)  # never more, should the file grow meanwhile
-    except OSError as err:
-        return None, f"cannot read: {err}"
-    except MemoryError:
-        return None, "cannot read: out of memory"
-    if len(data) > limits.max_file_bytes:
-        return None, limits.file_too_large(len(data))
-    return data, None
-
-
-def _utf8(data):
-    """(text, None) or (None, reason); a UTF-8 byte-order mark is allowed."""
-    try:
-        return data.decode("utf-8-sig"), None
-    except UnicodeDecodeError as err:
-        return None, f"not UTF-8: {err}"
 
 
 def subject_of(path):
@@ -201,7 +151,7 @@ def parse_grids(sample, values, where, limits, defer_completion=False):
         return _parse_grids(sample, values, where, limits, defer_completion)
     except (RecursionError, MemoryError) as err:  # a cell nested as deep as the JSON decoder allowed
         sample.ground_truth = sample.completion = sample.input_grid = None
-        sample.error = f"{where['completion']}: grid not readable: {_DECODE_LIMITS[type(err)]}"
+        sample.error = f"{where['completion']}: grid not readable: {DECODE_LIMITS[type(err)]}"
         return sample
 
 
@@ -277,9 +227,9 @@ def read_result_file(path, gravity=None, limits=InputLimits(), defer_completion=
     path = Path(path)
     model = path.parent.name
     subject = subject_of(path)
-    data, reason = _read_bytes(path, limits)
-    text, reason = _utf8(data) if data is not None else (None, reason)
-    records, reason = _decode_json(text) if text is not None else (None, reason)
+    data, reason = read_bytes(path, limits)
+    text, reason = utf8(data) if data is not None else (None, reason)
+    records, reason = decode_json(text) if text is not None else (None, reason)
     if reason:
         return FileProblem(str(path), reason)
     if not isinstance(records, list):
@@ -287,44 +237,6 @@ def read_result_file(path, gravity=None, limits=InputLimits(), defer_completion=
     g = gravity if gravity is not None else gravity_from_folder(model)
     source = str(path)
     return [sample_from_record(r, model, subject, i, source, g, limits, defer_completion) for i, r in enumerate(records)]
-
-
-def write_jsonl_atomic(path, rows):
-    """JSON objects one per line, written atomically."""
-    write_text_atomic(path, "".join(json.dumps(row, allow_nan=False) + "\n" for row in rows))
-
-
-def _decode_lines(raw_lines):
-    """(line number, object or None, problem) for every non-blank line, each decoded on its own."""
-    for number, raw in enumerate(raw_lines, start=1):
-        line, problem = _utf8(raw)
-        if problem:
-            yield number, None, problem
-        elif line.strip():
-            obj, problem = _decode_json(line)
-            yield number, obj, problem
-
-
-def _read_jsonl(path):
-    """(line number, object or None, problem) for every non-blank line of a JSONL file we wrote.
-
-    A broken line costs only itself; an unreadable file raises ``OSError``.
-    Untrusted input goes through :func:`read_jsonl` instead (size limit first).
-    """
-    with open(path, "rb") as handle:
-        yield from _decode_lines(handle)
-
-
-def read_jsonl(path, limits=InputLimits()):
-    """``(lines, None)`` or ``(None, reason)`` for an input JSONL file that cannot be read at all.
-
-    ``lines`` yields (line number, object or None, problem) for every non-blank
-    line; each line is decoded on its own, so a broken line costs only itself.
-    """
-    data, reason = _read_bytes(path, limits)
-    if reason:
-        return None, reason
-    return _decode_lines(data.split(b"\n")), None
 
 
 def read_dataset_completions(dataset, completions, model=None, gravity=None, limits=InputLimits(),
@@ -397,127 +309,3 @@ def read_dataset_completions(dataset, completions, model=None, gravity=None, lim
 
 # json.dumps(row, allow_nan=False) builds a new encoder every call (only the all-defaults call
 # reuses one); this one is json.dumps's own with allow_nan=False, made once.
-_ROW_ENCODER = json.JSONEncoder(allow_nan=False)
-
-
-class ResultsLog:
-    """``results.jsonl`` as an append-only log that survives being killed.
-
-    Every rank appends whole lines with one ``write`` on an ``O_APPEND``
-    descriptor and flushes, so lines from several ranks never interleave.  A
-    kill can at worst leave one partial last line: :meth:`recover` drops it
-    (rewriting the file atomically) and returns the rows already written, which
-    ``--resume`` skips.  :meth:`finalise` rewrites the file sorted by
-    (model, subject, index), again atomically; :meth:`assemble` does the same
-    for a log of this run's lines only, every rank copying its own.
-    """
-
-    def __init__(self, path):
-        self.path = Path(path)
-        self._fd = None
-
-    def recover(self):
-        """Rows already in the log (partial or broken lines dropped)."""
-        if not self.path.exists():
-            return []
-        rows, dropped = [], 0
-        for _, row, problem in _read_jsonl(self.path):
-            if not problem and isinstance(row, dict) and "model" in row and "subject" in row and "index" in row:
-                rows.append(row)
-            else:
-                dropped += 1
-        if dropped:
-            write_jsonl_atomic(self.path, rows)
-        return rows
-
-    def reset(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_jsonl_atomic(self.path, [])
-
-    def append(self, row):
-        """Append ``row`` as one line; returns the line's ``(offset, length)`` in the file."""
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        data = (_ROW_ENCODER.encode(row) + "\n").encode("utf-8")
-        written = os.write(self._fd, data)
-        if written != len(data):  # regular files do not short-write short of a full disk
-            raise OSError(f"short write to {self.path}")
-        # O_APPEND moves this descriptor's offset to the end of its own write, atomically.
-        return os.lseek(self._fd, 0, os.SEEK_CUR) - written, written
-
-    def close(self):
-        """Stop appending.  No fsync: what makes the results durable is the sorted rewrite that
-        follows (:meth:`assemble` or :meth:`finalise`, which fsync), as appends during a run are not."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def finalise(self):
-        """Sorted, de-duplicated rows (last write of a key wins), rewritten atomically."""
-        rows = {}
-        for row in self.recover():
-            rows[row_key(row)] = row
-        ordered = [rows[k] for k in sorted(rows, key=sort_key)]
-        write_jsonl_atomic(self.path, ordered)
-        return ordered
-
-
-    def assemble(self, comm, places, total):
-        """:meth:`finalise` for a log that holds only this run's lines, every rank copying its own.
-
-        Collective.  ``places``: ``(position, offset, length)`` of each line this rank
-        appended that the sorted file keeps, ``position`` its place among the ``total``
-        lines of the sorted file (every rank knows the sorted keys: it read the inputs).
-        The line lengths are summed over the ranks (8 bytes per line), each rank copies
-        its lines to their places in a temporary file, which then replaces the log.
-        Nothing is decoded and no rank holds the file: the copying is split over the
-        ranks and costs the bytes moved.
-        """
-        from mpi4py import MPI
-
-        lengths = np.zeros(total, dtype=np.int64)
-        for position, _, length in places:
-            lengths[position] = length
-        comm.Allreduce(MPI.IN_PLACE, lengths, op=MPI.SUM)
-        starts = np.cumsum(lengths) - lengths
-        tmp = None
-        if comm.rank == 0:
-            fd, tmp = temporary_beside(self.path)
-            os.ftruncate(fd, int(lengths.sum()))
-            os.close(fd)
-        tmp = comm.bcast(tmp, root=0)
-        source = os.open(self.path, os.O_RDONLY)
-        target = os.open(tmp, os.O_WRONLY)
-        try:
-            for position, offset, length in places:
-                _copy_range(source, target, length, offset, int(starts[position]))
-            os.fsync(target)
-        finally:
-            os.close(source)
-            os.close(target)
-        comm.Barrier()
-        if comm.rank == 0:
-            os.replace(tmp, self.path)
-        comm.Barrier()
-
-
-def _copy_range(source, target, length, offset, to):
-    """``length`` bytes of ``source`` at ``offset`` to ``target`` at ``to`` (in the kernel where it can)."""
-    while length > 0:
-        try:
-            done = os.copy_file_range(source, target, length, offset, to)
-        except OSError:  # a file system or kernel without it: through memory
-            done = os.pwrite(target, os.pread(source, length, offset), to)
-        if done <= 0:
-            raise OSError(f"copying results: {length} bytes left at offset {offset}")
-        length, offset, to = length - done, offset + done, to + done
-
-
-def row_key(row):
-    return (row["model"], row["subject"], row["index"])
-
-
-def sort_key(key):
-    """The order of records in results.jsonl: model, subject, then integer indices before others."""
-    model, subject, index = key
-    return (str(model), str(subject), (0, index) if isinstance(index, int) else (1, str(index)))

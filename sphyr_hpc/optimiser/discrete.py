@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 
-from .. import discretisation as fe
-from ..analysis import compliance_of, solid_compliance
+from ..core import discretisation as fe
+from ..core.analysis import compliance_of, solid_compliance
 
 MAX_PASSES = 3
 MAX_EVALUATIONS = 6000

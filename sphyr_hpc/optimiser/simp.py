@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import discretisation as fe
-from .. import timing
+from ..core import discretisation as fe
+from ..runtime import events as timing
 from ..solvers import csr
 
 MAX_ITERATIONS = 500

@@ -30,7 +30,7 @@ multigrid system's options prefix is :data:`SIMP_PREFIX`
 (``-sphyr_simp_ksp_rtol 1e-10``, ``-sphyr_simp_pc_mg_cycle_type w``...).
 """
 
-from .._petsc import petsc
+from ..runtime.petsc import petsc
 from . import condensed
 
 # DOFs from which a yardstick's SIMP runs use CG + multigrid: replaying whole SIMP runs, multigrid
@@ -92,5 +92,5 @@ def simp_system(system, exact, mg_min_dofs=MG_MIN_DOFS):
 
 def simp_system_arguments(assembly="elements"):
     """How :func:`simp_system` makes its multigrid system (``ElasticitySystem`` keywords but the
-    prefix): also what ``_petsc.check_options`` probes the ``-sphyr_simp_`` options on."""
+    prefix): also what ``solvers.probe.check_options`` probes the ``-sphyr_simp_`` options on."""
     return {"solver": "mg", "assembly": assembly, "options": SIMP_OPTIONS}

@@ -20,8 +20,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from sphyr_hpc import discretisation as fe  # noqa: E402
-from sphyr_hpc import loadcase as lcs  # noqa: E402
+from sphyr_hpc.core import discretisation as fe  # noqa: E402
+from sphyr_hpc.core import loadcase as lcs  # noqa: E402
 
 
 def sample_problem(nely, nelx, seed=7):
@@ -44,7 +44,7 @@ def history_densities(rho, step):
 
 
 def main(argv):
-    from sphyr_hpc._petsc import petsc
+    from sphyr_hpc.runtime.petsc import petsc
     from sphyr_hpc.io import fields
     from sphyr_hpc.solvers.elasticity import ElasticitySystem
 

@@ -11,7 +11,7 @@ import sys
 
 from mpi4py import MPI
 
-from sphyr_hpc import scorer
+from sphyr_hpc.scoring import scorer
 from sphyr_hpc.api import score_records
 
 if MPI.COMM_WORLD.rank == 1:

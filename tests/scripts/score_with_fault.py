@@ -9,7 +9,7 @@ import sys
 
 from mpi4py import MPI
 
-from sphyr_hpc import scorer
+from sphyr_hpc.scoring import scorer
 from sphyr_hpc.score import main
 
 if MPI.COMM_WORLD.rank == 1:

@@ -60,8 +60,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import loadcase as loadcases
-from .parity import RATIO_TOLERANCE
+from ..core import loadcase as loadcases
+from ..core.metrics import RATIO_TOLERANCE
 
 WEAK_BELOW = 0.7
 SOUND = "sound"
@@ -119,7 +119,7 @@ def diagnose(completion, ground_truth, case, metrics):
 
     ``completion`` and ``ground_truth`` are the grids read from the record
     (``[]`` when the text holds none), ``case`` what
-    :meth:`~sphyr_hpc.scorer.Scorer.prepare` made of them (None when they
+    :meth:`~sphyr_hpc.scoring.scorer.Scorer.prepare` made of them (None when they
     pose no problem) and ``metrics`` the record's metrics.  ``floating_clusters``
     is None when there is no design to count them in.
     """

@@ -24,7 +24,7 @@ import os
 import sys
 from contextlib import contextmanager
 
-from .cli import USAGE_STATUS
+from .process import USAGE_STATUS
 
 _DEBIAN_PETSC_GLOB = "/usr/lib/petscdir/petsc*/*-real"
 
@@ -226,40 +226,14 @@ def unknown_options_message(unused):
             f"add -help to list the options each solver reads)")
 
 
-def check_options(prefix=PREFIX):
-    """Raise :class:`OptionsError` if the ``-<prefix>`` options would fail or go unread.
-
-    A tiny SPhyR load case is solved with the options in force, on this
-    process alone (as the scorer's solvers are): PETSc rejects a bad value
-    then, and :func:`unused_options` lists what no solver read.
-    """
-    import numpy as np
-
-    from . import loadcase
-    from .solvers import sizing
-    from .solvers.elasticity import ElasticitySystem
-
-    PETSc = petsc()
-    probes = [(loadcase.from_grid([["L", "L"], ["1", "1"], ["S", "S"]]), {"prefix": prefix})]
-    simp_prefix = prefix + sizing.SIMP_PREFIX[len(PREFIX):]
-    if any(name.startswith(simp_prefix) for name in PETSc.Options().getAll()):
-        # The large yardsticks' multigrid system reads these: probed on a load case just large
-        # enough for two levels.
-        n = int(np.ceil(np.sqrt(sizing.MG_MIN_DOFS / 2))) + 1
-        grid = [["L"] * n] + [["1"] * n for _ in range(n - 2)] + [["S"] * n]
-        probes.append((loadcase.from_grid(grid), dict(sizing.simp_system_arguments(), prefix=simp_prefix)))
-    viewers, _Viewers.requested = _Viewers.requested, ()  # the probe is not shown
+@contextmanager
+def viewers_hidden():
+    """The once-per-solver viewers are not shown inside the block (a probe solve is not the user's)."""
+    viewers, _Viewers.requested = _Viewers.requested, ()
     try:
-        for lc, arguments in probes:
-            with ElasticitySystem(lc, comm=PETSc.COMM_SELF, **arguments) as system:
-                system.solve(system.slab_of(np.ones(lc.shape)))
-    except PETSc.Error as err:
-        raise OptionsError(f"PETSc rejected an option: {explain_petsc_error(err)}") from None
+        yield
     finally:
         _Viewers.requested = viewers
-    unused = unused_options(prefix)
-    if unused:
-        raise OptionsError(unknown_options_message(unused))
 
 
 def view_once(ksp):

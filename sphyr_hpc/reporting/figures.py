@@ -23,7 +23,7 @@ import io
 
 import numpy as np
 
-from .. import grid as grids
+from ..core import grid as grids
 
 DPI = 100
 COLOURS = {
@@ -41,22 +41,6 @@ CATEGORY_COLOURS = {
     "unfilled_or_unparsable": "#ff7f0e", "severed_load_path": "#d62728", "floating_material": "#e377c2",
     "overspent_material": "#9467bd", "weaker_than_yardstick": "#f2c744", "sound": "#2ca02c",
 }
-
-
-# -- the grids a record keeps --------------------------------------------------------------------
-def _density_text(value):
-    text = f"{float(value):.3f}".rstrip("0").rstrip(".")
-    return text if text not in ("", "-0") else "0"
-
-
-def record_grids(completion, ground_truth, input_grid, optimum):
-    """``{"completion", "ground_truth", "input", "optimum"}`` as text rows (``[]`` when absent)."""
-    def rows(grid):
-        return [" ".join(row) for row in grid] if grid else []
-
-    optimum_rows = [] if optimum is None else [" ".join(map(_density_text, row)) for row in np.asarray(optimum)]
-    return {"completion": rows(completion), "ground_truth": rows(ground_truth), "input": rows(input_grid),
-            "optimum": optimum_rows}
 
 
 def _tokens(rows):

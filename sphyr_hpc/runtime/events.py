@@ -13,7 +13,7 @@ collected while PETSc logging is on (``PETSc.Log.begin()``, or ``-log_view``);
 :func:`seconds` reads them, and is 0 otherwise.
 """
 
-from ._petsc import petsc
+from .petsc import petsc
 
 ASSEMBLY = "sphyr_assembly"
 SETUP = "sphyr_setup"

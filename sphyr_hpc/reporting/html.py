@@ -11,43 +11,30 @@ reads ``OUT_DIR/results.jsonl`` and writes:
   ``completions_<model>.png`` (per model, the best and worst completion of
   each subject: completion | ground truth | yardstick optimum).
 
-Nothing is rescored: metrics, failure categories (:mod:`sphyr_hpc.failures`)
+Nothing is rescored: metrics, failure categories (:mod:`sphyr_hpc.scoring.diagnosis`)
 and the grids to draw are read from the records, so a finished, resumed or
 copied run can be reported again in seconds.  Every file is written
 atomically.  Records scored before failure categories existed are counted as
 unclassified.
 """
 
-import argparse
 import base64
 import html
 import math
-import sys
 import time
 from pathlib import Path
 
-from .. import failures
-from ..metrics import STRUCTURAL_METRIC_KEYS
-from ..report import leaderboard, summarise
-from . import report_figures as figures
-from .atomic import write_bytes_atomic, write_text_atomic
-from .fields import safe_name
-from .records import _read_jsonl, sort_key, row_key
+from ..scoring import diagnosis as failures
+from ..core.metrics import STRUCTURAL_METRIC_KEYS
+from ..scoring.summary import leaderboard, summarise
+from . import figures
+from ..io.atomic import write_bytes_atomic, write_text_atomic
+from ..io.fields import safe_name
+from ..io.jsonl import read_rows
+from ..io.results_log import row_key, sort_key
 
 REPORT_NAME = "report.html"
 PICTURES = "report"
-
-
-def read_rows(results):
-    """The records of a results.jsonl, and how many lines could not be read."""
-    rows, broken = [], 0
-    for _, obj, problem in _read_jsonl(results):
-        if (problem or not isinstance(obj, dict) or not {"model", "subject", "index"} <= obj.keys()
-                or not isinstance(obj["model"], str) or not isinstance(obj["subject"], str)):
-            broken += 1
-        else:
-            rows.append(obj)
-    return rows, broken
 
 
 def _score(row):
@@ -260,28 +247,3 @@ def screenshot(page, png, width=1400, height=2400, timeout=120):
     if done.returncode != 0 or not png.is_file():
         raise RuntimeError(f"{exe} drew no screenshot (status {done.returncode}): {done.stderr[-2000:]}")
     return png
-
-
-def build_parser():
-    parser = argparse.ArgumentParser(prog="python -m sphyr_hpc.report", description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("out_dir", metavar="OUT_DIR", help="a score output folder holding results.jsonl")
-    parser.add_argument("--title", help="the page title; None: 'SPhyR report: <folder name>'")
-    return parser
-
-
-def main(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    results = Path(args.out_dir) / "results.jsonl"
-    if not results.is_file():
-        parser.error(f"no results.jsonl in {args.out_dir}")
-    started = time.perf_counter()
-    paths = write_report(args.out_dir, args.title)
-    print(f"{paths[0]} ({len(paths) - 1} pictures in {paths[0].parent / PICTURES}) "
-          f"in {time.perf_counter() - started:.2f} s")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,21 +16,22 @@ sample (models often agree, and often give the answer itself) costs a table
 lookup: every metric is a function of the cells (``SCORED_PER_SAMPLE`` distinct
 completions are kept per sample).
 
-The metrics are :meth:`~sphyr_hpc.scorer.Scorer.score`'s, computed by the
-same code (:meth:`~sphyr_hpc.scorer.Scorer.score_case`); a completion that
+The metrics are :meth:`~sphyr_hpc.scoring.scorer.Scorer.score`'s, computed by the
+same code (:meth:`~sphyr_hpc.scoring.scorer.Scorer.score_case`); a completion that
 is not the ground truth's shape, or a sample whose ground truth poses no
-problem, goes through :meth:`~sphyr_hpc.scorer.Scorer.score` unchanged.
-Errors :meth:`~sphyr_hpc.scorer.Scorer.score` raises for bad data are raised
+problem, goes through :meth:`~sphyr_hpc.scoring.scorer.Scorer.score` unchanged.
+Errors :meth:`~sphyr_hpc.scoring.scorer.Scorer.score` raises for bad data are raised
 by :meth:`SampleScorer.score` too.
 """
 
 from dataclasses import dataclass
 
-from . import grid as grids
-from . import loadcase as loadcases
-from .cache import BoundedCache
-from .io.report_figures import record_grids
-from .metrics import material
+import numpy as np
+
+from ..core import grid as grids
+from ..core import loadcase as loadcases
+from ..runtime.cache import BoundedCache
+from ..core.metrics import material
 
 # Distinct completions of one sample whose metrics are kept: more than the models of any published
 # benchmark answer one sample with (dozens), and a sample's scorer lives for its task only.
@@ -86,7 +87,7 @@ class SampleScorer:
         return self.scorer.score_case(completion, self.ground_truth, case, reason, self.reference), case
 
     def record_grids(self, completion, case):
-        """The ``grids`` a record keeps (:func:`~sphyr_hpc.io.report_figures.record_grids`)."""
+        """The ``grids`` a record keeps (:func:`record_grids`)."""
         if self._rows is None or case is None:
             optimum = self.scorer.designs(case)["optimum"] if case is not None else None
             return record_grids(completion, self.ground_truth, self.input_grid, optimum)
@@ -112,3 +113,19 @@ def sample_scorers(scorer, samples):
             except (grids.GridError, loadcases.LoadCaseError):  # the record's own scoring reports it
                 found[key] = None
         yield sample, found[key]
+
+
+# -- the grids a record keeps --------------------------------------------------------------------
+def _density_text(value):
+    text = f"{float(value):.3f}".rstrip("0").rstrip(".")
+    return text if text not in ("", "-0") else "0"
+
+
+def record_grids(completion, ground_truth, input_grid, optimum):
+    """``{"completion", "ground_truth", "input", "optimum"}`` as text rows (``[]`` when absent)."""
+    def rows(grid):
+        return [" ".join(row) for row in grid] if grid else []
+
+    optimum_rows = [] if optimum is None else [" ".join(map(_density_text, row)) for row in np.asarray(optimum)]
+    return {"completion": rows(completion), "ground_truth": rows(ground_truth), "input": rows(input_grid),
+            "optimum": optimum_rows}

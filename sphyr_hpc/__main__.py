@@ -1,0 +1,46 @@
+"""``python -m sphyr_hpc``: the commands, each ``python -m sphyr_hpc.<command>`` or ``sphyr-<command>``.
+
+``python -m sphyr_hpc COMMAND [ARGS...]`` runs one of them too.
+"""
+
+import importlib
+import sys
+
+# (command, what it does); each is the module sphyr_hpc.<command> and the console script sphyr-<command>.
+COMMANDS = (
+    ("score", "score SPhyR completions like the published scorer, over MPI ranks"),
+    ("validate", "evidence that the metric ranks what it should: probes of dataset records"),
+    ("certify", "how far the yardstick is from the best binary design, proven"),
+    ("report", "report.html and its pictures from a score output folder"),
+    ("optimize", "SIMP topology optimisation of one problem over all MPI ranks"),
+    ("generate", "write problems at any size as grid files"),
+    ("scaling", "SIMP iterations timed over grid sizes and rank counts"),
+    ("parity", "check a scoring run against the published result files it scored"),
+)
+
+
+def usage():
+    width = max(len(name) for name, _ in COMMANDS)
+    lines = ["usage: python -m sphyr_hpc COMMAND [ARGS...]   (or python -m sphyr_hpc.COMMAND, sphyr-COMMAND)",
+             "", "commands:"]
+    lines += [f"  {name:{width}s}  {text}" for name, text in COMMANDS]
+    lines += ["", "python -m sphyr_hpc.COMMAND --help describes one."]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    names = [name for name, _ in COMMANDS]
+    if argv[0] not in names:
+        from .cli import report_usage_error
+
+        return report_usage_error("python -m sphyr_hpc", f"unknown command {argv[0]!r}: choose one of "
+                                                         f"{', '.join(names)}")
+    return importlib.import_module(f"sphyr_hpc.{argv[0]}").main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

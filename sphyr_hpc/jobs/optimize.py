@@ -1,0 +1,142 @@
+"""What ``python -m sphyr_hpc.optimize`` runs: one problem optimised over all ranks, then its outputs.
+
+:func:`run` loads the problem, runs :func:`~sphyr_hpc.optimiser.driver.optimise`
+(PETSc options nobody read are a usage error after the first iteration),
+measures the bandwidth if asked, and writes what the options ask for
+(``--png``, ``--save-density``, ``--json``) on rank 0.
+"""
+
+import os
+
+import numpy as np
+from mpi4py import MPI
+
+from ..io.atomic import write_json_atomic
+from ..optimiser.driver import copy_bandwidth, mg_cg_bytes_per_iteration, optimise, rank0_logger, run_summary
+from ..optimiser.problems import ProblemError
+from ..reporting.density import save_png
+from ..runtime.petsc import OptionsError, explain_petsc_error, petsc, unknown_options_message, unused_options
+from ..runtime.process import UsageError
+from ..solvers.elasticity import PartitionError, SolverError
+from .optimize_settings import check_settings, density_path, ground_truth_of, load_problem
+
+FAILED_STATUS = 1
+
+
+def run(args, comm, petsc_args=()):
+    """The exit status of one optimisation on the PETSc communicator ``comm`` (collective)."""
+    mpi = comm.tompi4py()
+    try:
+        continuation = check_settings(args)
+        problem = load_problem(args)
+        truth = ground_truth_of(args, problem)
+        initial = np.load(args.initial) if args.initial else None
+    except (ProblemError, OSError, ValueError) as err:
+        raise UsageError(str(err)) from None
+    load_start = list(os.getloadavg())
+    if mpi.rank == 0:
+        print(f"load average at start: {' '.join(f'{v:.2f}' for v in load_start)}", flush=True)
+    try:
+        out = _optimise(args, comm, problem, continuation, truth, initial)
+    except PartitionError as err:
+        raise UsageError(str(err)) from None
+    except SolverError as err:
+        rank0_logger(mpi)(f"error: the solve failed: {err}")
+        return FAILED_STATUS
+    out["summary"] = run_summary(out, mpi)
+    _measure_bandwidth(out, mpi)
+    out["load_average_start"] = load_start
+    out["load_average_end"] = list(os.getloadavg())
+    density = out.pop("density")
+    out["petsc_options"] = list(petsc_args)
+    if mpi.rank == 0:
+        _report(args, problem, out, density)
+    ok = np.isfinite(out["compliance"])
+    return 0 if ok else FAILED_STATUS
+
+
+def _optimise(args, comm, problem, continuation, truth, initial):
+    """:func:`optimise` with the command's options; PETSc options nobody read, or that PETSc
+    rejects, are an :class:`OptionsError` once the first iteration has read them all."""
+    mpi = comm.tompi4py()
+    log = rank0_logger(mpi)
+    quiet_log = rank0_logger(mpi, args.quiet)
+
+    def iteration_log(line):
+        if line.startswith("it "):
+            quiet_log(line)
+        else:
+            log(line)
+
+    started = []
+
+    def check_options(iteration, system, physical, compliance, change):
+        """After the first iteration every solver option has been read: report those nobody read."""
+        if started:
+            return
+        started.append(iteration)
+        unused = sorted(set().union(*mpi.allgather(unused_options())))
+        if unused:
+            raise OptionsError(unknown_options_message(unused))
+
+    try:
+        return optimise(problem, comm=comm, solver=args.solver, iterations=args.iterations,
+                        tolerance=args.tolerance, penal=args.penal, continuation=continuation, radius=args.radius,
+                        move=args.move, initial=initial, log=iteration_log, fields_dir=args.fields,
+                        fields_every=args.fields_every, truth=truth, keep_system=args.bandwidth,
+                        fields_format=args.fields_format, callback=check_options)
+    except petsc().Error as err:
+        if started:
+            raise
+        raise OptionsError(f"PETSc rejected an option: {explain_petsc_error(err)}") from None
+
+
+def _measure_bandwidth(out, mpi):
+    """With ``--bandwidth`` (the run kept its system): the copy bandwidth and the MG-CG solve's share."""
+    system = out.pop("system", None)
+    if system is None:
+        return
+    try:
+        bytes_per_it = mg_cg_bytes_per_iteration(system)
+    finally:
+        system.close()
+    bandwidth = copy_bandwidth(mpi)
+    solve_total = mpi.allreduce(sum(h["sphyr_solve_seconds"] for h in out["history"][1:]), op=MPI.MAX)
+    its_total = sum(h["ksp_iterations"] for h in out["history"][1:])
+    achieved = bytes_per_it * its_total / solve_total if bytes_per_it and solve_total > 0 else None
+    out["bandwidth"] = {"copy_bytes_per_second": bandwidth, "mg_cg_bytes_per_iteration": bytes_per_it,
+                        "mg_cg_bytes_per_second": achieved,
+                        "fraction_of_copy": achieved / bandwidth if achieved else None}
+
+
+def _report(args, problem, out, density):
+    """The result line and the outputs the options ask for (rank 0)."""
+    summary = out["summary"]
+    status = "converged" if out["converged"] else "stopped"
+    # The iteration lines show each design before its update; the result is the design after the
+    # last update, analysed once more at the final penalty: hence a compliance of its own.
+    print(f"{status} after {out['iterations']} iterations: compliance {out['compliance']:.6e} (the final "
+          f"design, analysed at p = {args.penal:g}), volume "
+          f"{out['volume_fraction']:.4f}; mean {summary['seconds']:.3f} s/iteration (after the first), "
+          f"{summary['ksp_iterations_mean']:.1f} KSP iterations/solve, peak memory "
+          f"{max(summary['peak_memory_mb_per_rank']):.0f} MB/rank", flush=True)
+    if "bandwidth" in out and out["bandwidth"]["fraction_of_copy"]:
+        b = out["bandwidth"]
+        print(f"bandwidth: numpy copy {b['copy_bytes_per_second'] / 1e9:.1f} GB/s, MG-CG MatMults "
+              f"{b['mg_cg_bytes_per_second'] / 1e9:.1f} GB/s ({100 * b['fraction_of_copy']:.0f}%)", flush=True)
+    if args.png:
+        title = (f"{problem.name} {problem.nelx}x{problem.nely}, c = {out['compliance']:.4g}, "
+                 f"vf = {out['volume_fraction']:.3f}")
+        save_png(density, args.png, title)
+        print(f"density -> {args.png}", flush=True)
+    if args.save_density:
+        np.save(density_path(args.save_density), density)  # np.save adds .npy to a name without it
+        print(f"density array -> {density_path(args.save_density)}", flush=True)
+    if args.json:
+        out["problem_spec"] = problem.to_dict()
+        out["arguments"] = {k: v for k, v in vars(args).items()}
+        write_json_atomic(args.json, out)
+        print(f"run (history, timings, memory) -> {args.json}", flush=True)
+    if out.get("fields"):
+        print(f"fields for ParaView -> {out['fields']} (a history: load a step with UpdatePipeline(time), "
+              f"see README)", flush=True)

@@ -1,0 +1,77 @@
+"""An optimisation's settings and problem from its arguments, checked before any work.
+
+Light on purpose: the command checks its settings with these before MPI and
+PETSc are imported.
+"""
+
+import os
+
+import numpy as np
+
+from ..optimiser import problems
+from ..optimiser.problems import ProblemError
+
+
+def parse_continuation(text):
+    if text is None or str(text).lower() in ("", "none", "off"):
+        return None
+    try:
+        start, step, every = (float(v) for v in str(text).split(","))
+    except ValueError:
+        raise ProblemError(f"--continuation {text!r} is not p_start,p_step,every (e.g. 1,0.5,10) or none") from None
+    if step <= 0 or every < 1 or every != int(every) or start < 1:
+        raise ProblemError(f"--continuation {text!r}: need p_start >= 1, p_step > 0, every a positive integer")
+    return (start, step, int(every))
+
+
+def load_problem(args):
+    """The problem the arguments describe (ProblemError with a message otherwise)."""
+    return problems.resolve(args.problem, args.preset, args.size, args.dataset, args.index, args.masked,
+                            args.upscale, args.gravity, args.volfrac)
+
+
+def check_settings(args):
+    """The continuation schedule, or ProblemError for a setting out of range."""
+    if args.iterations < 1:
+        raise ProblemError(f"--iterations {args.iterations} must be at least 1")
+    if args.tolerance < 0:
+        raise ProblemError(f"--tolerance {args.tolerance} must be >= 0")
+    if not args.radius > 0:
+        raise ProblemError(f"--radius {args.radius} must be positive")
+    if not 0 < args.move <= 1:
+        raise ProblemError(f"--move {args.move} must be in (0, 1]")
+    if not args.penal >= 1:
+        raise ProblemError(f"--penal {args.penal} must be >= 1")
+    if args.fields_every < 1:
+        raise ProblemError(f"--fields-every {args.fields_every} must be at least 1")
+    if args.fields and os.path.exists(args.fields) and not os.path.isdir(args.fields):
+        raise ProblemError(f"--fields {args.fields} is a file; --fields names a folder (new or existing)")
+    for option, path in (("--json", args.json), ("--png", args.png), ("--save-density", args.save_density)):
+        if path and os.path.isdir(path):
+            raise ProblemError(f"{option} {path} is a folder; {option} names a file (e.g. {path.rstrip('/')}/run"
+                               f"{'.json' if option == '--json' else '.png' if option == '--png' else '.npy'})")
+    continuation = parse_continuation(args.continuation)
+    if continuation is not None and continuation[0] > args.penal:
+        raise ProblemError(f"--continuation starts at p={continuation[0]} above --penal {args.penal}")
+    return continuation
+
+
+def ground_truth_of(args, problem):
+    """Natural ground-truth densities for scoring, or None."""
+    if args.ground_truth:
+        truth_problem = problems.read_problem(args.ground_truth)
+        rho = truth_problem.ground_truth()
+        if rho is None:
+            raise ProblemError(f"{args.ground_truth}: a ground truth must be a grid of densities (no V cells)")
+        ny, nx = rho.shape
+        if (problem.nely % ny or problem.nelx % nx or problem.nely // ny != problem.nelx // nx):
+            raise ProblemError(f"{args.ground_truth}: a {nx}x{ny} ground truth does not upscale to the "
+                               f"{problem.nelx}x{problem.nely} problem by an integer factor")
+        k = problem.nely // ny
+        return np.repeat(np.repeat(rho, k, axis=0), k, axis=1)
+    return problem.ground_truth()
+
+
+def density_path(path):
+    """Where ``--save-density PATH`` writes: np.save adds .npy to a name without it."""
+    return path if path.endswith(".npy") else path + ".npy"

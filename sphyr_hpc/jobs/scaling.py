@@ -1,0 +1,244 @@
+"""What ``python -m sphyr_hpc.scaling`` runs: a design, then every size on every rank count, timed.
+
+Every run is ``mpirun -n R python -m sphyr_hpc.optimize`` started here
+(:func:`run_one`); :func:`run_scaling` writes the JSON, the Markdown table
+and the plots.
+"""
+
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..io.atomic import write_text_atomic
+from ..optimiser import problems
+from ..optimiser.problems import ProblemError
+from ..reporting.scaling import baseline, plot
+from ..runtime.process import UsageError
+
+REPO_MPIRUN = Path(__file__).resolve().parent.parent.parent / "bin" / "mpirun"
+KEYS = ("nelx", "nely", "ranks", "dofs", "ksp_iterations", "seconds_per_iteration", "assembly_seconds",
+        "setup_seconds", "solve_seconds", "update_seconds", "peak_memory_mb")
+
+
+def parse_ranks(text):
+    try:
+        ranks = [int(v) for v in str(text).split(",") if v.strip()]
+    except ValueError:
+        raise ProblemError(f"--ranks {text!r} is not a comma-separated list of integers") from None
+    if not ranks or min(ranks) < 1:
+        raise ProblemError(f"--ranks {text!r}: rank counts must be positive")
+    return ranks
+
+
+def parse_sizes(text):
+    sizes = [problems.parse_size(v) for v in str(text).split(",") if v.strip()]
+    if not sizes:
+        raise ProblemError("--sizes is empty")
+    return sizes
+
+
+def mpirun_command(override=None):
+    """The mpirun prefix (list) and the environment to run it with."""
+    env = dict(os.environ)
+    if override:
+        return override.split(), env
+    if REPO_MPIRUN.exists():
+        return [str(REPO_MPIRUN)], env
+    if shutil.which("mpirun") is None:
+        raise ProblemError("mpirun not found: install Open MPI or pass --mpirun")
+    if hasattr(os, "getuid") and os.getuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return ["mpirun", "--oversubscribe"], env
+
+
+def _run(cmd, env, timeout, log):
+    log("$ " + " ".join(cmd))
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    return proc, time.perf_counter() - started
+
+
+def make_design(args, size, workdir, env, log):
+    """Density to start the timed runs from (a .npy path), or None for a uniform start."""
+    if args.design:
+        return args.design
+    if args.design_iterations <= 0:
+        return None
+    path = os.path.join(workdir, "design.npy")
+    cmd = [sys.executable, "-m", "sphyr_hpc.optimize", "--preset", args.preset, "--size", f"{size[0]}x{size[1]}",
+           "--iterations", str(args.design_iterations), "--radius", str(args.radius), "--quiet",
+           "--save-density", path]
+    if args.volfrac is not None:
+        cmd += ["--volfrac", str(args.volfrac)]
+    proc, _ = _run(cmd, env, args.timeout, log)
+    if proc.returncode != 0:
+        raise RuntimeError(f"design run failed ({proc.returncode}): {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    return path
+
+
+def run_one(args, size, ranks, design, mpirun, env, workdir, petsc_args, log):
+    """One timed run: the entry for the JSON list."""
+    out = os.path.join(workdir, f"run_{size[0]}x{size[1]}_{ranks}.json")
+    cmd = mpirun + ["-n", str(ranks), sys.executable, "-m", "sphyr_hpc.optimize", "--preset", args.preset,
+                    "--size", f"{size[0]}x{size[1]}", "--iterations", str(args.iterations), "--tolerance", "0",
+                    "--continuation", "none", "--radius", str(args.radius), "--solver", args.solver,
+                    "--quiet", "--json", out]
+    if args.volfrac is not None:
+        cmd += ["--volfrac", str(args.volfrac)]
+    if design:
+        cmd += ["--initial", design]
+    if not args.no_bandwidth:
+        cmd += ["--bandwidth"]
+    cmd += list(petsc_args)
+    load_start = os.getloadavg()
+    try:
+        proc, wall = _run(cmd, env, args.timeout, log)
+    except subprocess.TimeoutExpired:
+        return {"nelx": size[0], "nely": size[1], "ranks": ranks, "error": f"timed out after {args.timeout} s"}
+    load_end = os.getloadavg()
+    entry = {"nelx": size[0], "nely": size[1], "ranks": ranks}
+    if proc.returncode != 0 or not os.path.exists(out):
+        entry["error"] = f"exit {proc.returncode}: {(proc.stdout + proc.stderr)[-3000:]}"
+        return entry
+    data = json.loads(Path(out).read_text())
+    s = data["summary"]
+    memory = s["peak_memory_mb_per_rank"]
+    entry.update({
+        "dofs": data["dofs"],
+        "ksp_iterations": s["ksp_iterations_mean"],
+        "seconds_per_iteration": s["seconds"],
+        "assembly_seconds": s["sphyr_assembly_seconds"],
+        "setup_seconds": s["sphyr_setup_seconds"],
+        "solve_seconds": s["sphyr_solve_seconds"],
+        "update_seconds": s["sphyr_update_seconds"],
+        "peak_memory_mb": max(memory),
+        "peak_memory_mb_per_rank": memory,
+        "peak_memory_mb_total": sum(memory),
+        "memory_gb_per_million_dofs": sum(memory) / 1024.0 / (data["dofs"] / 1e6),
+        "ksp_iterations_max": s["ksp_iterations_max"],
+        "iterations_timed": s["iterations_timed"],
+        "first_iteration_seconds": s["first_iteration_seconds"],
+        "setup_seconds_once": data["setup_seconds_once"],
+        "compliance_first": data["history"][0]["compliance"] if data["history"] else None,
+        "compliance_last": data["history"][-1]["compliance"] if data["history"] else None,
+        "ksp_iterations_per_solve": [h["ksp_iterations"] for h in data["history"]],
+        "hierarchy": data.get("hierarchy"),
+        "solver": data.get("solver"),
+        "load_average_start": list(load_start),
+        "load_average_end": list(load_end),
+        "wall_seconds": wall,
+    })
+    if data.get("bandwidth"):
+        b = data["bandwidth"]
+        entry.update({"copy_gb_per_second": b["copy_bytes_per_second"] / 1e9,
+                      "mg_cg_gb_per_second": (b["mg_cg_bytes_per_second"] or 0.0) / 1e9,
+                      "bandwidth_fraction": b["fraction_of_copy"]})
+    return entry
+
+
+# -- reports ---------------------------------------------------------------------------------------
+def markdown(entries, meta):
+    base = baseline(entries)
+    lines = [f"# SIMP scaling: {meta['preset']} preset, {meta['iterations']} iterations a run, "
+             f"solver {meta['solver']}", "",
+             f"Machine: {meta['machine']}.  Timed iterations: all but the first of each run "
+             "(means; event times max over ranks).  Memory: peak RSS (ru_maxrss) per rank.", "",
+             "| size | ranks | DOFs | KSP its/solve (max) | s/iter | assembly | setup | solve | update | "
+             "peak MB/rank | GB per 1M DOFs (all ranks) | speed-up | efficiency | MG-CG/copy bandwidth | "
+             "load avg start/end |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for e in entries:
+        size = f"{e['nelx']}x{e['nely']}"
+        if "error" in e:
+            lines.append(f"| {size} | {e['ranks']} | failed: {e['error'][:80]!r} |" + " |" * 12)
+            continue
+        t1 = base.get((e["nelx"], e["nely"]))
+        speedup = f"{t1 / e['seconds_per_iteration']:.2f}" if t1 else "-"
+        eff = f"{t1 / e['seconds_per_iteration'] / e['ranks']:.2f}" if t1 else "-"
+        bw = (f"{e['mg_cg_gb_per_second']:.1f}/{e['copy_gb_per_second']:.1f} GB/s "
+              f"({100 * e['bandwidth_fraction']:.0f}%)") if e.get("bandwidth_fraction") else "-"
+        lines.append(
+            f"| {size} | {e['ranks']} | {e['dofs']:,} | {e['ksp_iterations']:.1f} ({e['ksp_iterations_max']}) | "
+            f"{e['seconds_per_iteration']:.3f} | {e['assembly_seconds']:.3f} | {e['setup_seconds']:.3f} | "
+            f"{e['solve_seconds']:.3f} | {e['update_seconds']:.3f} | {e['peak_memory_mb']:.0f} | "
+            f"{e['memory_gb_per_million_dofs']:.2f} | {speedup} | {eff} | {bw} | "
+            f"{e['load_average_start'][0]:.2f}/{e['load_average_end'][0]:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def check_settings(args):
+    """Raise :class:`UsageError` for settings the runs could not use (before any run)."""
+    try:
+        sizes = parse_sizes(args.sizes)
+        parse_ranks(args.ranks)
+        if args.iterations < 2:
+            raise ProblemError("--iterations must be at least 2 (the first iteration is not timed)")
+        if args.preset not in problems.PRESETS:
+            raise ProblemError(f"unknown preset {args.preset!r}: choose one of {', '.join(problems.PRESETS)}")
+        for nelx, nely in sizes:
+            problems.preset(args.preset, nelx, nely, args.volfrac)
+        if args.design and not os.path.exists(args.design):
+            raise ProblemError(f"--design {args.design}: no such file")
+        mpirun_command(args.mpirun)
+    except ProblemError as err:
+        raise UsageError(str(err)) from None
+
+
+def output_paths(args):
+    """Every file a study writes: the JSON, its .meta.json, the Markdown table and the plots."""
+    prefix = plot_prefix(args)
+    return [args.json, md_path(args), str(Path(args.json).with_suffix(".meta.json"))] + [
+        f"{prefix}_{name}.png" for name in ("time", "ksp", "speedup")]
+
+
+def md_path(args):
+    return args.md or str(Path(args.json).with_suffix(".md"))
+
+
+def plot_prefix(args):
+    return args.plots or str(Path(args.json).with_suffix(""))
+
+
+def run_scaling(args, petsc_args):
+    """Run the study the (checked) arguments describe; the exit status."""
+    def log(line):
+        if not args.quiet:
+            print(line, flush=True)
+
+    sizes, ranks = parse_sizes(args.sizes), parse_ranks(args.ranks)
+    mpirun, env = mpirun_command(args.mpirun)
+    env.setdefault("PYTHONPATH", str(Path(__file__).resolve().parent.parent.parent))
+    meta = {"preset": args.preset, "iterations": args.iterations, "solver": args.solver,
+            "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, Python "
+                       f"{platform.python_version()}",
+            "petsc_options": petsc_args, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "load_average_start": list(os.getloadavg())}
+    entries = []
+    with tempfile.TemporaryDirectory(prefix="sphyr_scaling_") as workdir:
+        smallest = min(sizes, key=lambda s: s[0] * s[1])
+        design = make_design(args, smallest, workdir, env, log)
+        for size in sizes:
+            for r in ranks:
+                entry = run_one(args, size, r, design, mpirun, env, workdir, petsc_args, log)
+                entries.append(entry)
+                if "error" in entry:
+                    log(f"  {size[0]}x{size[1]} on {r}: FAILED {entry['error'][-300:]}")
+                else:
+                    log(f"  {size[0]}x{size[1]} on {r}: {entry['seconds_per_iteration']:.3f} s/iteration, "
+                        f"{entry['ksp_iterations']:.1f} KSP its/solve, {entry['peak_memory_mb']:.0f} MB/rank")
+    meta["load_average_end"] = list(os.getloadavg())
+    write_text_atomic(args.json, json.dumps(entries, indent=1) + "\n")
+    write_text_atomic(md_path(args), markdown(entries, meta))
+    write_text_atomic(str(Path(args.json).with_suffix(".meta.json")), json.dumps(meta, indent=1) + "\n")
+    prefix = plot_prefix(args)
+    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
+    paths = plot(entries, prefix)
+    log(f"-> {args.json}, {md_path(args)}, " + ", ".join(paths))
+    return 1 if any("error" in e for e in entries) else 0

@@ -1,0 +1,282 @@
+"""What ``python -m sphyr_hpc.score`` runs: inputs -> tasks over ranks -> results.jsonl -> summary -> report.
+
+:class:`ScoringRun` is one run, in named steps: the inputs read (every rank
+reads them itself), the output folder locked and its log opened (``--resume``
+keeps what it holds), the large samples' yardsticks spread over the ranks in
+pieces (:mod:`sphyr_hpc.scoring.pieces`), every group of records scored on
+whichever rank is free (:func:`~sphyr_hpc.runtime.tasks.run_dynamic`), then
+results.jsonl sorted, summary.json, leaderboard.png, report.html and last
+run.json with ``"finished": true``: a run that did not get there (killed,
+interrupted, aborted) never says it finished.
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from ..io.atomic import write_text_atomic
+from ..io.results_log import ResultsLog, row_key
+from ..reporting.html import write_report
+from ..reporting.leaderboard import plot_leaderboard, warm_up
+from ..runtime.process import PROCESS_STARTED, UsageError
+from ..runtime.progress import progress_bar
+from ..runtime.tasks import run_dynamic
+from ..scoring import pieces as split
+from ..scoring.certified import certified_metrics, read_certified, sample_id
+from ..scoring.diagnosis import SUMMARY_KEY, format_failures
+from ..scoring.sample_scorer import sample_scorers
+from ..scoring.scorer import Scorer, ScoringConfig
+from ..scoring.summary import RunningSummary, format_leaderboard, leaderboard
+from ..scoring.tasks import make_tasks, score_sample, sorted_places
+from .score_inputs import check_resume, input_paths, inputs_of, load_inputs
+
+LOCK_NAME = ".sphyr_hpc.lock"
+
+
+def _lock_output(out):
+    """An exclusive lock on the output folder for this run (None if another run holds it).
+
+    Two runs appending to and rewriting the same results.jsonl would lose
+    records; the lock dies with its process, so a killed run never blocks --resume.
+    """
+    import errno
+    import fcntl
+
+    out.mkdir(parents=True, exist_ok=True)
+    handle = open(out / LOCK_NAME, "w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    except OSError as err:
+        if err.errno not in (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP):
+            raise
+        # A file system without locks (Lustre mounted without -o flock, some NFS): the run goes on.
+        print(f"warning: {out} is on a file system without file locks ({err.strerror}): nothing stops "
+              f"another run from writing there at the same time", file=sys.stderr)
+    return handle
+
+
+class ScoringRun:
+    """One scoring run on ``comm``: :meth:`run` returns the exit status (the same on every rank)."""
+
+    def __init__(self, args, comm):
+        self.args, self.comm, self.rank = args, comm, comm.rank
+        self.out = Path(args.out)
+        self.log = ResultsLog(self.out / "results.jsonl")
+        self.lock = None
+        self.times = {"started": time.perf_counter()}  # sphyr_hpc, MPI and PETSc are loaded: start-up ends
+
+    def run(self):
+        self.times["reading"] = time.perf_counter()
+        # Every rank reads the inputs itself, at the same time: no rank waits for rank 0 to read and
+        # pickle them all (the serial part of a run).
+        samples, problems = load_inputs(self.args)
+        if not samples and not problems:
+            raise UsageError(f"no result files under {', '.join(map(str, input_paths(self.args)))}")
+        if not self._lock():
+            return 2
+        self.problems_count = len(problems)
+        done = self._open_log(problems)
+        pending = [s for s in samples if s.key not in done]
+        tasks = make_tasks(pending)
+        self.times["read"] = time.perf_counter()
+        if self.rank == 0 and self.args.resume and not self.args.quiet:
+            print(f"resuming: {len(done)} records already in {self.log.path}, {len(pending)} to score",
+                  file=sys.stderr)
+        running, places, total = self._score(pending, tasks)
+        return self._finish(pending, running, places, total)
+
+    def _lock(self):
+        """The output folder locked by rank 0 for this run (False: another run holds it, said on stderr)."""
+        self.lock = _lock_output(self.out) if self.rank == 0 else None
+        if self.comm.bcast(self.lock is not None if self.rank == 0 else None, root=0):
+            return True
+        if self.rank == 0:
+            print(f"error: another run is writing to {self.out} (it holds {self.out / LOCK_NAME}); "
+                  f"wait for it to end or kill it before --resume", file=sys.stderr)
+        return False
+
+    def _open_log(self, problems):
+        """The keys of the records already scored (``--resume``); results.jsonl and run.json started."""
+        done = None
+        self.sources = inputs_of(self.args, input_paths(self.args))
+        if self.rank == 0:
+            try:
+                if self.args.resume:
+                    check_resume(self.out / "run.json", self.sources)
+            except UsageError as err:
+                done = err
+            else:
+                for problem in problems:
+                    print(f"error: {problem.path}: {problem.reason}", file=sys.stderr)
+                if self.args.resume:
+                    done = {row_key(row) for row in self.log.recover()}
+                else:
+                    self.log.reset()
+                    done = set()
+                self._write_run_json({"inputs": self.sources, "finished": False})
+        done = self.comm.bcast(done, root=0)
+        if isinstance(done, UsageError):
+            if self.lock is not None:
+                self.lock.close()
+            raise done
+        return done
+
+    def _write_run_json(self, content):
+        write_text_atomic(self.out / "run.json", json.dumps(content, indent=2) + "\n")
+
+    def _score(self, pending, tasks):
+        """Every pending record scored and appended to the log: ``(running summary, places, total)``."""
+        args, comm = self.args, self.comm
+        scorer = Scorer(ScoringConfig(design_efficiency=args.design_efficiency, mg_min_dofs=args.multigrid_dofs))
+        certified = None
+        if args.certified:
+            certified = comm.bcast(read_certified(args.certified) if self.rank == 0 else None, root=0)
+        # Large samples' yardsticks in pieces over the ranks first (scoring/pieces.py), then every group.
+        pieces = split.plan(tasks, scorer, comm.size)
+        cases = {p.task: p.case for p in pieces}
+        promised = [len(group) + (0 if i in cases or group[0].error else split.YARDSTICK_RUNS)
+                    for i, group in enumerate(tasks)]
+        phase = {"offset": 0, "total": sum(p.runs for p in pieces)}
+        bar = progress_bar(phase["total"] + sum(promised), args.quiet) if self.rank == 0 else None
+
+        def progress(count):
+            bar.update(phase["offset"] + count - bar.n)
+            return count >= phase["total"]
+
+        refresh = progress if bar is not None else None
+        steps = split.Steps(refresh)
+        scorer.on_run = steps.step
+        computed = {}
+
+        def run_piece(i, counters):
+            steps.start(counters, pieces[i].runs)
+            computed[(pieces[i].task, pieces[i].piece)] = scorer.run_piece(pieces[i].case, pieces[i].piece)
+            steps.finish()
+
+        # What the end of the run needs of the rows this rank writes: the summary's running counts and
+        # sums, and where each line is in the log and goes in the sorted file (sorted_places).
+        running = RunningSummary()
+        position, owner = sorted_places(pending)
+        places = []
+
+        def run(i, counters):
+            steps.start(counters, promised[i])
+            if i in gathered:
+                scorer.supply(cases[i], gathered.pop(i))
+            for sample, sample_scorer in sample_scorers(scorer, tasks[i]):
+                row = score_sample(sample, scorer, args.fields, args.fields_format, sample_scorer)
+                if certified is not None and "error" not in row:
+                    row.update(certified_metrics(row, certified.get(
+                        sample_id(sample.ground_truth, sample.input_grid, sample.gravity))))
+                if "error" in row:
+                    print(f"error: {row['error']}", file=sys.stderr)
+                offset, length = self.log.append(row)
+                if owner[sample.key] is sample:  # not a row the sorted file drops
+                    running.add(row)
+                    places.append((position[sample.key], offset, length))
+                steps.step(1)
+            steps.finish()
+
+        comm.Barrier()
+        self.times["scoring"] = time.perf_counter()
+        if comm.size > 1 and self.rank == self.drawer:
+            # With several ranks the drawer loads matplotlib (and its fonts) now, so the dynamic
+            # balancing absorbs that instead of the run's serial end.
+            warm_up()  # the other ranks are already taking tasks
+        gathered = {}
+        if pieces:
+            run_dynamic(comm, len(pieces), run_piece, refresh)
+            gathered = split.gather_pieces(comm, computed)
+            computed.clear()
+            phase.update(offset=phase["total"], total=sum(promised))
+        else:
+            phase["total"] = sum(promised)
+        run_dynamic(comm, len(tasks), run, refresh)
+        self.times["scored"] = time.perf_counter()
+        self.log.close()
+        scorer.close()
+        if bar is not None:
+            bar.close()
+        comm.Barrier()
+        return running, places, len(position)
+
+    @property
+    def drawer(self):
+        """The rank that draws leaderboard.png and writes report.html: the last one."""
+        return self.comm.size - 1
+
+    def _finish(self, pending, running, places, total):
+        """results.jsonl sorted, summary.json, the pictures and report, then run.json "finished"."""
+        comm, rank, out = self.comm, self.rank, self.out
+        running = self._sort_log(running, places, total)
+        board = None
+        if rank == 0:
+            summary = running.result()
+            board = leaderboard(summary)
+            write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, allow_nan=False) + "\n")
+        board = comm.bcast(board, root=0)
+        if rank == self.drawer:
+            plot_leaderboard(board, out / "leaderboard.png")
+            if self.args.report:
+                write_report(out)  # from results.jsonl, as python -m sphyr_hpc.report does
+        comm.Barrier()  # every output is written before run.json says so, and before the folder is unlocked
+        status = None
+        if rank == 0:
+            self._write_finished(running, len(pending))
+            records, scored = running.records, running.scored
+            print(f"\n{records} records ({scored} scored, {records - scored} errors) on {comm.size} rank(s) "
+                  f"-> {self.log.path}")
+            print("\n".join(format_leaderboard(board)))
+            print("\n" + "\n".join(format_failures(summary[SUMMARY_KEY])))
+            status = 1 if self.problems_count + records - scored else 0
+            self.lock.close()
+        return comm.bcast(status, root=0)
+
+    def _sort_log(self, running, places, total):
+        """results.jsonl sorted, and rank 0's summary of all of it.
+
+        Every rank copies its own lines to their places (ResultsLog.assemble) and the summary
+        comes from the ranks' running sums: neither reads back nor holds what was written.
+        With --resume the log also holds an earlier run's lines: decoded and rewritten by rank 0.
+        """
+        if self.args.resume:
+            if self.rank == 0:
+                running = RunningSummary()
+                for row in self.log.finalise():
+                    running.add(row)
+            return running
+        self.log.assemble(self.comm, places, total)
+        parts = self.comm.gather(running, root=0)
+        if self.rank == 0:
+            running = parts[0]
+            for part in parts[1:]:
+                running.merge(part)
+        return running
+
+    def _write_finished(self, running, scored_this_run):
+        t = self.times
+        now = time.perf_counter()
+        scoring_seconds = t["scored"] - t["scoring"]
+        records, scored = running.records, running.scored
+        self._write_run_json({
+            "ranks": self.comm.size, "records": records, "scored": scored, "errors": records - scored,
+            "scored_this_run": scored_this_run, "resumed": bool(self.args.resume), "inputs": self.sources,
+            "finished": True,
+            # The scoring phase (every rank at work) and the whole command as this process saw it;
+            # phases: rank 0's start-up (imports, MPI), reading the inputs and grouping them, and
+            # the end (results.jsonl assembled, summary.json, pictures); process - scoring is the serial part.
+            "seconds": {"scoring": round(scoring_seconds, 3),
+                        "process": round(now - PROCESS_STARTED, 3),
+                        "phases": {"start_up": round(t["started"] - PROCESS_STARTED, 3),
+                                   "reading": round(t["read"] - t["reading"], 3),
+                                   "finishing": round(now - t["scoring"] - scoring_seconds, 3)}},
+        })
+
+
+def run_score(args, comm):
+    """The exit status of one scoring run (collective on ``comm``)."""
+    return ScoringRun(args, comm).run()

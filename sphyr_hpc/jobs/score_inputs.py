@@ -1,0 +1,107 @@
+"""A scoring run's inputs: which files, checked before any work, read, and recorded for --resume.
+
+Light on purpose: the command checks its inputs with these before MPI and
+PETSc are imported (a usage error costs nothing).
+"""
+
+import json
+from pathlib import Path
+
+from ..io import limits as input_limits
+from ..io.records import FileProblem, find_result_files, read_dataset_completions, read_result_file
+from ..runtime.process import UsageError
+
+# The bundled example records: the repository's examples/ folder, which sphyr_hpc/_examples links
+# to and a non-editable install carries as package data.
+# (The package's own folder, which is what importlib.resources.files("sphyr_hpc") gives for an
+# installed or editable package, without importing importlib.resources at every start.)
+EXAMPLES = Path(__file__).parent.parent / "_examples" / "results"
+
+
+def input_paths(args):
+    """The result files and folders to read: the arguments, else the bundled examples."""
+    return list(args.paths) if args.paths or args.dataset else [EXAMPLES]
+
+
+def check_inputs(args):
+    """Raise :class:`UsageError` for what is wrong with the input options (before any work)."""
+    if args.completions and not args.dataset:
+        raise UsageError("--completions needs --dataset")
+    if args.dataset and not args.completions:
+        raise UsageError("--dataset needs --completions (to validate a dataset use: score validate --dataset ...)")
+    if args.model and len(args.completions) > 1:
+        raise UsageError("--model names one completions file; give one --completions file per run")
+    paths = input_paths(args)
+    if not args.paths and not args.dataset and not EXAMPLES.is_dir():
+        raise UsageError(f"no input given and the bundled examples are not installed ({EXAMPLES}): name result "
+                         f"files or folders, or --dataset D.jsonl --completions C.jsonl")
+    missing = [str(p) for p in paths + ([args.dataset] if args.dataset else []) + args.completions
+               if not Path(p).exists()]
+    if missing:
+        raise UsageError(f"no such file or folder: {', '.join(missing)}")
+    if args.certified and not (Path(args.certified) / "certify.jsonl").is_file():
+        raise UsageError(f"no certify.jsonl in {args.certified} (made by python -m sphyr_hpc.certify --out DIR)")
+    check_output_folders(args, paths)
+
+
+def load_inputs(args):
+    """(samples, problems) of every input, in input order; every rank reads them itself.
+
+    Ground truths and prompts are parsed once per distinct text; completions are kept as read
+    and parsed by the rank that scores them (:meth:`~sphyr_hpc.io.records.Sample.parsed`).
+    """
+    samples, problems = [], []
+    limits = input_limits.from_args(args)
+    for path in find_result_files(input_paths(args)):
+        read = read_result_file(path, gravity=args.gravity, limits=limits, defer_completion=True)
+        if isinstance(read, FileProblem):
+            problems.append(read)
+        else:
+            samples += read
+    for completions in args.completions:
+        read, trouble = read_dataset_completions(args.dataset, completions, args.model, args.gravity, limits,
+                                                 defer_completion=True)
+        samples += read
+        problems += trouble
+    return samples, problems
+
+
+def check_output_folders(args, paths):
+    """--out and --fields must be folders (or not exist yet) outside every input folder."""
+    inputs = [Path(p).resolve() for p in paths + [args.dataset] + args.completions if p]
+    for option, folder in (("--out", args.out), ("--fields", args.fields)):
+        if folder is None:
+            continue
+        folder = Path(folder)
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{option} {folder} is a file; {option} names a folder (give a new or existing "
+                             f"folder)")
+        resolved = folder.resolve()
+        for source in inputs:
+            if source.is_dir() and (resolved == source or source in resolved.parents):
+                raise UsageError(f"{option} {folder} is inside the input folder {source}: the next run would read "
+                                 f"its outputs as results; choose a folder outside it")
+
+
+def inputs_of(args, paths):
+    """What a run's records come from, as run.json records it: --resume must see the same."""
+    return {"paths": sorted(str(Path(p).resolve()) for p in paths),
+            "dataset": str(Path(args.dataset).resolve()) if args.dataset else None,
+            "completions": [str(Path(c).resolve()) for c in args.completions],
+            "model": args.model, "gravity": list(args.gravity) if args.gravity else None,
+            "design_efficiency": args.design_efficiency}
+
+
+def check_resume(run_json, inputs):
+    """A UsageError naming what differs if ``run_json`` was written from other inputs."""
+    try:
+        before = json.loads(Path(run_json).read_text(encoding="utf-8")).get("inputs")
+    except (OSError, ValueError, AttributeError):
+        return  # no (readable) record of the inputs: nothing to compare
+    if not isinstance(before, dict):
+        return
+    changed = [key for key in inputs if before.get(key) != inputs[key]]
+    if changed:
+        what = "; ".join(f"{key}: {before.get(key)} then, {inputs[key]} now" for key in changed)
+        raise UsageError(f"--resume: {Path(run_json).parent} was written from other inputs ({what}); "
+                         f"rerun with the same inputs, or drop --resume to start over")

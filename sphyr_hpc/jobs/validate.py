@@ -1,0 +1,95 @@
+"""What ``python -m sphyr_hpc.validate`` runs: the probes of the first N records, scored over the ranks."""
+
+import os
+import random
+import sys
+import time
+from collections import OrderedDict
+
+from mpi4py import MPI
+
+from ..io.jsonl import read_dataset
+from ..runtime.tasks import run_dynamic
+from ..scoring.probes import build_probes, format_table, is_hard_dataset, probe_means
+from ..scoring.scorer import Scorer
+
+
+def run_validate(dataset_path, samples, hard=None, scorer=None, out=None, errors=None, comm=None):
+    """Score the probes of the first ``samples`` records and print the table.
+
+    Records are spread over the ranks of ``comm`` (default ``MPI.COMM_WORLD``;
+    collective), each record's five probes on one rank so they share one
+    yardstick; rank 0 reads the file, reports unreadable records and prints.
+    ``hard`` None means "from the file name".  A ``scorer`` passed in is used
+    and left open; otherwise one is created for the run and closed after it.
+    ``out``/``errors`` default to the current ``sys.stdout``/``sys.stderr``
+    (looked up at call time, so redirection and pytest capture work).
+
+    Returns, on every rank, a dict: ``dataset``, ``hard``, ``samples`` (records
+    scored), ``means`` (probe -> metric -> mean, probes in
+    :data:`~sphyr_hpc.scoring.probes.PROBE_NAMES` order), ``optimiser_losses``
+    and ``losses`` (positions of the records concerned).
+    """
+    comm = MPI.COMM_WORLD if comm is None else comm
+    if hard is None:
+        hard = is_hard_dataset(dataset_path)
+    records = list(read_dataset(dataset_path, samples, errors)) if comm.rank == 0 else None
+    records = comm.bcast(records, root=0)
+    started = time.time()
+    gathered = comm.gather(_score_probes(records, hard, scorer, comm), root=0)
+    result = None
+    if comm.rank == 0:
+        by_position = {}
+        for part in gathered:
+            by_position.update(part)
+        result = _report(dataset_path, hard, by_position, time.time() - started, comm.size,
+                         sys.stdout if out is None else out)
+    return comm.bcast(result, root=0)
+
+
+def _score_probes(records, hard, scorer, comm):
+    """``{position: {probe: metrics}}`` of the records this rank scored."""
+    own_scorer = scorer is None
+    if own_scorer:
+        scorer = Scorer()
+    mine = {}
+
+    def run(i, counters):
+        position, record = records[i]
+        truth = record["ground_truth"]
+        mine[position] = OrderedDict(
+            (name, scorer.score(completion, truth, record["input_grid"]))
+            for name, completion in build_probes(truth, random.Random(position), hard).items()
+        )
+        counters.add_done(1)
+
+    try:
+        run_dynamic(comm, len(records), run)
+    finally:
+        if own_scorer:
+            scorer.close()
+    return mine
+
+
+def _report(dataset_path, hard, by_position, seconds, ranks, out):
+    """Print the probe table and return the result dict (rank 0)."""
+    means, losses = probe_means(by_position)
+    scored = len(by_position)
+    subject = os.path.splitext(os.path.basename(dataset_path))[0]
+    print(f"\n{subject}: {scored} samples ({'hard' if hard else 'easy'}), {seconds:.0f}s "
+          f"on {ranks} rank(s)\n", file=out)
+    for line in format_table(means):
+        print(line, file=out)
+    print(
+        f"\nReference optimiser beaten by the dataset answer on {len(losses)}/{scored} samples "
+        f"(a non-zero count means the yardstick is too weak).",
+        file=out,
+    )
+    return {
+        "dataset": dataset_path,
+        "hard": hard,
+        "samples": scored,
+        "means": means,
+        "optimiser_losses": len(losses),
+        "losses": losses,
+    }

@@ -1,0 +1,147 @@
+"""How a process of a command ends: exit statuses, the launcher's rank, interrupts, aborts.
+
+Statuses (every command): 0 done, 1 some input could not be used, 2 usage
+error (one line by rank 0, before any work), 3 unexpected error (every rank
+is aborted), 128 + N ended by signal N (130 SIGINT, 143 SIGTERM: the shell's
+convention).  SIGINT and SIGTERM raise :class:`Interrupted` in the main
+thread, so the command leaves through one path whichever it was.
+"""
+
+import os
+import signal
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+
+PROCESS_STARTED = time.perf_counter()  # imported first thing by sphyr_hpc: before MPI and PETSc start
+USAGE_STATUS = 2
+ABORT_STATUS = 3
+# A rank other than 0 that is interrupted waits this long before it aborts the run itself: when
+# every rank got the signal (Ctrl-C, a batch system's kill), rank 0's abort ends it first, so the
+# message is printed once.
+PEER_GRACE_SECONDS = 1.0
+# The same before MPI has started, when rank 0 cannot abort the others: its launcher ends them once
+# it has noticed rank 0's exit, which takes longer.
+LAUNCHER_GRACE_SECONDS = 5.0
+
+
+class UsageError(Exception):
+    """A mistake on the command line or in what it names: one line on stderr from rank 0, exit status 2."""
+
+
+def world_rank():
+    """This process's rank from the launcher's environment (mpi4py may not be importable yet)."""
+    for name in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"):
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return 0
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; ``signum`` says which."""
+
+    def __init__(self, signum=signal.SIGINT):
+        super().__init__(signum)
+        self.signum = signal.Signals(signum)
+
+    @property
+    def status(self):
+        return 128 + int(self.signum)
+
+
+def interrupted(err):
+    """An :class:`Interrupted` for any KeyboardInterrupt (Python's own one is SIGINT)."""
+    return err if isinstance(err, Interrupted) else Interrupted(signal.SIGINT)
+
+
+_held = {"depth": 0, "signum": None}  # signals_deferred: how deep, and the signal that arrived meanwhile
+
+
+def _raise(signum, frame):
+    if _held["depth"]:
+        _held["signum"] = _held["signum"] or signum
+        return
+    raise Interrupted(signum)
+
+
+@contextmanager
+def interrupts():
+    """SIGINT and SIGTERM raise :class:`Interrupted` inside the block (main thread only)."""
+    previous = {s: signal.signal(s, _raise) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _quiet_end():
+    """On the way out, a further SIGINT or SIGTERM (the launcher ending the ranks an abort left,
+    a second Ctrl-C) ends this process at once, without a second message or a traceback."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_DFL)
+
+
+def end_interrupted(prog, err, comm, note=""):
+    """Print ``prog: interrupted (SIGxxx)...`` once and end every rank with 128 + signal.
+
+    Returns the status on one rank; with several ranks this rank aborts them
+    all (another may be inside a collective), after a grace period if it is
+    not rank 0 (see :data:`PEER_GRACE_SECONDS`).
+    """
+    err = interrupted(err)
+    _quiet_end()
+    if comm is None:  # before MPI started: when rank 0 exits, the launcher ends the others
+        if world_rank() != 0:
+            time.sleep(LAUNCHER_GRACE_SECONDS)
+        print(f"\n{prog}: interrupted ({err.signum.name}){note}", file=sys.stderr, flush=True)
+        return err.status
+    rank, size = comm.rank, comm.size
+    if rank != 0 and size > 1:
+        time.sleep(PEER_GRACE_SECONDS)
+    print(f"\n{prog}: interrupted ({err.signum.name}){note}", file=sys.stderr, flush=True)
+    if size > 1:
+        comm.Abort(err.status)
+    return err.status
+
+
+def end_unexpected(prog, comm, note=""):
+    """An unexpected exception on this rank: re-raised on one rank, else shown and every rank aborted."""
+    if comm is None or comm.size == 1:
+        raise  # noqa: PLE0704  (called from an except block: the traceback is the bug report)
+    _quiet_end()
+    traceback.print_exc(file=sys.stderr)
+    print(f"{prog}: unexpected error on rank {comm.rank}; aborting all {comm.size} ranks{note}",
+          file=sys.stderr, flush=True)
+    comm.Abort(ABORT_STATUS)
+
+
+def guarded(comm, compute, prog):
+    """``compute()``; an unexpected exception on one of several ranks aborts them all (status 3)
+    instead of leaving the others waiting (the abort path of :func:`end_unexpected`)."""
+    try:
+        return compute()
+    except Exception:
+        if comm.size == 1:
+            raise
+        end_unexpected(prog, comm)
+        raise
+
+
+@contextmanager
+def signals_deferred():
+    """An interrupt that arrives inside the block is raised when the block ends (under :func:`interrupts`).
+
+    For code that calls back into Python from C (threadpoolctl's library scan through
+    ``dl_iterate_phdr``): an exception raised inside such a callback is only printed as
+    "Exception ignored" and lost, instead of ending the command.
+    """
+    _held["depth"] += 1
+    try:
+        yield
+    finally:
+        _held["depth"] -= 1
+        signum, _held["signum"] = _held["signum"], None
+        if signum is not None and _held["depth"] == 0:
+            raise Interrupted(signum)
