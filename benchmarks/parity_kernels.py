@@ -65,14 +65,15 @@ def cpu_flags():
     return set()
 
 
-DEFAULT_KERNELS = "Prescott,Sandybridge,Haswell,Zen"
+DEFAULT_KERNELS = "native,Prescott,Sandybridge,Haswell,Zen"
 
 
 def kernels(chosen):
     """(name, environment changes, reason it cannot run here or None) of the chosen kernels."""
     flags = cpu_flags()
     clean = {"OPENBLAS_CORETYPE": None, "OPENBLAS_L2_SIZE": None}
-    yield "native (no override)", {}, None
+    if chosen == "all" or "native" in chosen.split(","):
+        yield "native (no override)", {}, None
     for name, coretype, needs in OPENBLAS_KERNELS:
         if chosen != "all" and name not in chosen.split(","):
             continue
@@ -182,7 +183,8 @@ def main(argv=None):
     parser.add_argument("--python", default=str(ROOT / ".venv" / "bin" / "python"),
                         help="the interpreter that runs the tests")
     parser.add_argument("--kernels", default=DEFAULT_KERNELS,
-                        help="OpenBLAS core types to force, comma-separated, or 'all' (adds the reference BLAS)")
+                        help="'native' (no override) and OpenBLAS core types to force, comma-separated, or 'all' "
+                             "(adds the rest and the reference BLAS)")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
     model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
