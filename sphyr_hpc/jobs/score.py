@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..io.atomic import write_text_atomic
 from ..io.results_log import ResultsLog, row_key
-from ..reporting.html import write_report
+from ..reporting.html import PICTURES, REPORT_NAME
 from ..reporting.leaderboard import plot_leaderboard, warm_up
 from ..runtime.process import PROCESS_STARTED, UsageError
 from ..runtime.progress import progress_bar
@@ -29,6 +29,7 @@ from ..scoring.sample_scorer import sample_scorers
 from ..scoring.scorer import Scorer, ScoringConfig
 from ..scoring.summary import RunningSummary, format_leaderboard, leaderboard
 from ..scoring.tasks import make_tasks, score_sample, sorted_places
+from .report import write_report
 from .score_inputs import check_resume, input_paths, inputs_of, load_inputs
 
 LOCK_NAME = ".sphyr_hpc.lock"
@@ -219,20 +220,28 @@ class ScoringRun:
             board = leaderboard(summary)
             write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, allow_nan=False) + "\n")
         board = comm.bcast(board, root=0)
+        self.times["summarised"] = time.perf_counter()
+        report_seconds = None
         if rank == self.drawer:
             plot_leaderboard(board, out / "leaderboard.png")
             if self.args.report:
+                started = time.perf_counter()
                 write_report(out)  # from results.jsonl, as python -m sphyr_hpc.report does
-        comm.Barrier()  # every output is written before run.json says so, and before the folder is unlocked
+                report_seconds = time.perf_counter() - started
+        # every output is written before run.json says so, and before the folder is unlocked
+        report_seconds = comm.bcast(report_seconds, root=self.drawer)
         status = None
         if rank == 0:
-            self._write_finished(running, len(pending))
             records, scored = running.records, running.scored
             print(f"\n{records} records ({scored} scored, {records - scored} errors) on {comm.size} rank(s) "
                   f"-> {self.log.path}")
             print("\n".join(format_leaderboard(board)))
             print("\n" + "\n".join(format_failures(summary[SUMMARY_KEY])))
+            print(f"\nleaderboard: {out / 'leaderboard.png'}")
+            if self.args.report:
+                print(f"report: {out / REPORT_NAME} (a page per model in {out / PICTURES})")
             status = 1 if self.problems_count + records - scored else 0
+            self._write_finished(running, len(pending), report_seconds)
             self.lock.close()
         return comm.bcast(status, root=0)
 
@@ -257,7 +266,7 @@ class ScoringRun:
                 running.merge(part)
         return running
 
-    def _write_finished(self, running, scored_this_run):
+    def _write_finished(self, running, scored_this_run, report_seconds):
         t = self.times
         now = time.perf_counter()
         scoring_seconds = t["scored"] - t["scoring"]
@@ -266,14 +275,20 @@ class ScoringRun:
             "ranks": self.comm.size, "records": records, "scored": scored, "errors": records - scored,
             "scored_this_run": scored_this_run, "resumed": bool(self.args.resume), "inputs": self.sources,
             "finished": True,
-            # The scoring phase (every rank at work) and the whole command as this process saw it;
-            # phases: rank 0's start-up (imports, MPI), reading the inputs and grouping them, and
-            # the end (results.jsonl assembled, summary.json, pictures); process - scoring is the serial part.
+            # The scoring phase (every rank at work) and the whole command as this process saw it, up
+            # to this file; phases, which add up to process: rank 0's start-up (imports, MPI), reading
+            # the inputs and grouping them, waiting for every rank before scoring, scoring, the summary
+            # (results.jsonl assembled, summary.json), then pictures and the report (leaderboard.png,
+            # report.html, on the last rank; null: --no-report) and printing; process - scoring is the serial part.
             "seconds": {"scoring": round(scoring_seconds, 3),
                         "process": round(now - PROCESS_STARTED, 3),
+                        "report": None if report_seconds is None else round(report_seconds, 3),
                         "phases": {"start_up": round(t["started"] - PROCESS_STARTED, 3),
-                                   "reading": round(t["read"] - t["reading"], 3),
-                                   "finishing": round(now - t["scoring"] - scoring_seconds, 3)}},
+                                   "reading": round(t["read"] - t["started"], 3),
+                                   "waiting": round(t["scoring"] - t["read"], 3),
+                                   "scoring": round(scoring_seconds, 3),
+                                   "summary": round(t["summarised"] - t["scored"], 3),
+                                   "pictures_and_report": round(now - t["summarised"], 3)}},
         })
 
 
