@@ -28,6 +28,8 @@ def answered(data, model):
 def _verdict(pair):
     if pair is None:
         return ("no sample answered by both", "")
+    if pair["ci95"] == [0.0, 0.0]:
+        return ("the same scores", "")
     return ("differs" if pair["excludes_zero"] else "no sure difference", "sure" if pair["excludes_zero"] else "unsure")
 
 
