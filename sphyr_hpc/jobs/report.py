@@ -67,37 +67,67 @@ def _page_names(models):
     return names
 
 
-def write_report(out_dir, title=None, data=None):
+@dataclass
+class Report:
+    """What every part of a report needs: the data, summary.json's content, the leaderboard, names."""
+
+    out_dir: Path
+    data: ReportData
+    summary: dict
+    board: list
+    title: str
+    pages: dict  # {model: its page's file name in PICTURES}
+
+    @classmethod
+    def of(cls, out_dir, data, summary=None, title=None):
+        summary = summary if summary is not None else data.result()
+        board = leaderboard(summary)
+        models = [e["model"] for e in board]
+        return cls(Path(out_dir), data, summary, board, title or run_title(out_dir, models), _page_names(models))
+
+    @property
+    def models(self):
+        return [e["model"] for e in self.board]
+
+    def write_model_pages(self, part=0, parts=1):
+        """The pages of every ``parts``-th model from the ``part``-th (a rank's share); the paths."""
+        paths = []
+        for model in self.models[part::parts]:
+            path = self.out_dir / PICTURES / self.pages[model]
+            write_text_atomic(path, render_model_page(model, self.title, self.summary, self.data,
+                                                      f"../{REPORT_NAME}"), fsync=False)
+            paths.append(path)
+        return paths
+
+    def write_main(self):
+        """The charts and report.html (last: a report.html names only pages already written); the paths."""
+        models, summary = self.models, self.summary
+        fsum = summary[failures.SUMMARY_KEY]
+        topo = {m: {s: e["topology_score"] for s, e in summary[m].items()} for m in models}
+        names = models + [failures.OVERALL]
+        shares = {m: fsum["models"][m]["shares"] for m in models}
+        shares[failures.OVERALL] = fsum[failures.OVERALL]["shares"]
+        charts = [("topology_heat_map.png", figures.heat_map(models, sorted(self.data.subjects), topo),
+                   "mean topology_score per model and subject"),
+                  ("failures.png", figures.failure_bars(names, shares, failures.TALLY_CATEGORIES),
+                   "categories per model (share of records)")]
+        paths = []
+        for name, png, _ in charts:
+            write_bytes_atomic(self.out_dir / PICTURES / name, png, fsync=False)
+            paths.append(self.out_dir / PICTURES / name)
+        page = render_report(self.title, self.data, summary, self.board, charts,
+                             {m: f"{PICTURES}/{self.pages[m]}" for m in models})
+        write_text_atomic(self.out_dir / REPORT_NAME, page)
+        return [self.out_dir / REPORT_NAME] + paths
+
+
+def write_report(out_dir, title=None):
     """report.html, report/<model>.html and report/*.png from ``out_dir/results.jsonl``: a :class:`Written`."""
-    out_dir = Path(out_dir)
     written = Written()
-    if data is None:
-        data, written.dropped = ReportData.read(out_dir / "results.jsonl")
-    summary = data.summary()
-    board = leaderboard(summary)
-    models = [e["model"] for e in board]
-    title = title or run_title(out_dir, models)
-    subjects = sorted(data.subjects)
-    fsum = summary[failures.SUMMARY_KEY]
-    topo = {m: {s: e["topology_score"] for s, e in summary[m].items()} for m in models}
-    names = models + [failures.OVERALL]
-    shares = {m: fsum["models"][m]["shares"] for m in models}
-    shares[failures.OVERALL] = fsum[failures.OVERALL]["shares"]
-    charts = [("topology_heat_map.png", figures.heat_map(models, subjects, topo),
-               "mean topology_score per model and subject"),
-              ("failures.png", figures.failure_bars(names, shares, failures.TALLY_CATEGORIES),
-               "categories per model (share of records)")]
-    for name, png, _ in charts:
-        write_bytes_atomic(out_dir / PICTURES / name, png, fsync=False)
-        written.paths.append(out_dir / PICTURES / name)
-    pages = _page_names(models)
-    for model in models:
-        text = render_model_page(model, title, summary, data, f"../{REPORT_NAME}")
-        write_text_atomic(out_dir / PICTURES / pages[model], text, fsync=False)
-        written.paths.append(out_dir / PICTURES / pages[model])
-    page = render_report(title, data, summary, board, charts, {m: f"{PICTURES}/{pages[m]}" for m in models})
-    write_text_atomic(out_dir / REPORT_NAME, page)
-    written.paths.insert(0, out_dir / REPORT_NAME)
+    data, written.dropped = ReportData.read(Path(out_dir) / "results.jsonl")
+    report = Report.of(out_dir, data, title=title)
+    pages = report.write_model_pages()
+    written.paths = report.write_main() + pages
     return written
 
 

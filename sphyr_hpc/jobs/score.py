@@ -27,9 +27,10 @@ from ..scoring.certified import certified_metrics, read_certified, sample_id
 from ..scoring.diagnosis import SUMMARY_KEY, format_failures
 from ..scoring.sample_scorer import sample_scorers
 from ..scoring.scorer import Scorer, ScoringConfig
-from ..scoring.summary import RunningSummary, format_leaderboard, leaderboard
+from ..reporting.collect import ReportData
+from ..scoring.summary import format_leaderboard, leaderboard
 from ..scoring.tasks import make_tasks, score_sample, sorted_places
-from .report import write_report
+from .report import Report
 from .score_inputs import check_resume, input_paths, inputs_of, load_inputs
 
 LOCK_NAME = ".sphyr_hpc.lock"
@@ -159,8 +160,9 @@ class ScoringRun:
             steps.finish()
 
         # What the end of the run needs of the rows this rank writes: the summary's running counts and
-        # sums, and where each line is in the log and goes in the sorted file (sorted_places).
-        running = RunningSummary()
+        # sums and the report's data (best and worst rows, categories), and where each line is in the
+        # log and goes in the sorted file (sorted_places).
+        running = ReportData()
         position, owner = sorted_places(pending)
         places = []
 
@@ -214,22 +216,30 @@ class ScoringRun:
         """results.jsonl sorted, summary.json, the pictures and report, then run.json "finished"."""
         comm, rank, out = self.comm, self.rank, self.out
         running = self._sort_log(running, places, total)
-        board = None
+        summary = None
         if rank == 0:
             summary = running.result()
-            board = leaderboard(summary)
             write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, allow_nan=False) + "\n")
-        board = comm.bcast(board, root=0)
         self.times["summarised"] = time.perf_counter()
-        report_seconds = None
+        # The report from the ranks' merged data (as python -m sphyr_hpc.report makes it from
+        # results.jsonl, without reading it back): every rank writes a share of the model pages,
+        # the drawer also leaderboard.png, the charts and report.html.
+        started = time.perf_counter()
+        if self.args.report:
+            running, summary = comm.bcast((running, summary) if rank == 0 else None, root=0)
+        else:
+            summary = comm.bcast(summary, root=0)
+        board = leaderboard(summary)
+        if self.args.report:
+            report = Report.of(out, running, summary)
+            report.write_model_pages(rank, comm.size)
         if rank == self.drawer:
             plot_leaderboard(board, out / "leaderboard.png")
-            if self.args.report:
-                started = time.perf_counter()
-                write_report(out)  # from results.jsonl, as python -m sphyr_hpc.report does
-                report_seconds = time.perf_counter() - started
+        comm.Barrier()  # every model page is written before report.html names it
+        if rank == self.drawer and self.args.report:
+            report.write_main()
         # every output is written before run.json says so, and before the folder is unlocked
-        report_seconds = comm.bcast(report_seconds, root=self.drawer)
+        report_seconds = comm.bcast(time.perf_counter() - started, root=self.drawer) if self.args.report else None
         status = None
         if rank == 0:
             records, scored = running.records, running.scored
@@ -254,7 +264,7 @@ class ScoringRun:
         """
         if self.args.resume:
             if self.rank == 0:
-                running = RunningSummary()
+                running = ReportData()
                 for row in self.log.finalise():
                     running.add(row)
             return running

@@ -12,7 +12,9 @@
 * per record its tally category and topology_score (a comparison of two runs).
 
 A 24,660-record results.jsonl (59 MB) is thus reported in well under its size
-in memory.
+in memory.  Like the running summary, each rank of a scoring run adds the rows
+it scores and the ranks' parts are merged (:meth:`ReportData.merge`), so the
+report at the end of a run reads nothing back.
 """
 
 import math
@@ -52,6 +54,19 @@ class Pick:
                 if key < sort_key(row_key(mine)):
                     setattr(self, side, row)
 
+    def merge(self, other):
+        """The pick of both parts' records (ties: the lower index, whichever part it came from)."""
+        count = self.count + other.count
+        for side, sign in (("best", 1), ("worst", -1)):
+            mine, theirs = getattr(self, side), getattr(other, side)
+            a, b = sign * score_of(mine), sign * score_of(theirs)
+            if b > a or (b == a and sort_key(row_key(theirs)) < sort_key(row_key(mine))):
+                setattr(self, side, theirs)
+            ties = (getattr(self, side + "_ties") if a >= b else 0) + (getattr(other, side + "_ties") if b >= a else 0)
+            setattr(self, side + "_ties", ties)
+        self.count = count
+        return self
+
     @property
     def all_tie(self):
         """Every record scores the same: best and worst are one picture."""
@@ -65,9 +80,53 @@ class ReportData:
         self.running = RunningSummary()
         self.tallies = defaultdict(lambda: defaultdict(diagnosis.FailureTally))
         self.picks = defaultdict(dict)
-        self.records = {}  # (model, subject, index) -> (category, topology_score or None)
+        self.categories = {}  # (model, subject, index) -> (category, topology_score or None)
         self.rows = self.broken = self.unclassified = 0
         self.subjects = set()
+
+    @property
+    def records(self):
+        return self.running.records
+
+    @property
+    def scored(self):
+        return self.running.scored
+
+    def result(self):
+        """summary.json's content (:meth:`RunningSummary.result`)."""
+        return self.running.result()
+
+    summary = result
+
+    def merge(self, other):
+        self.running.merge(other.running)
+        for model, subjects in other.tallies.items():
+            for subject, tally in subjects.items():
+                self.tallies[model][subject].merge(tally)
+        for model, picks in other.picks.items():
+            for subject, theirs in picks.items():
+                mine = self.picks[model].get(subject)
+                self.picks[model][subject] = theirs if mine is None else mine.merge(theirs)
+        self.categories.update(other.categories)
+        self.rows += other.rows
+        self.broken += other.broken
+        self.unclassified += other.unclassified
+        self.subjects |= other.subjects
+        return self
+
+    def __getstate__(self):  # picklable (comm.gather): plain dicts instead of defaultdicts of lambdas
+        state = dict(self.__dict__)
+        state["tallies"] = {m: dict(s) for m, s in self.tallies.items()}
+        state["picks"] = dict(self.picks)
+        return state
+
+    def __setstate__(self, state):
+        self.__init__()
+        tallies, picks = state.pop("tallies"), state.pop("picks")
+        self.__dict__.update(state)
+        for model, subjects in tallies.items():
+            self.tallies[model].update(subjects)
+        self.picks.update(picks)
 
     def add(self, row):
         model, subject = row["model"], row["subject"]
@@ -79,7 +138,7 @@ class ReportData:
         scored = "error" not in row
         if scored and category not in diagnosis.CATEGORIES:
             self.unclassified += 1
-        self.records[(model, subject, row.get("index"))] = (category or NOT_SCORED,
+        self.categories[(model, subject, row.get("index"))] = (category or NOT_SCORED,
                                                             score_of(row) if scored else None)
         if scored:
             pick = self.picks[model].get(subject)
@@ -107,5 +166,3 @@ class ReportData:
         data.broken = len(dropped)
         return data, dropped
 
-    def summary(self):
-        return self.running.result()

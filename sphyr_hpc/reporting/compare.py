@@ -49,8 +49,8 @@ def comparison(data_a, data_b):
             sub = (pair or {}).get("subjects", {}).get(subject)
             rows.append(_row(model, subject, [means_a.get(subject), means_b.get(subject)], sub, ""))
     changed, counts = [], Counter()
-    for key in sorted(set(data_a.records) | set(data_b.records), key=lambda k: (k[0], k[1], _index(k[2]))):
-        before, after = data_a.records.get(key, (ABSENT, None)), data_b.records.get(key, (ABSENT, None))
+    for key in sorted(set(data_a.categories) | set(data_b.categories), key=lambda k: (k[0], k[1], _index(k[2]))):
+        before, after = data_a.categories.get(key, (ABSENT, None)), data_b.categories.get(key, (ABSENT, None))
         if before[0] != after[0]:
             counts[(before[0], after[0])] += 1
             changed.append((key, before, after))
