@@ -89,10 +89,15 @@ class Report:
     def models(self):
         return [e["model"] for e in self.board]
 
-    def write_model_pages(self, part=0, parts=1):
-        """The pages of every ``parts``-th model from the ``part``-th (a rank's share); the paths."""
+    def write_model_pages(self, part=0, weights=(1,)):
+        """The pages of the models whose turn is ``part``'s; the paths.
+
+        ``weights``: pages per turn of each part (a rank): models are dealt out in turns, part p
+        taking ``weights[p]`` of each; the rank that also draws the charts takes fewer.
+        """
+        turns = [p for p, weight in enumerate(weights) for _ in range(weight)]
         paths = []
-        for model in self.models[part::parts]:
+        for model in [m for i, m in enumerate(self.models) if turns[i % len(turns)] == part]:
             path = self.out_dir / PICTURES / self.pages[model]
             write_text_atomic(path, render_model_page(model, self.title, self.summary, self.data,
                                                       f"../{REPORT_NAME}"), fsync=False)

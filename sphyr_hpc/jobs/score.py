@@ -232,7 +232,8 @@ class ScoringRun:
         board = leaderboard(summary)
         if self.args.report:
             report = Report.of(out, running, summary)
-            report.write_model_pages(rank, comm.size)
+            # the drawer also draws leaderboard.png, the charts and report.html: a third of the others' pages
+            report.write_model_pages(rank, [1 if r == self.drawer and comm.size > 1 else 3 for r in range(comm.size)])
         if rank == self.drawer:
             plot_leaderboard(board, out / "leaderboard.png")
         comm.Barrier()  # every model page is written before report.html names it

@@ -55,7 +55,9 @@ def _density(token):
     return _BAD if value is None else value
 
 
-@lru_cache(maxsize=4096)
+# Cache sizes: a panel is 27.6 kB (96 x 96 x 3 bytes); 512 of them (14 MB) hold a subject's ground
+# truths and optima while the models' pages are drawn one after the other (4096 took 113 MB).
+@lru_cache(maxsize=1024)
 def _cells(rows):
     """The grid of text ``rows`` as an array of densities and codes, or None (empty or ragged)."""
     tokens = [row.split() for row in rows]
@@ -73,7 +75,7 @@ def _cells(rows):
     return values, markers, masked
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def cell_colours(rows, truth_rows=(), input_rows=()):
     """((nely, nelx, 3) RGB, (nely, nelx) mask) of a grid's text rows; None for an empty or ragged grid.
 
@@ -107,7 +109,7 @@ def _bytes(rgb):
 _RGB = {name: _bytes(np.asarray(value)) for name, value in COLOURS.items()}
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=512)
 def grid_panel(rows, truth_rows=(), input_rows=(), box=BOX):
     """:func:`panel` of :func:`cell_colours` (tuples; cached: a sample's ground truth and optimum panels
     are the same for every model)."""
