@@ -24,7 +24,7 @@ Conventions (the published interface's, kept exactly):
   unless ``include_own_budget_reference=True``.  Beside them: the
   reconstruction metrics, ``valid_output_grid``, ``invalid_reason`` (why the
   all-zero metrics apply, else None), and in ``extras`` every further metric
-  the scorer (:class:`sphyr_hpc.scorer.Scorer`) returns, readable as an
+  the scorer (:class:`sphyr_hpc.scoring.scorer.Scorer`) returns, readable as an
   attribute (``metrics.<name>``) and written by ``as_dict()``.
 * Yardsticks (docs/scoring.md, "Yardstick", the expensive part) are kept in one module-level
   LRU cache of :data:`REFERENCE_CACHE_SIZE` entries, shared by every call and
@@ -35,7 +35,7 @@ Conventions (the published interface's, kept exactly):
 * :func:`score_records` scores many records: over the ranks of ``comm``
   (``MPI.COMM_WORLD`` by default, so ``mpirun -n N python script.py`` uses N
   processes and ``python script.py`` one), samples distributed as the score
-  command distributes them (:class:`sphyr_hpc.parallel.SharedCounters`, one
+  command distributes them (:class:`sphyr_hpc.runtime.tasks.SharedCounters`, one
   yardstick per sample), results yielded on rank 0 as they finish.
 
 Importing this module does not start MPI or PETSc; the first score does.
@@ -43,9 +43,6 @@ Importing this module does not start MPI or PETSc; the first score does.
 
 import math
 import numbers
-import sys
-import time
-import traceback
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping, NamedTuple, Optional
 
@@ -106,7 +103,7 @@ class StructuralMetrics:
 
     @classmethod
     def from_metrics(cls, metrics):
-        """From a :meth:`sphyr_hpc.scorer.Scorer.score` dict: declared fields typed, the rest in ``extras``."""
+        """From a :meth:`sphyr_hpc.scoring.scorer.Scorer.score` dict: declared fields typed, the rest in ``extras``."""
         declared = {f.name: f for f in fields(cls) if f.name != "extras"}
         values, extras = {}, {}
         for key, value in metrics.items():
@@ -141,7 +138,7 @@ class StructuralMetrics:
 
 def __getattr__(name):
     # STRUCTURAL_METRIC_KEYS (the metrics worth averaging over a subject, as published) lives in
-    # sphyr_hpc.metrics, whose import starts MPI: fetched on first use (PEP 562).
+    # sphyr_hpc.core.metrics, whose import starts MPI: fetched on first use (PEP 562).
     if name == "STRUCTURAL_METRIC_KEYS":
         from .core.metrics import STRUCTURAL_METRIC_KEYS
 
@@ -265,10 +262,6 @@ class ScoredRecord(NamedTuple):
     error: Optional[str] = None
 
 
-_RESULT_TAG = 15
-_POLL_SECONDS = 0.005  # rank 0's wait for the other ranks' results: latency negligible next to a sample
-
-
 def score_records(records, gravity_dir=(1, 0), penal=PENAL, filter_radius=FILTER_RADIUS,
                   include_own_budget_reference=False, comm=None):
     """Score many records, over MPI ranks when there are several; yield results as they finish.
@@ -309,7 +302,7 @@ def _tasks(records, gravity):
 
 
 def _scored(group, scorer):
-    """A task's records, scored as the score command scores them: one :class:`~sphyr_hpc.batch.SampleScorer`
+    """A task's records, scored as the score command scores them: one :class:`~sphyr_hpc.scoring.sample_scorer.SampleScorer`
     per sample, so what its completions share is computed once."""
     from .scoring.sample_scorer import sample_scorers
     from .scoring.tasks import EXPECTED_RECORD_ERRORS
@@ -335,71 +328,19 @@ def _score_serially(records, gravity, penal, filter_radius, own_budget):
 
 
 def _score_over_ranks(records, gravity, penal, filter_radius, own_budget, comm):
-    from mpi4py import MPI
-
-    from .runtime.tasks import SharedCounters
+    from .runtime.process import guarded
+    from .runtime.tasks import stream_to_root
 
     comm = comm.Dup()  # our messages never meet the caller's
     try:
         records = comm.bcast(list(records) if comm.rank == 0 else None, root=0)
         tasks = _tasks(records, gravity)
         scorer = _scorer_for(penal, filter_radius, own_budget)
-        counters = SharedCounters(comm)
     except BaseException:
         comm.Free()
         raise
-    if comm.rank != 0:
-        requests = []
-        for i in counters.claimed(len(tasks)):
-            for result in _guarded(comm, lambda: list(_scored(tasks[i], scorer))):
-                requests.append(comm.isend(result, dest=0, tag=_RESULT_TAG))
-        requests.append(comm.isend(None, dest=0, tag=_RESULT_TAG))  # "finished", after all its results
-        MPI.Request.waitall(requests)
-        counters.free()
-        comm.Free()
-        return
-    # Rank 0 scores samples too; between them it passes on what the other ranks sent.
-    running = comm.size - 1  # ranks that have not said "finished"
-
-    def received(block):
-        """What has arrived; with ``block``, everything until every rank has finished.  Waiting
-        polls with a short sleep: a blocking receive spins, taking a core from the ranks at work."""
-        nonlocal running
-        while running:
-            if not comm.iprobe(source=MPI.ANY_SOURCE, tag=_RESULT_TAG):
-                if not block:
-                    return
-                time.sleep(_POLL_SECONDS)
-                continue
-            result = comm.recv(source=MPI.ANY_SOURCE, tag=_RESULT_TAG)
-            if result is None:
-                running -= 1
-            else:
-                yield result
-
     try:
-        for i in counters.claimed(len(tasks)):
-            yield from _guarded(comm, lambda: list(_scored(tasks[i], scorer)))
-            yield from received(block=False)
-        yield from received(block=True)
+        yield from stream_to_root(comm, len(tasks), lambda i: guarded(
+            comm, lambda: list(_scored(tasks[i], scorer)), "sphyr_hpc.score_records"))
     finally:
-        if running:  # stopped early: no more samples for anyone; collect what is in flight
-            counters.stop(len(tasks))
-            for _ in received(block=True):
-                pass
-        counters.free()
         comm.Free()
-
-
-def _guarded(comm, compute):
-    """``compute()``; an unexpected exception aborts every rank instead of leaving them waiting."""
-    try:
-        return compute()
-    except Exception:
-        from .runtime.process import ABORT_STATUS
-
-        traceback.print_exc(file=sys.stderr)
-        print(f"sphyr_hpc.score_records: unexpected error on rank {comm.rank}; aborting all {comm.size} ranks",
-              file=sys.stderr, flush=True)
-        comm.Abort(ABORT_STATUS)
-        raise

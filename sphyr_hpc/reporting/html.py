@@ -18,10 +18,11 @@ reads ``OUT_DIR/results.jsonl`` and writes (:mod:`sphyr_hpc.jobs.report`):
   at benchmark scale (60 models: ~0.2 MB instead of 11 MB);
 * ``OUT_DIR/report/*.png``: the charts as files (each figure links its file).
 
-Nothing is rescored: metrics, failure categories and the grids to draw are
-read from the records, so a finished, resumed or copied run can be reported
-again in seconds.  Records scored before failure categories existed are
-counted as unclassified.
+Nothing is rescored: metrics, failure categories (:mod:`sphyr_hpc.scoring.diagnosis`)
+and the grids to draw are read from the records, so a finished, resumed or
+copied run can be reported again in seconds.  Every file is written
+atomically.  Records scored before failure categories existed are counted as
+unclassified.
 """
 
 import base64

@@ -18,7 +18,7 @@ DOFs on 10x10 (SPhyR's cell, row and column masks; more on larger grids, see
 :func:`usable`) that is several times cheaper than factorising all of K, and
 it is the same solution up to rounding.  Whatever the condensed solve cannot vouch for (a Cholesky that
 breaks down, a residual above the "Finite elements" rules' bound, a design whose compliance
-exceeds ``SINGULARITY_RATIO`` (:mod:`sphyr_hpc.discretisation`) times that of
+exceeds ``SINGULARITY_RATIO`` (:mod:`sphyr_hpc.core.discretisation`) times that of
 the design with every free cell solid: a severed load path) is solved again by the PETSc system in full, so
 The "Finite elements" rules' infinite compliances come from where they always did.
 
