@@ -26,8 +26,11 @@ record: model, subject, index, every metric with infinite compliances as null,
 ``floating_clusters``, ``beats_yardstick`` (:mod:`sphyr_hpc.scoring.diagnosis`) and the
 ``grids`` the report draws), appended and flushed as records
 finish and sorted when the run ends; ``summary.json`` (per model and subject:
-count, errors and metric means; ``failures``: category shares and the
-exact_match x load_carrying table per model and overall); ``leaderboard.png``;
+count, answered, missing, unreadable, coverage and metric means; ``failures``:
+category counts and shares, unanswered records their own category, and the
+exact_match x load_carrying table per model and overall; ``uncertainty``: standard
+errors, bootstrap intervals and paired comparisons of adjacent models; every key in
+docs/report.md); ``leaderboard.png``;
 ``report.html`` with ``report/`` (a page per model, the pictures; unless ``--no-report``);
 ``run.json`` (ranks, record counts, seconds of the scoring phase, of the report and of
 the process, and every phase's); the leaderboard is printed, then where
