@@ -21,7 +21,7 @@ from ..reporting.html import PICTURES, REPORT_NAME
 from ..reporting.leaderboard import plot_leaderboard, warm_up
 from ..runtime.process import PROCESS_STARTED, UsageError
 from ..runtime.progress import progress_bar
-from ..runtime.tasks import run_dynamic
+from ..runtime.tasks import run_dynamic, wait_idle
 from ..scoring import pieces as split
 from ..scoring.certified import certified_metrics, read_certified, sample_id
 from ..scoring.diagnosis import SUMMARY_KEY, format_failures
@@ -220,6 +220,9 @@ class ScoringRun:
         if rank == 0:
             summary = running.result()
             write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, allow_nan=False) + "\n")
+        # Waits below are asleep (wait_idle), not in a spinning collective: a rank that waits must not
+        # take a shared core from the one summing up or drawing.
+        wait_idle(comm)
         self.times["summarised"] = time.perf_counter()
         # The report from the ranks' merged data (as python -m sphyr_hpc.report makes it from
         # results.jsonl, without reading it back): every rank writes a share of the model pages,
@@ -236,10 +239,11 @@ class ScoringRun:
             report.write_model_pages(rank, [1 if r == self.drawer and comm.size > 1 else 3 for r in range(comm.size)])
         if rank == self.drawer:
             plot_leaderboard(board, out / "leaderboard.png")
-        comm.Barrier()  # every model page is written before report.html names it
+        wait_idle(comm)  # every model page is written before report.html names it
         if rank == self.drawer and self.args.report:
             report.write_main()
         # every output is written before run.json says so, and before the folder is unlocked
+        wait_idle(comm)
         report_seconds = comm.bcast(time.perf_counter() - started, root=self.drawer) if self.args.report else None
         status = None
         if rank == 0:
