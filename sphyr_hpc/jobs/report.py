@@ -10,7 +10,7 @@ the run: the models, and the dataset or input folders ``run.json`` names.
 """
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..io.atomic import write_bytes_atomic, write_text_atomic
@@ -77,6 +77,7 @@ class Report:
     board: list
     title: str
     pages: dict  # {model: its page's file name in PICTURES}
+    own: list = None  # the models whose pages this part writes (None: every model)
 
     @classmethod
     def of(cls, out_dir, data, summary=None, title=None):
@@ -89,15 +90,17 @@ class Report:
     def models(self):
         return [e["model"] for e in self.board]
 
-    def write_model_pages(self, part=0, weights=(1,)):
-        """The pages of the models whose turn is ``part``'s; the paths.
-
-        ``weights``: pages per turn of each part (a rank): models are dealt out in turns, part p
-        taking ``weights[p]`` of each; the rank that also draws the charts takes fewer.
-        """
+    def parts(self, weights):
+        """The report split for ranks: part p writes the pages of the models dealt to it, in turns of
+        ``weights[p]`` models (the rank that also draws the charts takes fewer), with only their data."""
         turns = [p for p, weight in enumerate(weights) for _ in range(weight)]
+        shares = [[m for i, m in enumerate(self.models) if turns[i % len(turns)] == p] for p in range(len(weights))]
+        return [replace(self, data=self.data.slim(share), own=share) for share in shares]
+
+    def write_model_pages(self):
+        """The pages of this part's models (every model's by default); the paths."""
         paths = []
-        for model in [m for i, m in enumerate(self.models) if turns[i % len(turns)] == part]:
+        for model in self.models if self.own is None else self.own:
             path = self.out_dir / PICTURES / self.pages[model]
             write_text_atomic(path, render_model_page(model, self.title, self.summary, self.data,
                                                       f"../{REPORT_NAME}"), fsync=False)

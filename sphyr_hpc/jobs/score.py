@@ -228,15 +228,13 @@ class ScoringRun:
         # results.jsonl, without reading it back): every rank writes a share of the model pages,
         # the drawer also leaderboard.png, the charts and report.html.
         started = time.perf_counter()
-        if self.args.report:
-            running, summary = comm.bcast((running, summary) if rank == 0 else None, root=0)
-        else:
-            summary = comm.bcast(summary, root=0)
+        summary = comm.bcast(summary, root=0)
         board = leaderboard(summary)
-        if self.args.report:
-            report = Report.of(out, running, summary)
-            # the drawer also draws leaderboard.png, the charts and report.html: a third of the others' pages
-            report.write_model_pages(rank, [1 if r == self.drawer and comm.size > 1 else 3 for r in range(comm.size)])
+        if self.args.report:  # each rank its share of the pages, with only their data (scatter)
+            weights = [1 if r == self.drawer and comm.size > 1 else 3 for r in range(comm.size)]
+            parts = Report.of(out, running, summary).parts(weights) if rank == 0 else None
+            report = comm.scatter(parts, root=0)
+            report.write_model_pages()
         if rank == self.drawer:
             plot_leaderboard(board, out / "leaderboard.png")
         wait_idle(comm)  # every model page is written before report.html names it

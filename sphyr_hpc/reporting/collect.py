@@ -114,6 +114,18 @@ class ReportData:
         self.subjects |= other.subjects
         return self
 
+    def slim(self, models):
+        """What the pages of ``models`` and report.html need, and nothing else: their picks and
+        tallies and the counts (no per-record scores or categories); for another rank to draw them."""
+        part = ReportData()
+        part.rows, part.broken, part.unclassified, part.subjects = self.rows, self.broken, self.unclassified, self.subjects
+        for model in models:
+            if model in self.picks:
+                part.picks[model] = self.picks[model]
+            if model in self.tallies:
+                part.tallies[model] = self.tallies[model]
+        return part
+
     def __getstate__(self):  # picklable (comm.gather): plain dicts instead of defaultdicts of lambdas
         state = dict(self.__dict__)
         state["tallies"] = {m: dict(s) for m, s in self.tallies.items()}
