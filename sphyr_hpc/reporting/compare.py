@@ -41,13 +41,12 @@ def comparison(data_a, data_b):
     for model in sorted(models_a & models_b):
         a, b = answered(data_a, model), answered(data_b, model)
         pair = paired(a, b)
-        means_a = {s: g.entry()["topology_score"] for s, g in summary_a.groups[model].items()}
-        means_b = {s: g.entry()["topology_score"] for s, g in summary_b.groups[model].items()}
-        overall = [sum(v for v in m.values() if v is not None) / len(m) if m else None for m in (means_a, means_b)]
-        rows.append(_row(model, "all subjects", overall, pair, "all"))
-        for subject in sorted(set(means_a) | set(means_b)):
+        entries_a = {s: g.entry() for s, g in summary_a.groups[model].items()}
+        entries_b = {s: g.entry() for s, g in summary_b.groups[model].items()}
+        rows.append(_row(model, "all subjects", [_overall(entries_a), _overall(entries_b)], pair, "all"))
+        for subject in sorted(set(entries_a) | set(entries_b)):
             sub = (pair or {}).get("subjects", {}).get(subject)
-            rows.append(_row(model, subject, [means_a.get(subject), means_b.get(subject)], sub, ""))
+            rows.append(_row(model, subject, [_cells(entries_a.get(subject)), _cells(entries_b.get(subject))], sub, ""))
     changed, counts = [], Counter()
     for key in sorted(set(data_a.categories) | set(data_b.categories), key=lambda k: (k[0], k[1], _index(k[2]))):
         before, after = data_a.categories.get(key, (ABSENT, None)), data_b.categories.get(key, (ABSENT, None))
@@ -57,13 +56,28 @@ def comparison(data_a, data_b):
     return rows, changed, counts, sorted(models_a - models_b), sorted(models_b - models_a)
 
 
+def _cells(entry):
+    """(coverage, mean topology_score) of a summary entry."""
+    if not entry:
+        return [None, None]
+    return [f"{100 * entry['coverage']:.1f} %" if entry.get("coverage") is not None else None, entry["topology_score"]]
+
+
+def _overall(entries):
+    """(coverage, the leaderboard's mean over subjects) of a model's subject entries."""
+    counted = sum(e["count"] - e["excluded"] for e in entries.values())
+    answered = sum(e["answered"] for e in entries.values())
+    means = [e["topology_score"] for e in entries.values() if e["topology_score"] is not None]
+    return [f"{100 * answered / counted:.1f} %" if counted else None, sum(means) / len(means) if means else None]
+
+
 def _index(index):
     return (0, index, "") if isinstance(index, int) else (1, 0, str(index))
 
 
-def _row(model, subject, means, pair, css):
+def _row(model, subject, cells, pair, css):
     difference = pair.get("difference") if pair else None
-    return ([model, subject, pair["samples"] if pair else 0] + means
+    return ([model, subject, pair["samples"] if pair else 0] + cells[0] + cells[1]
             + [difference, interval(pair["ci95"]) if pair else None, _verdict(pair)], css)
 
 
@@ -79,7 +93,7 @@ def render_comparison(label_a, label_b, data_a, data_b):
         if models:
             body.append(f"<p class='note'>Only in {which}: {html.escape(', '.join(models))}.</p>")
     body.append("<h2>Mean topology_score, B minus A</h2>")
-    body.append(table(["model", "subject", "samples both answered", "mean A", "mean B", "B - A",
+    body.append(table(["model", "subject", "samples both answered", "coverage A", "mean A", "coverage B", "mean B", "B - A",
                        "95 % interval", "verdict"], [r for r, _ in rows], [c for _, c in rows]))
     body.append(f"<h2>Records whose category changed</h2><p class='note'>{plural(len(changed), 'record')} "
                 f"changed category (<code>unanswered</code>: completion missing or unreadable; "
