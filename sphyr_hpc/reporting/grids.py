@@ -118,6 +118,22 @@ def grid_panel(rows, truth_rows=(), input_rows=(), box=BOX):
     return result
 
 
+@lru_cache(maxsize=64)
+def _pixels(nely, nelx, px):
+    """A grid's pixels: the cell of each (row and column index arrays), its grid lines and the
+    outline of a cell (``width`` pixels inside its border), as boolean masks; the same for every
+    grid of that shape."""
+    ys, xs = np.arange(nely * px) // px, np.arange(nelx * px) // px
+    y, x = np.arange(nely * px) % px, np.arange(nelx * px) % px
+    lines = (y == 0)[:, None] | (x == 0)[None, :]
+    lines[-1, :] = lines[:, -1] = True
+    width = 1 if px < 10 else 2
+    edge = ((y < width) | (y >= px - width))[:, None] | ((x < width) | (x >= px - width))[None, :]
+    for array in (ys, xs, lines, edge):
+        array.setflags(write=False)
+    return ys[:, None], xs[None, :], lines, edge
+
+
 def panel(drawn, box=BOX):
     """A box x box RGB panel (uint8) of ``cell_colours``' result: cells scaled, grid lines, the mask outlined."""
     out = np.tile(_RGB["empty"], (box, box, 1))
@@ -132,17 +148,10 @@ def panel(drawn, box=BOX):
         cols = np.minimum(((np.arange(max(1, round(nelx * scale))) + 0.5) / scale).astype(int), nelx - 1)
         colours, mask = colours[rows][:, cols], mask[rows][:, cols]
     px = max(1, box // max(colours.shape[:2]))
-    ys, xs = np.arange(colours.shape[0] * px) // px, np.arange(colours.shape[1] * px) // px
-    image, masked = colours[ys[:, None], xs[None, :]], mask[ys[:, None], xs[None, :]]  # cells px x px
+    ys, xs, lines, edge = _pixels(colours.shape[0], colours.shape[1], px)
+    image, masked = colours[ys, xs], mask[ys, xs]  # cells px x px
     if px >= 4:
-        y = np.arange(image.shape[0]) % px
-        x = np.arange(image.shape[1]) % px
-        image[y == 0, :] = _RGB["line"]
-        image[:, x == 0] = _RGB["line"]
-        image[-1, :] = _RGB["line"]
-        image[:, -1] = _RGB["line"]
-        width = 1 if px < 10 else 2
-        edge = ((y < width) | (y >= px - width))[:, None] | ((x < width) | (x >= px - width))[None, :]
+        image[lines] = _RGB["line"]
         image[masked & edge] = _RGB["mask"]
     else:  # too small to outline: masked cells tinted
         image[masked] = (0.6 * image[masked] + 0.4 * _RGB["mask"] + 0.5).astype(np.uint8)
