@@ -227,7 +227,7 @@ class ScoringRun:
         # The report from the ranks' merged data (as python -m sphyr_hpc.report makes it from
         # results.jsonl, without reading it back): every rank writes a share of the model pages,
         # the drawer also leaderboard.png, the charts and report.html.
-        started = time.perf_counter()
+        started, cpu, peak = time.perf_counter(), time.process_time(), _peak_mb()
         summary = comm.bcast(summary, root=0)
         board = leaderboard(summary)
         if self.args.report:  # each rank its share of the pages, with only their data (scatter)
@@ -243,6 +243,9 @@ class ScoringRun:
         # every output is written before run.json says so, and before the folder is unlocked
         wait_idle(comm)
         report_seconds = comm.bcast(time.perf_counter() - started, root=self.drawer) if self.args.report else None
+        # What the end costs each rank: CPU seconds (a loaded machine stretches wall time, not these)
+        # and peak memory before it and after (the report's own share of a rank's peak).
+        self.end = comm.gather((round(time.process_time() - cpu, 3), peak, _peak_mb()), root=0)
         status = None
         if rank == 0:
             records, scored = running.records, running.scored
@@ -288,6 +291,7 @@ class ScoringRun:
             "ranks": self.comm.size, "records": records, "scored": scored, "errors": records - scored,
             "scored_this_run": scored_this_run, "resumed": bool(self.args.resume), "inputs": self.sources,
             "finished": True,
+            "peak_mb_per_rank": {"before_the_end": [b for _, b, _ in self.end], "at_the_end": [a for _, _, a in self.end]},
             # The scoring phase (every rank at work) and the whole command as this process saw it, up
             # to this file; phases, which add up to process: rank 0's start-up (imports, MPI), reading
             # the inputs and grouping them, waiting for every rank before scoring, scoring, the summary
@@ -296,6 +300,7 @@ class ScoringRun:
             "seconds": {"scoring": round(scoring_seconds, 3),
                         "process": round(now - PROCESS_STARTED, 3),
                         "report": None if report_seconds is None else round(report_seconds, 3),
+                        "end_cpu_per_rank": [c for c, _, _ in self.end],
                         "phases": {"start_up": round(t["started"] - PROCESS_STARTED, 3),
                                    "reading": round(t["read"] - t["started"], 3),
                                    "waiting": round(t["scoring"] - t["read"], 3),
@@ -303,6 +308,13 @@ class ScoringRun:
                                    "summary": round(t["summarised"] - t["scored"], 3),
                                    "pictures_and_report": round(now - t["summarised"], 3)}},
         })
+
+
+def _peak_mb():
+    """This process's peak resident memory so far, MB (Linux reports KB)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
 def run_score(args, comm):
