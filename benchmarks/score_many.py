@@ -15,6 +15,15 @@ Runs, each the whole command ``bin/mpirun -n R python -m sphyr_hpc.score``:
   extra record is the cost of one more completion;
 * ``all``: every v1 subject x every model (24,660 records with 60 models).
 
+Every run is the command as users run it by default: with the report
+(report.html, the model pages, the pictures); ``--report both`` also times
+each configuration with ``--no-report``, ``--report without`` only so.  A
+run's entry gives the report's seconds (run.json's ``seconds.report`` where the
+checkout records it, else its ``finishing`` phase, which holds it), its share
+of the wall time, and report.html's size; ``--report-command`` also times
+``python -m sphyr_hpc.report OUT`` alone after each ``all`` run (seconds, peak
+memory).
+
 Each on 1 and 2 ranks, with ``--python`` naming other checkouts to time side
 by side (``--compare /work/wt/base17-9889ca1``), in ``--repeats`` interleaved rounds (each round
 runs every configuration once, a one-model run just before its many-model run).  Recorded per run: wall
@@ -89,8 +98,10 @@ def build(data, out, models, subjects=None):
     return records
 
 
-def run(checkout, ranks, results, out):
-    """Wall seconds, run.json's seconds, peak RSS per rank (MB) and the rows of one scoring run."""
+def run(checkout, ranks, results, out, report=True):
+    """Wall seconds, run.json's seconds, peak RSS per rank (MB) and the rows of one scoring run.
+
+    ``report``: the default command (a checkout that writes a report writes it); False: ``--no-report``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_COMM", "PMIX_RANK"))}
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -98,7 +109,7 @@ def run(checkout, ranks, results, out):
     cmd = [str(Path(checkout) / "bin" / "mpirun"), "-n", str(ranks), "/usr/bin/time", "-f", "peak_kb %M cpu_s %U %S",
            "-a", "-o", str(out / "peak.txt"), python, "-m", "sphyr_hpc.score", str(results),
            "--out", str(out), "--quiet"]
-    if "--report" in (Path(checkout) / "sphyr_hpc" / "score.py").read_text():  # older checkouts write no report
+    if not report and "--report" in (Path(checkout) / "sphyr_hpc" / "score.py").read_text():  # older: no report
         cmd.append("--no-report")
     started = time.perf_counter()
     done = subprocess.run(cmd, cwd=checkout, capture_output=True, text=True, env=env)
@@ -116,6 +127,26 @@ def run(checkout, ranks, results, out):
     return wall, seconds, peaks, rows, hashlib.sha256(data).hexdigest()[:16]
 
 
+def report_sizes(out):
+    """report.html's bytes and the bytes of everything the report wrote (report.html and report/)."""
+    page = out / "report.html"
+    if not page.is_file():
+        return None, None
+    pictures = out / "report"
+    return page.stat().st_size, page.stat().st_size + sum(p.stat().st_size for p in pictures.rglob("*") if p.is_file())
+
+
+def report_command(checkout, out):
+    """Seconds and peak MB of ``python -m sphyr_hpc.report OUT`` alone (the checkout's)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_COMM", "PMIX_RANK"))}
+    python = str(Path(checkout) / ".venv" / "bin" / "python")
+    peak = out / "report_peak.txt"
+    started = time.perf_counter()
+    subprocess.run(["/usr/bin/time", "-f", "%M", "-o", str(peak), python, "-m", "sphyr_hpc.report", str(out)],
+                   cwd=checkout, env=env, check=True, capture_output=True)
+    return round(time.perf_counter() - started, 2), int(peak.read_text().split()[-1]) // 1024
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -129,6 +160,12 @@ def main(argv=None):
     parser.add_argument("--compare", nargs="*", default=[], metavar="DIR",
                         help="other checkouts (with their .venv) timed side by side with this one")
     parser.add_argument("--build-only", metavar="DIR", help="write the result folders under DIR and stop")
+    parser.add_argument("--report", choices=("with", "without", "both"), default="with",
+                        help="time the default command (with the report), with --no-report, or both")
+    parser.add_argument("--report-command", action="store_true",
+                        help="after each 'all' run, also time python -m sphyr_hpc.report on its folder alone")
+    parser.add_argument("--sets", metavar="DIR",
+                        help="result folders already built by --build-only DIR (instead of building them again)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "score_many.json"))
     args = parser.parse_args(argv)
     if args.build_only:
@@ -146,28 +183,41 @@ def main(argv=None):
             sets += [("subset-one", 1, SUBSET), ("subset-many", args.models, SUBSET)]
         if "all" in args.runs:
             sets.append(("all", args.models, None))
-        built = {name: (models, build(args.data, Path(tmp) / name, models, subjects)) for name, models, subjects in sets}
+        root = Path(args.sets) if args.sets else Path(tmp)
+        built = {name: (models, build(args.data, root / name, models, subjects) if not args.sets
+                        else sum(len(json.loads(p.read_text())) for p in (root / name).rglob("*.json")))
+                 for name, models, subjects in sets}
+        modes = {"with": [True], "without": [False], "both": [True, False]}[args.report]
         # Side by side and interleaved: each round runs every configuration once, the one-model and
         # the many-model subset back to back, so a drift of the machine hits both of a difference.
-        runs = [(round_, name, r, checkout) for round_ in range(args.repeats)
+        runs = [(round_, name, r, checkout, report) for round_ in range(args.repeats)
                 for name in built
                 for r in (ranks if name != "all" else [int(x) for x in args.all_ranks.split(",")])
-                for checkout in checkouts]
-        runs.sort(key=lambda run_: (run_[0], run_[1] == "all", run_[2], checkouts.index(run_[3]), run_[1] != "subset-one"))
+                for checkout in checkouts for report in modes]
+        runs.sort(key=lambda run_: (run_[0], run_[1] == "all", run_[2], not run_[4], checkouts.index(run_[3]),
+                                    run_[1] != "subset-one"))
         first = {}  # set -> (commit, rows) of its first run: every other run's records are compared with them
-        for round_, name, r, checkout in runs:
+        for round_, name, r, checkout, report in runs:
             models, records = built[name]
-            wall, seconds, peaks, rows, digest = run(checkout, r, Path(tmp) / name, Path(tmp) / "out")
+            out = Path(tmp) / "out"
+            wall, seconds, peaks, rows, digest = run(checkout, r, root / name, out, report)
             commit = commit_of(checkout)
             reference_commit, reference = first.setdefault(name, (commit, rows))
+            report_seconds = seconds.get("report", seconds.get("phases", {}).get("finishing")) if report else None
+            html_bytes, report_bytes = report_sizes(out) if report else (None, None)
             entry = {"set": name, "models": models, "records": records, "ranks": r, "round": round_,
-                     "checkout": str(checkout), "commit": commit, "wall_seconds": round(wall, 2),
+                     "checkout": str(checkout), "commit": commit, "report": report, "wall_seconds": round(wall, 2),
+                     "report_seconds": report_seconds,
+                     "report_share": round(report_seconds / wall, 3) if report_seconds is not None else None,
+                     "report_html_bytes": html_bytes, "report_bytes": report_bytes,
                      "process_seconds": seconds["process"], "scoring_seconds": seconds["scoring"],
                      "serial_share": round((seconds["process"] - seconds["scoring"]) / seconds["process"], 3),
                      "phases": seconds.get("phases"), "cpu_seconds_per_rank": seconds["cpu_per_rank"],
                      "peak_mb_per_rank": peaks, "loadavg": os.getloadavg()[0],
                      "errors": sum(1 for x in rows if "error" in x), "results_sha256": digest,
                      "compared_with": reference_commit, "parity_differences": _parity(rows, reference)}
+            if args.report_command and name == "all":
+                entry["report_command_seconds"], entry["report_command_peak_mb"] = report_command(checkout, out)
             entries.append(entry)
             print(json.dumps(entry), flush=True)
     report = {"benchmark": "score_many", "date": now(), "machine": machine(load_before), "seed": SEED,
@@ -208,14 +258,22 @@ def _summary(entries):
     same work (timeit's convention); the median keeps the disturbed rounds in."""
     by = {}
     for e in entries:
-        by.setdefault((e["set"], e["commit"], e["ranks"]), {})[e.get("round", 0)] = e
+        mode = "" if e.get("report", False) else "_no_report"
+        by.setdefault((e["set"], e["commit"] + mode, e["ranks"]), {})[e.get("round", 0)] = e
     summary = {}
     for (name, commit, ranks), rounds in by.items():
         if name == "all":
+            walls = [rounds[k]["wall_seconds"] for k in sorted(rounds)]
+            reports = [rounds[k].get("report_seconds") for k in sorted(rounds)]
             summary[f"all_{commit}_{ranks}rank"] = {
+                "wall_seconds_per_round": walls, "wall_seconds_min": min(walls), "wall_seconds_median": _median(walls),
+                "report_seconds_per_round": reports,
+                "report_share_per_round": [rounds[k].get("report_share") for k in sorted(rounds)],
+                "report_html_bytes": rounds[min(rounds)].get("report_html_bytes"),
+                "report_command_seconds_per_round": [rounds[k].get("report_command_seconds") for k in sorted(rounds)],
+                "report_command_peak_mb_per_round": [rounds[k].get("report_command_peak_mb") for k in sorted(rounds)],
                 "serial_share_per_round": [rounds[k]["serial_share"] for k in sorted(rounds)],
-                "peak_mb_per_rank_per_round": [rounds[k]["peak_mb_per_rank"] for k in sorted(rounds)],
-                "wall_seconds_per_round": [rounds[k]["wall_seconds"] for k in sorted(rounds)]}
+                "peak_mb_per_rank_per_round": [rounds[k]["peak_mb_per_rank"] for k in sorted(rounds)]}
         if name != "subset-many" or ("subset-one", commit, ranks) not in by:
             continue
         ones = by[("subset-one", commit, ranks)]
@@ -267,11 +325,18 @@ def _markdown(report):
              "peak: resident set of each rank. Records: results.jsonl's SHA-256 (first 16 hex digits: equal means "
              "byte-identical) and the records that break parity (SPEC 11) with the set's first run (its commit in "
              "brackets), or differ in a field parity does not cover.", "",
-             "| round | set | models | records | ranks | commit | wall s | process s | scoring s | serial share | CPU s/rank | peak MB/rank | load | results sha256 | records differing |",
-             "|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---|---|---:|---|---|"]
+             "Report: the default command writes it; report s: run.json's seconds.report (a checkout that does "
+             "not record it: its finishing phase, which holds the report); share = report s / wall; "
+             "report.html bytes; report command: python -m sphyr_hpc.report OUT alone (seconds, peak MB).", "",
+             "| round | set | models | records | ranks | commit | report | wall s | process s | scoring s | report s | report share | report.html bytes | report command s / peak MB | serial share | CPU s/rank | peak MB/rank | load | results sha256 | records differing |",
+             "|---:|---|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|---:|---|---|"]
     for e in report["entries"]:
+        command = (f"{e['report_command_seconds']} / {e['report_command_peak_mb']}"
+                   if e.get("report_command_seconds") is not None else "")
         lines.append(f"| {e.get('round', 0)} | {e['set']} | {e['models']} | {e['records']} | {e['ranks']} | {e['commit']} | "
-                     f"{e['wall_seconds']} | {e['process_seconds']} | {e['scoring_seconds']} | {e['serial_share']} | "
+                     f"{'yes' if e.get('report') else 'no'} | "
+                     f"{e['wall_seconds']} | {e['process_seconds']} | {e['scoring_seconds']} | {e.get('report_seconds')} | "
+                     f"{e.get('report_share')} | {e.get('report_html_bytes')} | {command} | {e['serial_share']} | "
                      f"{', '.join(map(str, e.get('cpu_seconds_per_rank', [])))} | "
                      f"{', '.join(map(str, e['peak_mb_per_rank']))} | {e['loadavg']:.2f} | {e.get('results_sha256', '')} | "
                      f"{e.get('parity_differences', '')} ({e.get('compared_with', '')}) |")

@@ -15,7 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sphyr_hpc.reporting.html import screenshot, write_report  # noqa: E402
+from sphyr_hpc.jobs.report import write_report  # noqa: E402
+from sphyr_hpc.reporting.html import screenshot  # noqa: E402
 
 
 def main(argv=None):
@@ -30,7 +31,7 @@ def main(argv=None):
         from sphyr_hpc.score import main as score
 
         score([str(ROOT / "examples" / "results"), "--out", str(out), "--quiet", "--no-report"])
-    page = write_report(out, title="SPhyR report: bundled examples")[0]
+    page = write_report(out).paths[0]
     width, height = (int(v) for v in args.size.split("x"))
     print(screenshot(page, args.png, width=width, height=height))
     return 0

@@ -1,9 +1,13 @@
-"""``python -m sphyr_hpc.report OUT_DIR``: report.html and its pictures from OUT_DIR/results.jsonl.
+"""``python -m sphyr_hpc.report OUT_DIR``: report.html, its per-model pages and pictures from OUT_DIR/results.jsonl.
 
-What the page holds is :mod:`sphyr_hpc.reporting.html`'s; ``score`` writes
-the same report at the end of a run unless ``--no-report``.  Exit status: 0,
-2 on a usage error (no results.jsonl; an output that cannot be written),
-130/143 when interrupted.
+What the pages hold is :mod:`sphyr_hpc.reporting.html`'s; ``score`` writes
+the same report at the end of a run unless ``--no-report``.  A line of
+results.jsonl that is not a results row (the truncated last line of a killed
+run) is named on stderr and left out.  ``--compare OUT_B`` writes
+``OUT_DIR/compare.html`` instead: OUT_B's run minus OUT_DIR's, per model and
+subject with paired intervals, and the records whose category changed.
+Exit status: 0, 2 on a usage error (no results.jsonl; an output that cannot
+be written), 130/143 when interrupted.
 """
 
 import sys
@@ -17,27 +21,48 @@ from .cli import Output, Parser, UsageError
 def build_parser():
     parser = Parser(prog="python -m sphyr_hpc.report", description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", metavar="OUT_DIR", help="a score output folder holding results.jsonl")
-    parser.add_argument("--title", help="the page title; None: 'SPhyR report: <folder name>'")
+    parser.add_argument("--title", help="the page title; None: from the run (its models, dataset or folders)")
+    parser.add_argument("--compare", metavar="OUT_B",
+                        help="another score output folder: write OUT_DIR/compare.html (OUT_B minus OUT_DIR) "
+                             "instead of the report")
     return parser
 
 
 def _check(args):
-    if not (Path(args.out_dir) / "results.jsonl").is_file():
-        raise UsageError(f"no results.jsonl in {args.out_dir}")
+    for folder in [args.out_dir] + ([args.compare] if args.compare else []):
+        if not (Path(folder) / "results.jsonl").is_file():
+            raise UsageError(f"no results.jsonl in {folder}")
 
 
 def _outputs(args):
+    from .jobs.report import COMPARE_NAME
     from .reporting.html import PICTURES, REPORT_NAME
 
+    if args.compare:
+        return [Output(Path(args.out_dir) / COMPARE_NAME)]
     return [Output(Path(args.out_dir) / REPORT_NAME), Output(Path(args.out_dir) / PICTURES, folder=True)]
 
 
+def _say_dropped(path, dropped):
+    for number, why in dropped:
+        print(f"warning: {path}:{number}: line left out of the report ({why})", file=sys.stderr)
+
+
 def _run(args, context):
-    from .reporting.html import PICTURES, write_report
+    from .jobs.report import write_comparison, write_report
+    from .reporting.html import PICTURES
 
     started = time.perf_counter()
-    paths = write_report(args.out_dir, args.title)
-    print(f"{paths[0]} ({len(paths) - 1} pictures in {paths[0].parent / PICTURES}) "
+    if args.compare:
+        path, dropped_a, dropped_b = write_comparison(args.out_dir, args.compare)
+        _say_dropped(Path(args.out_dir) / "results.jsonl", dropped_a)
+        _say_dropped(Path(args.compare) / "results.jsonl", dropped_b)
+        print(f"{path} in {time.perf_counter() - started:.2f} s")
+        return 0
+    written = write_report(args.out_dir, args.title)
+    _say_dropped(Path(args.out_dir) / "results.jsonl", written.dropped)
+    page = written.paths[0]
+    print(f"{page} ({len(written.paths) - 1} pages and pictures in {page.parent / PICTURES}) "
           f"in {time.perf_counter() - started:.2f} s")
     return 0
 

@@ -26,11 +26,15 @@ record: model, subject, index, every metric with infinite compliances as null,
 ``floating_clusters``, ``beats_yardstick`` (:mod:`sphyr_hpc.scoring.diagnosis`) and the
 ``grids`` the report draws), appended and flushed as records
 finish and sorted when the run ends; ``summary.json`` (per model and subject:
-count, errors and metric means; ``failures``: category shares and the
-exact_match x load_carrying table per model and overall); ``leaderboard.png``;
-``report.html`` with ``report/*.png`` (unless ``--no-report``); ``run.json`` (ranks,
-record counts, seconds of the scoring phase and of the process); the leaderboard is
-printed.  ``--fields DIR`` also writes, for every scored record, the
+count, answered, missing, unreadable, coverage and metric means; ``failures``:
+category counts and shares, unanswered records their own category, and the
+exact_match x load_carrying table per model and overall; ``uncertainty``: standard
+errors, bootstrap intervals and paired comparisons of adjacent models; every key in
+docs/report.md); ``leaderboard.png``;
+``report.html`` with ``report/`` (a page per model, the pictures; unless ``--no-report``);
+``run.json`` (ranks, record counts, seconds of the scoring phase, of the report and of
+the process, and every phase's); the leaderboard is printed, then where
+leaderboard.png and report.html are.  ``--fields DIR`` also writes, for every scored record, the
 completion, the ground truth and the yardstick's optimum as HDF5 + XDMF (or
 VTU) files for ParaView, named ``model__subject__index__design``.  ``--resume`` keeps what ``results.jsonl`` already holds and scores
 the rest, so a killed run loses at most the records in flight.
@@ -99,8 +103,10 @@ def build_parser():
                         help="completions JSONL (index, completion) of --dataset's records; the model is the "
                              "file's name")
     parser.add_argument("--model", help="model name for one --completions file (instead of the file's name)")
-    parser.add_argument("--out", default="out", help="output folder (results.jsonl, summary.json, leaderboard.png, "
-                                                     "run.json); outside every input folder")
+    parser.add_argument("--out", default="out", help="output folder, outside every input folder: results.jsonl, "
+                                                     "summary.json, run.json, leaderboard.png, report.html and "
+                                                     "report/ (a page per model, the pictures); the paths are "
+                                                     "printed at the end")
     parser.add_argument("--resume", action="store_true",
                         help="keep the records already in OUT/results.jsonl and score the rest (same inputs only)")
     parser.add_argument("--gravity", type=_gravity, default=None,

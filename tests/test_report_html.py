@@ -81,16 +81,21 @@ def test_the_report_opens_and_every_picture_it_names_is_a_png(scored):
     page = _page(scored)
     assert "script" not in page.tags and page.tables >= 5
     pngs = [link for link in page.links if link.endswith(".png")]
-    assert len(pngs) == len(page.images) == 2 + 2  # heat map, failure bars, one mosaic per model
+    assert len(pngs) == len(page.images) == 2  # heat map, failure bars: the grids are on the model pages
     for src, link in zip(page.images, pngs):
         assert src.startswith("data:image/png;base64,")
         embedded = base64.b64decode(src.split(",", 1)[1], validate=True)
         assert embedded.startswith(PNG)
         on_disk = (scored / link).read_bytes()
         assert on_disk == embedded  # the file beside the page is the picture in it
-    assert {p.rsplit("/", 1)[-1] for p in pngs} >= {"topology_heat_map.png", "failures.png",
-                                                     "completions_baseline-empty.png",
-                                                     "completions_baseline-random.png"}
+    assert {p.rsplit("/", 1)[-1] for p in pngs} == {"topology_heat_map.png", "failures.png"}
+    pages = sorted({link for link in page.links if link.endswith(".html")})
+    assert pages == ["report/baseline-empty.html", "report/baseline-random.html"]
+    for link in pages:  # each model's page: its best and worst grids, embedded
+        model_page = _Page()
+        model_page.feed((scored / link).read_text(encoding="utf-8"))
+        assert len(model_page.images) >= 16 and all(
+            base64.b64decode(src.split(",", 1)[1], validate=True).startswith(PNG) for src in model_page.images)
 
 
 def test_reporting_again_from_results_jsonl_alone_reproduces_the_pictures(scored, tmp_path):
@@ -100,8 +105,15 @@ def test_reporting_again_from_results_jsonl_alone_reproduces_the_pictures(scored
     started = time.perf_counter()
     assert report_main([str(again)]) == 0
     assert time.perf_counter() - started < 10.0
-    for picture in (scored / html_report.PICTURES).iterdir():  # the same numbers drawn by the same code: exact
-        assert (again / html_report.PICTURES / picture.name).read_bytes() == picture.read_bytes()
+    for picture in (scored / html_report.PICTURES).iterdir():
+        mine = again / html_report.PICTURES / picture.name
+        if picture.suffix == ".png":  # the same numbers drawn by the same code: exact
+            assert mine.read_bytes() == picture.read_bytes()
+        else:  # a model page: the same pictures (its title and time may differ)
+            pages = [_Page(), _Page()]
+            for page, path in zip(pages, (mine, picture)):
+                page.feed(path.read_text(encoding="utf-8"))
+            assert pages[0].images == pages[1].images
     assert _page(again).images == _page(scored).images
 
 
@@ -141,7 +153,7 @@ def test_a_run_with_nothing_scored_or_broken_lines_still_gets_a_report(tmp_path,
                                          for link in page.links if link.endswith(".png"))
     if lines:  # an unreadable line and a record without a category are counted, not fatal
         text = (tmp_path / "report.html").read_text()
-        assert "2 unreadable lines" in text and "1 without a known failure category" in text
+        assert "2 lines of results.jsonl dropped" in text and "1 record without a known failure category" in text
 
 
 def test_a_report_of_samples_larger_than_its_pictures_is_drawn(scored, tmp_path):
@@ -157,8 +169,30 @@ def test_a_report_of_samples_larger_than_its_pictures_is_drawn(scored, tmp_path)
     (big / "results.jsonl").write_text(json.dumps(row) + "\n")
     assert len(row["grids"]["ground_truth"]) == 160
     assert report_main([str(big)]) == 0
-    page = _page(big)
-    mosaics = [link for link in page.links if link.rsplit("/", 1)[-1].startswith("completions_")]
-    assert mosaics and len(page.images) >= 3
-    for src in page.images:
+    model_page = _Page()
+    model_page.feed((big / "report" / f"{row['model']}.html").read_text(encoding="utf-8"))
+    assert len(model_page.images) == 1  # one record: best and worst are one picture
+    for src in model_page.images:
         assert base64.b64decode(src.split(",", 1)[1], validate=True).startswith(PNG)
+
+
+def test_score_says_where_the_report_and_leaderboard_are(tmp_path, capsys):
+    root = tmp_path / "results" / "baseline-empty"
+    root.mkdir(parents=True)
+    (root / "full_easy.json").write_text((EXAMPLE_RESULTS / "baseline-empty" / "full_easy.json").read_text())
+    out = tmp_path / "out"
+    assert score_main([str(tmp_path / "results"), "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert f"leaderboard: {out / 'leaderboard.png'}" in printed and f"report: {out / 'report.html'}" in printed
+    run = json.loads((out / "run.json").read_text())["seconds"]
+    assert run["report"] > 0 and sum(run["phases"].values()) == pytest.approx(run["process"], abs=0.01)
+
+
+def test_summary_json_holds_the_intervals_the_report_shows(scored):
+    from sphyr_hpc.reporting.collect import ReportData
+
+    summary = json.loads((scored / "summary.json").read_text())
+    again = ReportData.read(scored / "results.jsonl")[0].summary()
+    assert summary["uncertainty"] == json.loads(json.dumps(again["uncertainty"]))
+    assert set(summary["uncertainty"]["models"]) == {"baseline-empty", "baseline-random"}
+    assert [p["above"] for p in summary["uncertainty"]["adjacent"]] == ["baseline-random"]

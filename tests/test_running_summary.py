@@ -57,11 +57,14 @@ def test_means_are_exact_sums_rounded_once():
     assert summarise(rows)["m"]["s"]["volume_ratio"] == 2.0 / 4
 
 
-def test_failure_tallies_count_only_scored_rows_and_merge_like_one():
+def test_failure_tallies_count_scored_and_unanswered_rows_and_merge_like_one():
     rows = _rows(2)
     overall = summarise(rows)["failures"]["all models"]
     assert overall == tally(rows)
-    assert overall["records"] == sum(1 for r in rows if "error" not in r)
+    unanswered = sum(1 for r in rows if r.get("completion_status") in ("missing", "unreadable"))
+    assert overall["scored"] == sum(1 for r in rows if "error" not in r)
+    assert overall["counts"]["unanswered"] == unanswered > 0
+    assert overall["records"] == overall["scored"] + unanswered  # a broken sample's record is in no tally
 
 
 def test_duplicate_record_keys_keep_one_row_in_results_and_summary(tmp_path):

@@ -8,6 +8,7 @@ subjects and 2 models.
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -104,6 +105,13 @@ def test_results_do_not_depend_on_the_number_of_ranks(reference, tmp_path, ranks
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     assert (run["ranks"], run["records"], run["errors"]) == (ranks, len(rows), 0)
     assert 0.0 < run["seconds"]["scoring"] < run["seconds"]["process"]
+    # the report, drawn from the ranks' merged data with its model pages shared out, is the one-rank report
+    mine, theirs = tmp_path / "out", root.parent / "out"
+    pages = sorted(p.relative_to(theirs) for p in [theirs / "report.html", *(theirs / "report").iterdir()])
+    assert pages == sorted(p.relative_to(mine) for p in [mine / "report.html", *(mine / "report").iterdir()])
+    stamp = re.compile(rb"Generated [^<]*")
+    for page in pages:
+        assert stamp.sub(b"", (mine / page).read_bytes()) == stamp.sub(b"", (theirs / page).read_bytes()), page
 
 
 def test_results_and_summary_files_are_byte_identical_on_one_and_two_ranks(reference, tmp_path):

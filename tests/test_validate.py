@@ -88,8 +88,8 @@ def test_reference_optimiser_is_never_beaten_by_the_dataset_answer(full_easy_run
     result, printed, _ = full_easy_run
     assert result["optimiser_losses"] == 0
     assert result["losses"] == []
-    assert ("Reference optimiser beaten by the dataset answer on 0/20 samples "
-            "(a non-zero count means the yardstick is too weak).") in printed
+    assert ("Yardstick beaten within budget (by the dataset answer, whose material is the yardstick's budget) "
+            "on 0/20 samples: a non-zero count means the yardstick is too weak") in printed
 
 
 def test_metric_ranks_dataset_answer_above_degraded_and_degenerate_probes(full_easy_run):

@@ -17,18 +17,20 @@ from pathlib import Path
 
 from ..io.atomic import write_text_atomic
 from ..io.results_log import ResultsLog, row_key
-from ..reporting.html import write_report
+from ..reporting.html import PICTURES, REPORT_NAME
 from ..reporting.leaderboard import plot_leaderboard, warm_up
 from ..runtime.process import PROCESS_STARTED, UsageError
 from ..runtime.progress import progress_bar
-from ..runtime.tasks import run_dynamic
+from ..runtime.tasks import run_dynamic, wait_idle
 from ..scoring import pieces as split
 from ..scoring.certified import certified_metrics, read_certified, sample_id
 from ..scoring.diagnosis import SUMMARY_KEY, format_failures
 from ..scoring.sample_scorer import sample_scorers
 from ..scoring.scorer import Scorer, ScoringConfig
-from ..scoring.summary import RunningSummary, format_leaderboard, leaderboard
+from ..reporting.collect import ReportData
+from ..scoring.summary import format_leaderboard, leaderboard
 from ..scoring.tasks import make_tasks, score_sample, sorted_places
+from .report import Report
 from .score_inputs import check_resume, input_paths, inputs_of, load_inputs
 
 LOCK_NAME = ".sphyr_hpc.lock"
@@ -158,8 +160,9 @@ class ScoringRun:
             steps.finish()
 
         # What the end of the run needs of the rows this rank writes: the summary's running counts and
-        # sums, and where each line is in the log and goes in the sorted file (sorted_places).
-        running = RunningSummary()
+        # sums and the report's data (best and worst rows, categories), and where each line is in the
+        # log and goes in the sorted file (sorted_places).
+        running = ReportData()
         position, owner = sorted_places(pending)
         places = []
 
@@ -213,26 +216,48 @@ class ScoringRun:
         """results.jsonl sorted, summary.json, the pictures and report, then run.json "finished"."""
         comm, rank, out = self.comm, self.rank, self.out
         running = self._sort_log(running, places, total)
-        board = None
+        summary = None
         if rank == 0:
             summary = running.result()
-            board = leaderboard(summary)
             write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, allow_nan=False) + "\n")
-        board = comm.bcast(board, root=0)
+        # Waits below are asleep (wait_idle), not in a spinning collective: a rank that waits must not
+        # take a shared core from the one summing up or drawing.
+        wait_idle(comm)
+        self.times["summarised"] = time.perf_counter()
+        # The report from the ranks' merged data (as python -m sphyr_hpc.report makes it from
+        # results.jsonl, without reading it back): every rank writes a share of the model pages,
+        # the drawer also leaderboard.png, the charts and report.html.
+        started, cpu, peak = time.perf_counter(), time.process_time(), _peak_mb()
+        summary = comm.bcast(summary, root=0)
+        board = leaderboard(summary)
+        if self.args.report:  # each rank its share of the pages, with only their data (scatter)
+            weights = [1 if r == self.drawer and comm.size > 1 else 3 for r in range(comm.size)]
+            parts = Report.of(out, running, summary).parts(weights) if rank == 0 else None
+            report = comm.scatter(parts, root=0)
+            report.write_model_pages()
         if rank == self.drawer:
             plot_leaderboard(board, out / "leaderboard.png")
-            if self.args.report:
-                write_report(out)  # from results.jsonl, as python -m sphyr_hpc.report does
-        comm.Barrier()  # every output is written before run.json says so, and before the folder is unlocked
+        wait_idle(comm)  # every model page is written before report.html names it
+        if rank == self.drawer and self.args.report:
+            report.write_main()
+        # every output is written before run.json says so, and before the folder is unlocked
+        wait_idle(comm)
+        report_seconds = comm.bcast(time.perf_counter() - started, root=self.drawer) if self.args.report else None
+        # What the end costs each rank: CPU seconds (a loaded machine stretches wall time, not these)
+        # and peak memory before it and after (the report's own share of a rank's peak).
+        self.end = comm.gather((round(time.process_time() - cpu, 3), peak, _peak_mb()), root=0)
         status = None
         if rank == 0:
-            self._write_finished(running, len(pending))
             records, scored = running.records, running.scored
             print(f"\n{records} records ({scored} scored, {records - scored} errors) on {comm.size} rank(s) "
                   f"-> {self.log.path}")
             print("\n".join(format_leaderboard(board)))
             print("\n" + "\n".join(format_failures(summary[SUMMARY_KEY])))
+            print(f"\nleaderboard: {out / 'leaderboard.png'}")
+            if self.args.report:
+                print(f"report: {out / REPORT_NAME} (a page per model in {out / PICTURES})")
             status = 1 if self.problems_count + records - scored else 0
+            self._write_finished(running, len(pending), report_seconds)
             self.lock.close()
         return comm.bcast(status, root=0)
 
@@ -245,7 +270,7 @@ class ScoringRun:
         """
         if self.args.resume:
             if self.rank == 0:
-                running = RunningSummary()
+                running = ReportData()
                 for row in self.log.finalise():
                     running.add(row)
             return running
@@ -257,7 +282,7 @@ class ScoringRun:
                 running.merge(part)
         return running
 
-    def _write_finished(self, running, scored_this_run):
+    def _write_finished(self, running, scored_this_run, report_seconds):
         t = self.times
         now = time.perf_counter()
         scoring_seconds = t["scored"] - t["scoring"]
@@ -266,15 +291,30 @@ class ScoringRun:
             "ranks": self.comm.size, "records": records, "scored": scored, "errors": records - scored,
             "scored_this_run": scored_this_run, "resumed": bool(self.args.resume), "inputs": self.sources,
             "finished": True,
-            # The scoring phase (every rank at work) and the whole command as this process saw it;
-            # phases: rank 0's start-up (imports, MPI), reading the inputs and grouping them, and
-            # the end (results.jsonl assembled, summary.json, pictures); process - scoring is the serial part.
+            "peak_mb_per_rank": {"before_the_end": [b for _, b, _ in self.end], "at_the_end": [a for _, _, a in self.end]},
+            # The scoring phase (every rank at work) and the whole command as this process saw it, up
+            # to this file; phases, which add up to process: rank 0's start-up (imports, MPI), reading
+            # the inputs and grouping them, waiting for every rank before scoring, scoring, the summary
+            # (results.jsonl assembled, summary.json), then pictures and the report (leaderboard.png,
+            # report.html, on the last rank; null: --no-report) and printing; process - scoring is the serial part.
             "seconds": {"scoring": round(scoring_seconds, 3),
                         "process": round(now - PROCESS_STARTED, 3),
+                        "report": None if report_seconds is None else round(report_seconds, 3),
+                        "end_cpu_per_rank": [c for c, _, _ in self.end],
                         "phases": {"start_up": round(t["started"] - PROCESS_STARTED, 3),
-                                   "reading": round(t["read"] - t["reading"], 3),
-                                   "finishing": round(now - t["scoring"] - scoring_seconds, 3)}},
+                                   "reading": round(t["read"] - t["started"], 3),
+                                   "waiting": round(t["scoring"] - t["read"], 3),
+                                   "scoring": round(scoring_seconds, 3),
+                                   "summary": round(t["summarised"] - t["scored"], 3),
+                                   "pictures_and_report": round(now - t["summarised"], 3)}},
         })
+
+
+def _peak_mb():
+    """This process's peak resident memory so far, MB (Linux reports KB)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
 def run_score(args, comm):

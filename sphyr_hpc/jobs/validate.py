@@ -81,8 +81,9 @@ def _report(dataset_path, hard, by_position, seconds, ranks, out):
     for line in format_table(means):
         print(line, file=out)
     print(
-        f"\nReference optimiser beaten by the dataset answer on {len(losses)}/{scored} samples "
-        f"(a non-zero count means the yardstick is too weak).",
+        f"\nYardstick beaten within budget (by the dataset answer, whose material is the yardstick's "
+        f"budget) on {len(losses)}/{scored} samples: a non-zero count means the yardstick is too weak "
+        f"(unlike a completion that beats it with more material).",
         file=out,
     )
     return {

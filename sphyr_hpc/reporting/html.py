@@ -1,15 +1,22 @@
-"""report.html: a benchmark report people look at, from ``results.jsonl`` alone.
+"""report.html: a benchmark report a maintainer can trust, from ``results.jsonl`` alone.
 
 ``python -m sphyr_hpc.report OUT_DIR`` (and ``score``, unless ``--no-report``)
-reads ``OUT_DIR/results.jsonl`` and writes:
+reads ``OUT_DIR/results.jsonl`` and writes (:mod:`sphyr_hpc.jobs.report`):
 
-* ``OUT_DIR/report.html``: one self-contained file (tables, the PNGs embedded
-  as ``data:`` URIs, inline CSS, no script), which opens from disk in any browser;
-* ``OUT_DIR/report/*.png``: the same pictures as files (each figure in the
-  HTML links its file): ``topology_heat_map.png`` (models x subjects, mean
-  topology_score), ``failures.png`` (stacked failure categories per model),
-  ``completions_<model>.png`` (per model, the best and worst completion of
-  each subject: completion | ground truth | yardstick optimum).
+* ``OUT_DIR/report.html``: one self-contained page (tables, the charts
+  embedded as ``data:`` URIs, inline CSS, no script), which opens from disk:
+  what the run is (its title names the models and the dataset or folders),
+  the leaderboard with coverage (answered, missing, unreadable) beside every
+  mean, each mean topology_score's standard error and 95 % bootstrap
+  interval, and whether each model is surely ahead of the next (a paired
+  interval over the samples both answered); the heat map; why completions
+  fail (unanswered records their own category, beating the yardstick split by
+  material); the exact-match table; links to the per-model pages;
+* ``OUT_DIR/report/<model>.html``: one page per model (its per-subject
+  means with coverage and intervals, categories, and the best and worst
+  completion of each subject drawn with the mask), so report.html stays small
+  at benchmark scale (60 models: ~0.2 MB instead of 11 MB);
+* ``OUT_DIR/report/*.png``: the charts as files (each figure links its file).
 
 Nothing is rescored: metrics, failure categories (:mod:`sphyr_hpc.scoring.diagnosis`)
 and the grids to draw are read from the records, so a finished, resumed or
@@ -20,203 +27,212 @@ unclassified.
 
 import base64
 import html
-import math
 import time
 from pathlib import Path
 
-from ..scoring import diagnosis as failures
 from ..core.metrics import STRUCTURAL_METRIC_KEYS
-from ..scoring.summary import leaderboard, summarise
-from . import figures
-from ..io.atomic import write_bytes_atomic, write_text_atomic
-from ..io.fields import safe_name
-from ..io.jsonl import read_rows
-from ..io.results_log import row_key, sort_key
+from ..scoring import diagnosis as failures
 
 REPORT_NAME = "report.html"
 PICTURES = "report"
 
-
-def _score(row):
-    value = row.get("topology_score")
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
-
-
-def pick_best_and_worst(rows):
-    """{model: [(subject, best, worst)]} by topology_score (ties: the lower index)."""
-    groups = {}
-    for row in rows:
-        if "error" not in row:
-            groups.setdefault(row["model"], {}).setdefault(row["subject"], []).append(row)
-    picks = {}
-    for model, subjects in groups.items():
-        picks[model] = []
-        for subject in sorted(subjects):
-            items = sorted(subjects[subject], key=lambda r: sort_key(row_key(r)))
-            best = max(items, key=_score)
-            worst = min(items, key=_score)
-            picks[model].append((subject, best, worst))
-    return picks
-
-
-# -- HTML ----------------------------------------------------------------------------------------
-_CSS = """
+CSS = """
 body { font-family: sans-serif; margin: 24px; color: #222; max-width: 1400px; }
 h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; } h3 { font-size: 15px; }
-table { border-collapse: collapse; margin: 8px 0 16px; font-size: 13px; }
-th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
+table { border-collapse: collapse; margin: 8px 0 16px; font-size: 12px; }
+th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: right; vertical-align: top; }
 th { background: #f0f0f0; } td.name, th.name { text-align: left; } td.name { white-space: nowrap; }
 tr.all td { font-weight: bold; background: #fafafa; }
+td.sure { color: #1a6b1a; } td.unsure { color: #9a6a00; }
 figure { margin: 12px 0; } figcaption { font-size: 12px; color: #555; }
-img { max-width: 100%; border: 1px solid #ddd; }
-p.note { font-size: 13px; color: #444; max-width: 900px; }
+img { max-width: 100%; border: 1px solid #ddd; } td img { border: none; display: block; }
+p.note { font-size: 13px; color: #444; max-width: 1000px; }
 """
 
 
-def _cell(value, digits=3):
+class Raw(str):
+    """A table cell already written as HTML (a link), put in as it is."""
+
+
+def plural(n, word, words=None):
+    """``1 model``, ``2 models``, ``0 models`` (``words``: an irregular plural)."""
+    return f"{n:,} {word if n == 1 else (words or word + 's')}"
+
+
+def cell(value, digits=3, css=""):
+    klass = f' class="{css}"' if css else ""
     if value is None:
-        return "<td>-</td>"
+        return f"<td{klass}>-</td>"
+    if isinstance(value, Raw):
+        return f'<td class="name {css}">{value}</td>'
     if isinstance(value, bool):
-        return f"<td>{'yes' if value else 'no'}</td>"
+        return f"<td{klass}>{'yes' if value else 'no'}</td>"
     if isinstance(value, int):
-        return f"<td>{value}</td>"
+        return f"<td{klass}>{value:,}</td>"
     if isinstance(value, float):
-        return f"<td>{value:.{digits}f}</td>"
-    return f'<td class="name">{html.escape(str(value))}</td>'
+        return f"<td{klass}>{value:.{digits}f}</td>"
+    return f'<td class="name {css}">{html.escape(str(value))}</td>'
 
 
 def _header(text):
     return html.escape(text).replace("_", "_<wbr>")  # long field names may break after an underscore
 
 
-def _table(header, rows, classes=()):
+def table(header, rows, classes=()):
+    """An HTML table; a row's cell may be ``(value, css class)``."""
     head = "".join(f'<th class="name">{_header(h)}</th>' if i == 0 else f"<th>{_header(h)}</th>"
                    for i, h in enumerate(header))
-    body = "".join(f'<tr class="{c}">' + "".join(_cell(v) for v in row) + "</tr>"
-                   for row, c in zip(rows, list(classes) + [""] * len(rows)))
+    body = "".join(f'<tr class="{c}">' + "".join(cell(v[0], css=v[1]) if isinstance(v, tuple) else cell(v) for v in row)
+                   + "</tr>" for row, c in zip(rows, list(classes) + [""] * len(rows)))
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _figure_html(name, data, caption):
-    encoded = base64.b64encode(data).decode("ascii")
-    return (f'<figure><img src="data:image/png;base64,{encoded}" alt="{html.escape(caption)}">'
-            f'<figcaption>{html.escape(caption)} (<a href="{PICTURES}/{html.escape(name)}">{PICTURES}/'
-            f"{html.escape(name)}</a>)</figcaption></figure>")
+def data_uri(png):
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def render_html(title, rows, broken, board, fsum, pictures):
-    """The page; ``pictures`` are ``(file name, PNG bytes, caption)``: heat map, failure bars, then one
-    best/worst mosaic per model."""
-    models = list(fsum["models"])
-    scored = sum(1 for r in rows if "error" not in r)
-    unclassified = sum(1 for r in rows if "error" not in r and r.get("failure") not in failures.CATEGORIES)
-    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-             f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>",
-             f"<p class='note'>{len(rows)} records ({scored} scored, {len(rows) - scored} errors"
-             + (f", {broken} unreadable lines" if broken else "")
-             + (f", {unclassified} without a known failure category (scored by an older version?)" if unclassified else "")
-             + f"), {len(models)} models, {len({r['subject'] for r in rows})} subjects. "
-             f"Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')} by sphyr_hpc.</p>"]
+def figure(name, data, caption, folder=PICTURES):
+    """A figure embedding ``data`` (PNG bytes) and linking its file ``folder/name``."""
+    link = f"{folder}/{name}" if folder else name
+    return (f'<figure><img src="{data_uri(data)}" alt="{html.escape(caption)}">'
+            f'<figcaption>{html.escape(caption)} (<a href="{html.escape(link)}">{html.escape(link)}</a>)'
+            f"</figcaption></figure>")
 
-    parts.append("<h2>Leaderboard</h2><p class='note'>Models ranked by the mean over subjects of their mean "
-                 "topology_score (every subject weighs the same).</p>")
-    parts.append(_table(["#", "model", "subjects", "records", "errors"] + list(STRUCTURAL_METRIC_KEYS),
-                        [[i, e["model"], e["subjects"], e["records"], e["errors"]] + [e[k] for k in STRUCTURAL_METRIC_KEYS]
-                         for i, e in enumerate(board, start=1)]))
-    heat, bars, *mosaics = [_figure_html(*picture) for picture in pictures]
-    parts.append(heat)
 
-    parts.append("<h2>Why completions fail</h2><p class='note'>Each scored completion falls in the category of "
-                 "the first check it fails, in this order; <code>sound</code> when it passes them all. "
-                 "Every record of results.jsonl keeps every check's outcome in <code>checks</code>.</p>")
-    parts.append(_table(["category", "the check passes when"],
-                        [[c.category, c.question] for c in failures.CHECKS]
-                        + [[failures.SOUND, "every check passes"]]))
-    names = models + [failures.OVERALL]
-    tallies = [fsum["models"][m] for m in models] + [fsum[failures.OVERALL]]
-    classes = [""] * len(models) + ["all"]
-    parts.append("<h3>Share of scored completions per category</h3>")
-    parts.append(_table(["model", "classified"] + list(failures.CATEGORIES) + ["beats yardstick"],
-                        [[n, t["records"]] + [t["shares"][c] for c in failures.CATEGORIES] + [t["beats_yardstick"]]
-                         for n, t in zip(names, tallies)], classes))
-    parts.append("<h3>Counts</h3>")
-    parts.append(_table(["model", "classified"] + list(failures.CATEGORIES),
-                        [[n, t["records"]] + [t["counts"][c] for c in failures.CATEGORIES]
-                         for n, t in zip(names, tallies)], classes))
-    parts.append(bars)
+def page(title, body):
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>{body}"
+            f"<p class='note'>Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')} by sphyr_hpc.</p></body></html>\n")
 
-    parts.append("<h3>Exact match against load carrying</h3><p class='note'>Completions with a valid grid "
-                 "(the ground truth's shape, every cell L, S or a number in [0, 1]). "
-                 "<b>carrying, not exact</b>: the share that carries its load while string matching marks it "
-                 "wrong.</p>")
-    keys = ("exact_carrying", "exact_severed", "inexact_carrying", "inexact_severed")
-    parts.append(_table(["model", "valid grids", "exact, carrying", "exact, severed", "not exact, carrying",
-                         "not exact, severed", "carrying, not exact"],
-                        [[n, t["exact_match_vs_load_carrying"]["valid_grids"]]
-                         + [t["exact_match_vs_load_carrying"][k] for k in keys]
-                         + [t["exact_match_vs_load_carrying"]["carrying_not_exact"]]
-                         for n, t in zip(names, tallies)], classes))
 
-    parts.append("<h2>Best and worst completions</h2><p class='note'>Per model and subject, the completion "
-                 "with the highest and the lowest topology_score: completion | ground truth | yardstick optimum. "
-                 "Load cells red, support cells blue, masked cells green (given cells grey), a V left in place "
-                 "or an unparsable cell orange.</p>")
-    for (_, _, model), fragment in zip(pictures[2:], mosaics):
-        parts.append(f"<h3>{html.escape(model)}</h3>{fragment}")
-        subjects = {}
-        for row in rows:
-            if row["model"] == model:
-                subjects.setdefault(row["subject"], []).append(row)
-        counts = {s: failures.tally(items)["counts"] for s, items in sorted(subjects.items())}
-        parts.append(f"<p class='note'>{html.escape(model)}: failure categories per subject (counts)</p>")
-        parts.append(_table(["subject"] + list(failures.CATEGORIES),
-                            [[s] + [c[k] for k in failures.CATEGORIES] for s, c in counts.items()]))
-    parts.append("</body></html>\n")
+def interval(ci):
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else None
+
+
+def sure(pair):
+    """Cells of a paired comparison: the difference, its interval, whether it excludes 0, the samples."""
+    if not pair or pair.get("difference") is None:
+        return [None, None, None, None]
+    verdict = ("ahead", "sure") if pair["excludes_zero"] else ("not sure", "unsure")
+    return [(f"{pair['difference']:+.3f}", verdict[1]), interval(pair["ci95"]), verdict, pair["samples"]]
+
+
+COVERAGE = ["records", "answered", "missing", "unreadable", "coverage"]
+
+
+def coverage_cells(entry):
+    """records, answered, missing, unreadable, coverage of a leaderboard or summary entry."""
+    records = entry.get("records", entry.get("count"))
+    return [records, entry.get("answered"), entry.get("missing", 0), entry.get("unreadable", 0),
+            (f"{100 * entry['coverage']:.1f} %" if entry.get("coverage") is not None else None)]
+
+
+# -- the main page -------------------------------------------------------------------------------
+def _overview(data, board, subjects):
+    models = len(board)
+    answered = sum(e["answered"] for e in board)
+    missing = sum(e["missing"] for e in board)
+    unreadable = sum(e["unreadable"] for e in board)
+    excluded = sum(e["excluded"] for e in board)
+    parts = [f"{plural(data.rows, 'record')}: {answered:,} answered and scored, {missing:,} missing, "
+             f"{unreadable:,} unreadable (missing and unreadable completions count 0 in every mean)"]
+    if excluded:
+        parts.append(f"{plural(excluded, 'record')} of broken samples (ground truth or prompt), left out of "
+                     f"every model's means")
+    if data.broken:
+        parts.append(f"{plural(data.broken, 'line')} of results.jsonl dropped (not a results row)")
+    if data.unclassified:
+        parts.append(f"{plural(data.unclassified, 'record')} without a known failure category (scored by an "
+                     f"older version?)")
+    return (f"<p class='note'>{'; '.join(parts)}. {plural(models, 'model')}, {plural(len(subjects), 'subject')}."
+            f"</p>")
+
+
+def _leaderboard(board, model_pages, uncertainty):
+    note = (f"<p class='note'>Models ranked by the mean over subjects of their mean topology_score (every "
+            f"subject weighs the same; a missing or unreadable completion counts 0). <b>se</b>: standard error; "
+            f"<b>95 % interval</b>: bootstrap over samples, stratified by subject "
+            f"({uncertainty.get('resamples', '-')} resamples, seed {uncertainty.get('seed', '-')}). "
+            f"<b>vs next</b>: this model minus the next one over the samples both answered, with its paired 95 % "
+            f"interval; <i>ahead</i> when the interval excludes 0, <i>not sure</i> when the order could be "
+            f"either way.</p>")
+    others = [k for k in STRUCTURAL_METRIC_KEYS if k != "topology_score"]
+    rows, means = [], []
+    for i, e in enumerate(board, start=1):
+        link = model_pages.get(e["model"])
+        name = Raw(f'<a href="{html.escape(link)}">{html.escape(e["model"])}</a>') if link else e["model"]
+        rows.append([i, name, e["subjects"]] + coverage_cells(e)
+                    + [e["topology_score"], e.get("topology_score_se"), interval(e.get("topology_score_ci95"))]
+                    + sure(e.get("vs_next")))
+        means.append([i, name] + coverage_cells(e) + [e[k] for k in others])
+    return (note + table(["#", "model", "subjects"] + COVERAGE
+                         + ["topology_score", "se", "95 % interval", "vs next", "its 95 % interval", "order",
+                            "samples both answered"], rows)
+            + "<h3>The other means</h3><p class='note'>The same records and rules (a missing or unreadable "
+              "completion counts 0).</p>" + table(["#", "model"] + COVERAGE + others, means))
+
+
+def _why(fsum, names, tallies, classes):
+    parts = ["<h2>Why completions fail</h2><p class='note'>Every record a mean counts is in one category: "
+             "<code>unanswered</code> when the completion is missing or unreadable (it counts 0; not a scorer "
+             "error), else the first check the scored completion fails, in this order; <code>sound</code> "
+             "when it passes them all. Every record of results.jsonl keeps every check's outcome in "
+             "<code>checks</code>.</p>"]
+    parts.append(table(["category", "a record is in it when"],
+                       [[failures.UNANSWERED, "its completion is missing or unreadable (no grid to score)"]]
+                       + [[c.category, f"not: {c.question}"] for c in failures.CHECKS]
+                       + [[failures.SOUND, "every check passes"]]))
+    cats = list(failures.TALLY_CATEGORIES)
+    parts.append("<h3>Share of records per category (count)</h3><p class='note'><b>beats yardstick within "
+                 "budget</b>: structural_efficiency_raw > 1 with no more material than the answer (the "
+                 "yardstick's budget): it would mean the yardstick is weak, and is expected to be 0. <b>with "
+                 "more material</b>: a design that spent more than the budget is stiffer, which says nothing "
+                 "about the yardstick.</p>")
+
+    def share(t, count):
+        return f"{count / t['records']:.3f} ({count:,})" if t["records"] else f"- ({count:,})"
+
+    parts.append(table(["model", "records"] + cats + ["beats yardstick within budget", "with more material"],
+                       [[n, t["records"]] + [share(t, t["counts"][c]) for c in cats]
+                        + [share(t, t["beats_yardstick_within_budget"]), share(t, t["beats_yardstick_with_more_material"])]
+                        for n, t in zip(names, tallies)], classes))
     return "".join(parts)
 
 
-# -- the whole report ----------------------------------------------------------------------------
-def write_report(out_dir, title=None):
-    """report.html and report/*.png from ``out_dir/results.jsonl``; returns the paths written."""
-    out_dir = Path(out_dir)
-    rows, broken = read_rows(out_dir / "results.jsonl")
-    summary = summarise(rows)
-    board = leaderboard(summary)
+def _exact(names, tallies, classes):
+    keys = ("exact_carrying", "exact_severed", "inexact_carrying", "inexact_severed")
+    return ("<h3>Exact match against load carrying</h3><p class='note'>Completions with a valid grid "
+            "(the ground truth's shape, every cell L, S or a number in [0, 1]). "
+            "<b>carrying, not exact</b>: the share that carries its load while string matching marks it "
+            "wrong.</p>"
+            + table(["model", "valid grids", "exact, carrying", "exact, severed", "not exact, carrying",
+                     "not exact, severed", "carrying, not exact"],
+                    [[n, t["exact_match_vs_load_carrying"]["valid_grids"]]
+                     + [t["exact_match_vs_load_carrying"][k] for k in keys]
+                     + [t["exact_match_vs_load_carrying"]["carrying_not_exact"]]
+                     for n, t in zip(names, tallies)], classes))
+
+
+def render_report(title, data, summary, board, charts, model_pages):
+    """The main page.  ``charts``: ``[(file name, PNG bytes, caption)]`` (heat map, failure bars);
+    ``model_pages``: {model: relative link of its page}."""
     fsum = summary[failures.SUMMARY_KEY]
+    subjects = sorted(data.subjects)
     models = [e["model"] for e in board]
-    subjects = sorted({r["subject"] for r in rows})
-    topo = {m: {s: e["topology_score"] for s, e in summary[m].items()} for m in models}
-
-    pictures = [("topology_heat_map.png", figures.heat_map(models, subjects, topo),
-                 "mean topology_score per model and subject")]
+    heat, bars = [figure(*chart) for chart in charts]
     names = models + [failures.OVERALL]
-    shares = {m: fsum["models"][m]["shares"] for m in models}
-    shares[failures.OVERALL] = fsum[failures.OVERALL]["shares"]
-    pictures.append(("failures.png", figures.failure_bars(names, shares, failures.CATEGORIES),
-                     "failure categories per model (share of scored completions)"))
-    picks = pick_best_and_worst(rows)
-    used = set()
-    for model in models:
-        if model not in picks:
-            continue
-        name = f"completions_{safe_name(model)}.png"
-        n = 2
-        while name in used:  # two model names that differ only in unsafe characters
-            name, n = f"completions_{safe_name(model)}_{n}.png", n + 1
-        used.add(name)
-        pictures.append((name, figures.completions_mosaic(model, picks[model]), model))
-
-    paths = []
-    for name, data, _ in pictures:
-        path = out_dir / PICTURES / name
-        write_bytes_atomic(path, data, fsync=False)
-        paths.append(path)
-    page = render_html(title or f"SPhyR report: {out_dir.resolve().name}", rows, broken, board, fsum, pictures)
-    path = out_dir / REPORT_NAME
-    write_text_atomic(path, page)
-    return [path] + paths
-
-
+    tallies = [fsum["models"][m] for m in models] + [fsum[failures.OVERALL]]
+    classes = [""] * len(models) + ["all"]
+    body = [_overview(data, board, subjects), "<h2>Leaderboard</h2>",
+            _leaderboard(board, model_pages, summary.get("uncertainty") or {}), heat,
+            _why(fsum, names, tallies, classes), bars, _exact(names, tallies, classes),
+            "<h2>Per model</h2><p class='note'>Each model's page holds its per-subject means (with coverage and "
+            "intervals), categories, and the best and worst completion of every subject, drawn with the "
+            "mask.</p><ul>"]
+    body += [f'<li><a href="{html.escape(model_pages[m])}">{html.escape(m)}</a></li>' for m in models
+             if m in model_pages]
+    body.append("</ul>")
+    return page(title, "".join(body))
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 
 
@@ -241,6 +257,8 @@ def screenshot(page, png, width=1400, height=2400, timeout=120):
     png = Path(png).resolve()
     with tempfile.TemporaryDirectory() as profile:  # a throw-away profile: no state between runs
         done = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                               "--disable-quic", "--no-first-run", "--disable-background-networking",
+                               "--disable-component-update", "--disable-sync",
                                f"--user-data-dir={profile}", f"--window-size={width},{height}",
                                f"--screenshot={png}", Path(page).resolve().as_uri()],
                               capture_output=True, text=True, timeout=timeout)

@@ -1,4 +1,4 @@
-"""leaderboard.png: the models' mean topology_score as bars, best at the top."""
+"""leaderboard.png: the models' mean topology_score as bars, best at the top, with their 95 % intervals."""
 
 import warnings
 
@@ -37,7 +37,13 @@ def _draw_leaderboard(board, path, Figure, FigureCanvasAgg):
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     rows = range(len(names))
-    ax.barh(rows, values, color="#3a6ea5")
+    # The bootstrap interval as an error bar where the board has one (summary.json's uncertainty).
+    intervals = [e.get("topology_score_ci95") for e in board][::-1]
+    xerr = None
+    if all(intervals):
+        xerr = [[max(0.0, v - ci[0]) for v, ci in zip(values, intervals)],
+                [max(0.0, ci[1] - v) for v, ci in zip(values, intervals)]]
+    ax.barh(rows, values, color="#3a6ea5", xerr=xerr, error_kw={"ecolor": "#222222", "capsize": 2, "lw": 0.8})
     # Model names as plain labels beside the axis, not as y ticks: a tick is several artists
     # (its line, grid line, labels), and 60 models' ticks took 40 % of the picture's time.
     ax.set_yticks([])
@@ -45,9 +51,9 @@ def _draw_leaderboard(board, path, Figure, FigureCanvasAgg):
     beside = ax.get_yaxis_transform()  # x in axes fractions, y in data
     for y, (name, v) in enumerate(zip(names, values)):
         ax.text(-0.01, y, name, transform=beside, ha="right", va="center")
-        ax.text(v + 0.01, y, f"{v:.3f}", va="center", fontsize=8)
+        ax.text(v + 0.01 + (xerr[1][y] if xerr else 0.0), y, f"{v:.3f}", va="center", fontsize=8)
     ax.set_xlim(0.0, 1.08)
-    ax.set_xlabel("mean topology_score over subjects")
+    ax.set_xlabel("mean topology_score over subjects" + (" (bars: 95 % bootstrap interval)" if xerr else ""))
     ax.set_title("SPhyR leaderboard (sphyr_hpc)")
     # Margins from the widest model name as the renderer measures it: what tight_layout finds by
     # drawing the figure once more (a third of the time of 60 models' picture).

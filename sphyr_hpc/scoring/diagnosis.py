@@ -49,6 +49,17 @@ Conventions:
   answers, which *are* the yardstick's seed, come out at 1 + 1e-13).  The
   same tolerance keeps ``overspent_material`` from firing on a volume
   fraction summed in another order.
+* ``beats_yardstick`` is counted apart by material (the tallies):
+  ``within_budget`` (``material_efficiency >= 1 - RATIO_TOLERANCE``: no more
+  material than the answer, the yardstick's budget) would mean the yardstick
+  is weak, and is expected to be 0; ``with_more_material`` is a design that
+  spent more than the budget being stiffer, which says nothing about the
+  yardstick.
+* Tallies (summary.json's ``failures``) count every record a model's means
+  count: the scored ones by category, and ``unanswered`` (its own category,
+  first: the completion is missing or unreadable, ``completion_status``)
+  beside them; shares are of ``records`` = scored + unanswered.  A record of
+  a broken sample (another ``error``) is in no tally.
 * The exact-match table: among completions with a valid grid
   (``valid_output_grid``: the ground truth's shape, every cell ``L``, ``S`` or
   a number in [0, 1]), the 2x2 counts of ``exact_match`` against
@@ -88,6 +99,9 @@ CHECKS = (
     Check("weaker_than_yardstick", f"structural_efficiency >= {WEAK_BELOW}"),
 )
 CATEGORIES = tuple(c.category for c in CHECKS) + (SOUND,)
+UNANSWERED = "unanswered"  # a tally's category of records whose completion is missing or unreadable
+TALLY_CATEGORIES = (UNANSWERED,) + CATEGORIES
+UNANSWERED_STATUSES = ("missing", "unreadable")
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
 
@@ -164,25 +178,26 @@ class FailureTally:
     """
 
     def __init__(self):
-        self.counts = dict.fromkeys(CATEGORIES, 0)
-        self.beats = 0
+        self.counts = dict.fromkeys(TALLY_CATEGORIES, 0)
+        self.beats = {"within_budget": 0, "with_more_material": 0}
         self.table = {"exact_carrying": 0, "exact_severed": 0, "inexact_carrying": 0, "inexact_severed": 0}
 
     def add(self, row):
-        if "error" in row:
+        category = category_of(row)
+        if category is None:
             return
-        if row.get("failure") in CATEGORIES:  # others: unclassified
-            self.counts[row["failure"]] += 1
-            self.beats += bool(row.get("beats_yardstick"))
+        if category in self.counts:  # others: unclassified
+            self.counts[category] += 1
+            if row.get("beats_yardstick"):
+                self.beats[beats_how(row)] += 1
         if row.get("valid_output_grid"):
             self.table[("exact_" if row.get("exact_match") else "inexact_")
                        + ("carrying" if row.get("load_carrying") else "severed")] += 1
 
     def merge(self, other):
-        for mine, theirs in ((self.counts, other.counts), (self.table, other.table)):
+        for mine, theirs in ((self.counts, other.counts), (self.table, other.table), (self.beats, other.beats)):
             for key in mine:
                 mine[key] += theirs[key]
-        self.beats += other.beats
         return self
 
     def result(self):
@@ -190,13 +205,30 @@ class FailureTally:
         valid = sum(self.table.values())
         return {
             "records": n,
+            "scored": n - self.counts[UNANSWERED],
             "counts": dict(self.counts),
-            "shares": {c: (self.counts[c] / n if n else None) for c in CATEGORIES},
-            "beats_yardstick": self.beats,
+            "shares": {c: (self.counts[c] / n if n else None) for c in TALLY_CATEGORIES},
+            "beats_yardstick": sum(self.beats.values()),
+            "beats_yardstick_within_budget": self.beats["within_budget"],
+            "beats_yardstick_with_more_material": self.beats["with_more_material"],
             "exact_match_vs_load_carrying": dict(
                 valid_grids=valid, **self.table,
                 carrying_not_exact=self.table["inexact_carrying"] / valid if valid else None),
         }
+
+
+def category_of(row):
+    """A record's tally category: its ``failure``, ``unanswered``, or None (a broken sample: in no tally)."""
+    if "error" in row:
+        return UNANSWERED if row.get("completion_status") in UNANSWERED_STATUSES else None
+    return row.get("failure")
+
+
+def beats_how(row):
+    """``within_budget`` or ``with_more_material``: how a record that beats the yardstick does it."""
+    material = row.get("material_efficiency")
+    more = isinstance(material, (int, float)) and material < 1.0 - RATIO_TOLERANCE
+    return "with_more_material" if more else "within_budget"
 
 
 def tally(rows):
@@ -216,14 +248,14 @@ def failure_summary(tallies):
     for part in tallies.values():
         overall.merge(part)
     return {
-        "order": list(CATEGORIES),
+        "order": list(TALLY_CATEGORIES),
         "weak_below": WEAK_BELOW,
         "models": {m: tallies[m].result() for m in sorted(tallies)},
         OVERALL: overall.result(),
     }
 
 
-_SHORT = {"invalid_ground_truth": "bad GT", "no_grid": "no grid", "wrong_shape": "shape",
+_SHORT = {UNANSWERED: "unanswered", "invalid_ground_truth": "bad GT", "no_grid": "no grid", "wrong_shape": "shape",
           "unfilled_or_unparsable": "unfilled", "severed_load_path": "severed", "floating_material": "floating",
           "overspent_material": "overspent", "weaker_than_yardstick": "weak", SOUND: "sound"}
 _TABLE = ("exact_carrying", "exact_severed", "inexact_carrying", "inexact_severed")
@@ -233,12 +265,15 @@ def format_failures(summary):
     """The printed tables: category shares per model, then exact_match against load_carrying."""
     entries = list(summary["models"].items()) + [(OVERALL, summary[OVERALL])]
     width = max(len(name) for name, _ in entries)
-    head = f"{'model':{width}s} {'records':>7s} " + " ".join(f"{_SHORT[c]:>9s}" for c in CATEGORIES) + f" {'beats yd':>8s}"
-    lines = [f"why completions fail (share of scored records; first failed check, weak = structural_efficiency "
-             f"< {summary['weak_below']})", head, "-" * len(head)]
+    head = (f"{'model':{width}s} {'records':>7s} " + " ".join(f"{_SHORT[c]:>10s}" for c in TALLY_CATEGORIES)
+            + f" {'beats yardstick: within budget':>31s} {'with more material':>18s}")
+    lines = [f"why completions fail (share of records; unanswered: completion missing or unreadable; else the "
+             f"first failed check, weak = structural_efficiency < {summary['weak_below']})", head, "-" * len(head)]
     for name, t in entries:
-        shares = " ".join(f"{t['shares'][c]:9.3f}" if t["shares"][c] is not None else f"{'-':>9s}" for c in CATEGORIES)
-        lines.append(f"{name:{width}s} {t['records']:7d} {shares} {t['beats_yardstick']:8d}")
+        shares = " ".join(f"{t['shares'][c]:10.3f}" if t["shares"].get(c) is not None else f"{'-':>10s}"
+                          for c in TALLY_CATEGORIES)
+        lines.append(f"{name:{width}s} {t['records']:7d} {shares} {t.get('beats_yardstick_within_budget', 0):31d} "
+                     f"{t.get('beats_yardstick_with_more_material', 0):18d}")
     head = (f"{'model':{width}s} {'valid':>6s} " + " ".join(f"{k:>16s}" for k in _TABLE)
             + f" {'carrying, not exact':>20s}")
     lines += ["", "exact_match against load_carrying (completions with a valid grid)", head, "-" * len(head)]

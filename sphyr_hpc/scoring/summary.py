@@ -8,21 +8,39 @@ a record whose completion is missing or unreadable (``completion_status``)
 counts 0, like any completion that cannot be judged; only a record whose
 sample itself is broken (ground truth or prompt) is left out, for every model
 alike.  ``coverage`` is the fraction of the counted records the model
-answered readably.  The leaderboard ranks models by the mean over their
-subjects of the per-subject mean topology_score, so every subject weighs the
-same.
+answered readably; ``answered`` counts those records.  The leaderboard ranks
+models by the mean over their subjects of the per-subject mean
+topology_score, so every subject weighs the same.
+
+``uncertainty`` (not a model) holds each model's mean topology_score, overall
+and per subject, with its standard error and 95 % bootstrap interval, and the
+paired comparison of every two models adjacent on the leaderboard
+(:mod:`sphyr_hpc.scoring.uncertainty`); the running summary keeps each
+counted record's topology_score for it (a float per record, not the rows).
 """
 
 import math
 from collections import defaultdict
 
+from . import uncertainty
 from .diagnosis import SUMMARY_KEY, FailureTally, failure_summary
 from ..core.metrics import STRUCTURAL_METRIC_KEYS
+
+UNCERTAINTY_KEY = "uncertainty"  # summary.json's top-level entry (not a model)
+NOT_MODELS = (SUMMARY_KEY, UNCERTAINTY_KEY)
 
 COMPLETION_STATUSES = ("missing", "unreadable")
 _SHORT = {"topology_score": "topo", "structural_efficiency": "struct", "material_efficiency": "material",
           "compliance_efficiency_vs_ground_truth": "vs GT", "load_carrying": "carrying",
           "volume_ratio": "vol ratio"}
+
+
+def _index_order(index):
+    return (0, index, "") if isinstance(index, (int, float)) else (1, 0, str(index))
+
+
+def _finite(value):
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
 
 
 def _mean(values):
@@ -73,7 +91,7 @@ class _Group:
     def entry(self):
         zero = sum(self.status.values())
         counted = self.scored + zero
-        entry = {"count": self.count, "errors": self.count - self.scored, **self.status,
+        entry = {"count": self.count, "errors": self.count - self.scored, "answered": self.scored, **self.status,
                  "excluded": self.count - self.scored - zero,  # broken samples: in no model's means
                  "coverage": self.scored / counted if counted else None}
         for key in STRUCTURAL_METRIC_KEYS:
@@ -93,11 +111,17 @@ class RunningSummary:
     def __init__(self):
         self.groups = defaultdict(lambda: defaultdict(_Group))
         self.failures = defaultdict(FailureTally)
+        # {model: {subject: {index: (topology_score, answered)}}} of the counted records: the bootstrap's
+        self.scores = defaultdict(lambda: defaultdict(dict))
         self.records = self.scored = 0
 
     def add(self, row):
         self.groups[row["model"]][row["subject"]].add(row)
         self.failures[row["model"]].add(row)
+        answered = "error" not in row
+        if answered or row.get("completion_status") in COMPLETION_STATUSES:
+            self.scores[row["model"]][row["subject"]][row.get("index")] = (
+                _finite(row.get("topology_score")) if answered else 0.0, answered)
         self.records += 1
         self.scored += "error" not in row
 
@@ -106,12 +130,16 @@ class RunningSummary:
             for subject, group in subjects.items():
                 self.groups[model][subject].merge(group)
             self.failures[model].merge(other.failures[model])
+        for model, subjects in other.scores.items():
+            for subject, scores in subjects.items():
+                self.scores[model][subject].update(scores)
         self.records += other.records
         self.scored += other.scored
         return self
 
     def __getstate__(self):  # picklable (comm.gather): plain dicts instead of defaultdicts of lambdas
         return {"groups": {m: dict(s) for m, s in self.groups.items()}, "failures": dict(self.failures),
+                "scores": {m: dict(s) for m, s in self.scores.items()},
                 "records": self.records, "scored": self.scored}
 
     def __setstate__(self, state):
@@ -119,13 +147,33 @@ class RunningSummary:
         for model, subjects in state["groups"].items():
             self.groups[model].update(subjects)
         self.failures.update(state["failures"])
+        for model, subjects in state["scores"].items():
+            self.scores[model].update(subjects)
         self.records, self.scored = state["records"], state["scored"]
 
     def result(self):
         summary = {model: {subject: self.groups[model][subject].entry() for subject in sorted(self.groups[model])}
                    for model in sorted(self.groups)}
         summary[SUMMARY_KEY] = failure_summary(self.failures)  # per model and overall (sphyr_hpc.scoring.diagnosis)
+        summary[UNCERTAINTY_KEY] = self.uncertainty([e["model"] for e in leaderboard(summary)])
         return summary
+
+    def uncertainty(self, ranked):
+        """summary.json's ``uncertainty``: per model (in ``ranked`` order) and per adjacent pair."""
+        models = {}
+        for model in ranked:
+            subjects = self.scores.get(model, {})
+            # in index order: the resamples must not depend on the order the rows arrived in
+            models[model] = uncertainty.stratified(
+                {s: [scores[i][0] for i in sorted(scores, key=_index_order)] for s, scores in subjects.items()})
+        answered = {m: {s: {i: score for i, (score, ok) in scores.items() if ok}
+                        for s, scores in self.scores.get(m, {}).items()} for m in ranked}
+        adjacent = []
+        for above, below in zip(ranked, ranked[1:]):
+            pair = uncertainty.paired(answered[below], answered[above])  # above minus below
+            adjacent.append(dict(above=above, below=below, **(pair or {"difference": None, "samples": 0})))
+        return {"statistic": "topology_score", "resamples": uncertainty.RESAMPLES, "seed": uncertainty.SEED,
+                "level": uncertainty.LEVEL, "models": models, "adjacent": adjacent}
 
 
 def summarise(rows):
@@ -145,11 +193,11 @@ def leaderboard(summary):
     """Models ranked by mean over subjects of mean topology_score (best first)."""
     board = []
     for model, subjects in summary.items():
-        if model == SUMMARY_KEY:
+        if model in NOT_MODELS:
             continue
-        entry = {"model": model, "subjects": len(subjects),
-                 "records": sum(s["count"] for s in subjects.values()),
-                 "errors": sum(s["errors"] for s in subjects.values())}
+        entry = {"model": model, "subjects": len(subjects)}
+        for key in ("count", "errors", "answered", "missing", "unreadable", "excluded"):
+            entry["records" if key == "count" else key] = sum(s.get(key, 0) for s in subjects.values())
         counted = sum(s["count"] - s["excluded"] for s in subjects.values())
         answered = sum(s["count"] - s["errors"] for s in subjects.values())
         entry["coverage"] = answered / counted if counted else None
@@ -157,6 +205,12 @@ def leaderboard(summary):
             entry[key] = _mean([s[key] for s in subjects.values() if s[key] is not None])
         board.append(entry)
     board.sort(key=lambda e: (-(e["topology_score"] if e["topology_score"] is not None else -math.inf), e["model"]))
+    stats = summary.get(UNCERTAINTY_KEY) or {}
+    below = {pair["above"]: pair for pair in stats.get("adjacent", [])}
+    for entry in board:
+        mine = (stats.get("models") or {}).get(entry["model"]) or {}
+        entry["topology_score_se"], entry["topology_score_ci95"] = mine.get("se"), mine.get("ci95")
+        entry["vs_next"] = below.get(entry["model"])
     return board
 
 
@@ -168,16 +222,38 @@ def rankable(board):
     return any(e.get("topology_score") is not None for e in board)
 
 
+def _interval(ci):
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "-"
+
+
+def _versus_next(pair):
+    """'yes'/'no': whether the paired interval of this model minus the next excludes 0 ('-': last, or nothing shared)."""
+    if not pair or pair.get("difference") is None:
+        return "-"
+    return "yes" if pair["excludes_zero"] else "no"
+
+
 def format_leaderboard(board):
+    """The printed leaderboard: coverage beside the means, and topology_score's 95 % interval.
+
+    ``> next``: whether the paired interval (over the samples both answered) of
+    this model minus the next one excludes 0, i.e. whether the order is sure.
+    """
     if not rankable(board):
         return [NOTHING_TO_RANK]
     width = max([len("model")] + [len(e["model"]) for e in board])
-    header = (f"{'#':>3s} {'model':{width}s} {'subjects':>8s} {'records':>7s} {'errors':>6s} {'coverage':>8s} "
-              + " ".join(f"{_SHORT[k]:>9s}" for k in STRUCTURAL_METRIC_KEYS))
+    others = [k for k in STRUCTURAL_METRIC_KEYS if k != "topology_score"]
+    header = (f"{'#':>3s} {'model':{width}s} {'subjects':>8s} {'records':>7s} {'answered':>8s} {'missing':>7s} "
+              f"{'unreadable':>10s} {'coverage':>8s} {'topo':>7s} {'95% interval':>16s} {'> next':>6s} "
+              + " ".join(f"{_SHORT[k]:>9s}" for k in others))
     lines = [header, "-" * len(header)]
     for rank, e in enumerate(board, start=1):
-        values = " ".join(f"{e[k]:9.3f}" if e[k] is not None else f"{'-':>9s}" for k in STRUCTURAL_METRIC_KEYS)
+        values = " ".join(f"{e[k]:9.3f}" if e[k] is not None else f"{'-':>9s}" for k in others)
         coverage = f"{100 * e['coverage']:7.1f}%" if e.get("coverage") is not None else f"{'-':>8s}"
-        lines.append(f"{rank:3d} {e['model']:{width}s} {e['subjects']:8d} {e['records']:7d} {e['errors']:6d} "
-                     f"{coverage} {values}")
+        topo = f"{e['topology_score']:7.3f}" if e["topology_score"] is not None else f"{'-':>7s}"
+        lines.append(f"{rank:3d} {e['model']:{width}s} {e['subjects']:8d} {e['records']:7d} {e['answered']:8d} "
+                     f"{e['missing']:7d} {e['unreadable']:10d} {coverage} {topo} "
+                     f"{_interval(e.get('topology_score_ci95')):>16s} {_versus_next(e.get('vs_next')):>6s} {values}")
+    lines.append("95% interval: bootstrap over samples (2000 resamples, fixed seed); > next: the paired interval "
+                 "of this model minus the next excludes 0")
     return lines

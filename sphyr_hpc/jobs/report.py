@@ -1,0 +1,148 @@
+"""What ``python -m sphyr_hpc.report`` runs (and ``score`` at the end of a run): the report of an output folder.
+
+:func:`write_report` streams ``OUT/results.jsonl`` once into a
+:class:`~sphyr_hpc.reporting.collect.ReportData` (counts, sums, per-record
+scores and categories, and only the best and worst rows whole), then writes
+``OUT/report/*.png`` (the charts), ``OUT/report/<model>.html`` (one page per
+model) and ``OUT/report.html`` last, each atomically.  Its title comes from
+the run: the models, and the dataset or input folders ``run.json`` names.
+:func:`write_comparison` writes ``OUT_A/compare.html``: run B minus run A.
+"""
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..io.atomic import write_bytes_atomic, write_text_atomic
+from ..io.fields import safe_name
+from ..reporting import figures
+from ..reporting.collect import ReportData
+from ..reporting.compare import render_comparison
+from ..reporting.html import PICTURES, REPORT_NAME, plural, render_report
+from ..reporting.model_page import render_model_page
+from ..scoring import diagnosis as failures
+from ..scoring.summary import leaderboard
+
+COMPARE_NAME = "compare.html"
+
+
+@dataclass
+class Written:
+    """What a report wrote: report.html first, then every other file; the results.jsonl lines it dropped."""
+
+    paths: list = field(default_factory=list)
+    dropped: list = field(default_factory=list)  # [(line number, why)]
+
+
+def _names(items, at_most=3):
+    items = list(items)
+    return ", ".join(items) if len(items) <= at_most else f"{', '.join(items[:at_most])}, ..."
+
+
+def run_title(out_dir, models):
+    """'SPhyR report: my-model on full_easy.jsonl': the models and what run.json says they answered."""
+    try:
+        inputs = json.loads((Path(out_dir) / "run.json").read_text(encoding="utf-8")).get("inputs") or {}
+    except (OSError, ValueError, AttributeError):
+        inputs = {}
+    who = f"{plural(len(models), 'model')} ({_names(models)})" if len(models) != 1 else models[0] if models else "no model"
+    if inputs.get("dataset"):
+        source = f" on {Path(inputs['dataset']).name}"
+    elif inputs.get("paths"):
+        source = " from " + _names(str(Path(*Path(p).parts[-2:])) for p in inputs["paths"])
+    else:
+        source = f" in {Path(out_dir).resolve().name}"
+    return f"SPhyR report: {who}{source}"
+
+
+def _page_names(models):
+    """{model: file name of its page}, distinct even for names that differ only in unsafe characters."""
+    names, used = {}, set()
+    for model in models:
+        name, n = f"{safe_name(model)}.html", 2
+        while name in used or name == REPORT_NAME:
+            name, n = f"{safe_name(model)}_{n}.html", n + 1
+        used.add(name)
+        names[model] = name
+    return names
+
+
+@dataclass
+class Report:
+    """What every part of a report needs: the data, summary.json's content, the leaderboard, names."""
+
+    out_dir: Path
+    data: ReportData
+    summary: dict
+    board: list
+    title: str
+    pages: dict  # {model: its page's file name in PICTURES}
+    own: list = None  # the models whose pages this part writes (None: every model)
+
+    @classmethod
+    def of(cls, out_dir, data, summary=None, title=None):
+        summary = summary if summary is not None else data.result()
+        board = leaderboard(summary)
+        models = [e["model"] for e in board]
+        return cls(Path(out_dir), data, summary, board, title or run_title(out_dir, models), _page_names(models))
+
+    @property
+    def models(self):
+        return [e["model"] for e in self.board]
+
+    def parts(self, weights):
+        """The report split for ranks: part p writes the pages of the models dealt to it, in turns of
+        ``weights[p]`` models (the rank that also draws the charts takes fewer), with only their data."""
+        turns = [p for p, weight in enumerate(weights) for _ in range(weight)]
+        shares = [[m for i, m in enumerate(self.models) if turns[i % len(turns)] == p] for p in range(len(weights))]
+        return [replace(self, data=self.data.slim(share), own=share) for share in shares]
+
+    def write_model_pages(self):
+        """The pages of this part's models (every model's by default); the paths."""
+        paths = []
+        for model in self.models if self.own is None else self.own:
+            path = self.out_dir / PICTURES / self.pages[model]
+            write_text_atomic(path, render_model_page(model, self.title, self.summary, self.data,
+                                                      f"../{REPORT_NAME}"), fsync=False)
+            paths.append(path)
+        return paths
+
+    def write_main(self):
+        """The charts and report.html (last: a report.html names only pages already written); the paths."""
+        models, summary = self.models, self.summary
+        fsum = summary[failures.SUMMARY_KEY]
+        topo = {m: {s: e["topology_score"] for s, e in summary[m].items()} for m in models}
+        names = models + [failures.OVERALL]
+        shares = {m: fsum["models"][m]["shares"] for m in models}
+        shares[failures.OVERALL] = fsum[failures.OVERALL]["shares"]
+        charts = [("topology_heat_map.png", figures.heat_map(models, sorted(self.data.subjects), topo),
+                   "mean topology_score per model and subject"),
+                  ("failures.png", figures.failure_bars(names, shares, failures.TALLY_CATEGORIES),
+                   "categories per model (share of records)")]
+        paths = []
+        for name, png, _ in charts:
+            write_bytes_atomic(self.out_dir / PICTURES / name, png, fsync=False)
+            paths.append(self.out_dir / PICTURES / name)
+        page = render_report(self.title, self.data, summary, self.board, charts,
+                             {m: f"{PICTURES}/{self.pages[m]}" for m in models})
+        write_text_atomic(self.out_dir / REPORT_NAME, page)
+        return [self.out_dir / REPORT_NAME] + paths
+
+
+def write_report(out_dir, title=None):
+    """report.html, report/<model>.html and report/*.png from ``out_dir/results.jsonl``: a :class:`Written`."""
+    written = Written()
+    data, written.dropped = ReportData.read(Path(out_dir) / "results.jsonl")
+    report = Report.of(out_dir, data, title=title)
+    pages = report.write_model_pages()
+    written.paths = report.write_main() + pages
+    return written
+
+
+def write_comparison(out_a, out_b, path=None):
+    """``out_a/compare.html`` (or ``path``): run B minus run A; returns (path, dropped lines of A, of B)."""
+    data_a, dropped_a = ReportData.read(Path(out_a) / "results.jsonl")
+    data_b, dropped_b = ReportData.read(Path(out_b) / "results.jsonl")
+    path = Path(path) if path else Path(out_a) / COMPARE_NAME
+    write_text_atomic(path, render_comparison(str(out_a), str(out_b), data_a, data_b))
+    return path, dropped_a, dropped_b
