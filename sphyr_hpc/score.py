@@ -63,6 +63,7 @@ from . import cli
 from .cli import Output, Parser
 from .core import loadcase as loadcases
 from .io import limits as input_limits
+from .io import yardstick_store
 from .io.field_files import FORMATS
 from .jobs.score_inputs import check_inputs
 from .solvers.sizing import MG_MIN_DOFS
@@ -115,6 +116,7 @@ def build_parser():
     parser.add_argument("--multigrid-dofs", type=int, default=MG_MIN_DOFS, metavar="N",
                         help="yardstick SIMP runs use CG + multigrid from N DOFs (0: always)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    yardstick_store.add_arguments(parser)
     input_limits.add_arguments(parser)
     return parser
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..io.atomic import write_text_atomic
 from ..io.results_log import ResultsLog, row_key
+from ..io.yardstick_store import store_of_arguments
 from ..reporting.html import write_report
 from ..reporting.leaderboard import plot_leaderboard, warm_up
 from ..runtime.process import PROCESS_STARTED, UsageError
@@ -29,6 +30,7 @@ from ..scoring.sample_scorer import sample_scorers
 from ..scoring.scorer import Scorer, ScoringConfig
 from ..scoring.summary import RunningSummary, format_leaderboard, leaderboard
 from ..scoring.tasks import make_tasks, score_sample, sorted_places
+from ..scoring.yardstick_store import StoredYardsticks, format_counts
 from .score_inputs import check_resume, input_paths, inputs_of, load_inputs
 
 LOCK_NAME = ".sphyr_hpc.lock"
@@ -131,12 +133,14 @@ class ScoringRun:
     def _score(self, pending, tasks):
         """Every pending record scored and appended to the log: ``(running summary, places, total)``."""
         args, comm = self.args, self.comm
-        scorer = Scorer(ScoringConfig(design_efficiency=args.design_efficiency, mg_min_dofs=args.multigrid_dofs))
+        self.stored = StoredYardsticks(store_of_arguments(args))  # the yardstick store (docs/store.md)
+        scorer = Scorer(ScoringConfig(design_efficiency=args.design_efficiency, mg_min_dofs=args.multigrid_dofs),
+                        store=self.stored)
         certified = None
         if args.certified:
             certified = comm.bcast(read_certified(args.certified) if self.rank == 0 else None, root=0)
         # Large samples' yardsticks in pieces over the ranks first (scoring/pieces.py), then every group.
-        pieces = split.plan(tasks, scorer, comm.size)
+        pieces = split.plan(tasks, scorer, comm.size, comm=comm)
         cases = {p.task: p.case for p in pieces}
         promised = [len(group) + (0 if i in cases or group[0].error else split.YARDSTICK_RUNS)
                     for i, group in enumerate(tasks)]
@@ -167,6 +171,7 @@ class ScoringRun:
             steps.start(counters, promised[i])
             if i in gathered:
                 scorer.supply(cases[i], gathered.pop(i))
+            self.stored.dataset = ",".join(sorted({sample.subject for sample in tasks[i]}))  # provenance
             for sample, sample_scorer in sample_scorers(scorer, tasks[i]):
                 row = score_sample(sample, scorer, args.fields, args.fields_format, sample_scorer)
                 if certified is not None and "error" not in row:
@@ -197,12 +202,23 @@ class ScoringRun:
             phase["total"] = sum(promised)
         run_dynamic(comm, len(tasks), run, refresh)
         self.times["scored"] = time.perf_counter()
+        self.yardsticks = self._yardstick_counts()
         self.log.close()
         scorer.close()
         if bar is not None:
             bar.close()
         comm.Barrier()
         return running, places, len(position)
+
+    def _yardstick_counts(self):
+        """How many yardsticks every rank read from the store and computed (on every rank)."""
+        counts = {}
+        for part in self.comm.allgather(self.stored.counts()):
+            for name, value in part.items():
+                counts[name] = counts.get(name, 0) + value
+        store = self.stored.store
+        counts["store"] = str(store.root) if store is not None else None
+        return counts
 
     @property
     def drawer(self):
@@ -222,7 +238,7 @@ class ScoringRun:
         if rank == self.drawer:
             plot_leaderboard(board, out / "leaderboard.png")
             if self.args.report:
-                write_report(out)  # from results.jsonl, as python -m sphyr_hpc.report does
+                write_report(out, yardsticks=self.yardsticks)  # from results.jsonl, as python -m sphyr_hpc.report does
         comm.Barrier()  # every output is written before run.json says so, and before the folder is unlocked
         status = None
         if rank == 0:
@@ -230,6 +246,7 @@ class ScoringRun:
             records, scored = running.records, running.scored
             print(f"\n{records} records ({scored} scored, {records - scored} errors) on {comm.size} rank(s) "
                   f"-> {self.log.path}")
+            print(format_counts(self.yardsticks, self.stored.store))
             print("\n".join(format_leaderboard(board)))
             print("\n" + "\n".join(format_failures(summary[SUMMARY_KEY])))
             status = 1 if self.problems_count + records - scored else 0
@@ -266,6 +283,7 @@ class ScoringRun:
             "ranks": self.comm.size, "records": records, "scored": scored, "errors": records - scored,
             "scored_this_run": scored_this_run, "resumed": bool(self.args.resume), "inputs": self.sources,
             "finished": True,
+            "yardsticks": self.yardsticks,  # from the store and computed, this run (docs/store.md)
             # The scoring phase (every rank at work) and the whole command as this process saw it;
             # phases: rank 0's start-up (imports, MPI), reading the inputs and grouping them, and
             # the end (results.jsonl assembled, summary.json, pictures); process - scoring is the serial part.

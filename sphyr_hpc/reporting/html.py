@@ -20,6 +20,7 @@ unclassified.
 
 import base64
 import html
+import json
 import math
 import time
 from pathlib import Path
@@ -104,7 +105,7 @@ def _figure_html(name, data, caption):
             f"{html.escape(name)}</a>)</figcaption></figure>")
 
 
-def render_html(title, rows, broken, board, fsum, pictures):
+def render_html(title, rows, broken, board, fsum, pictures, yardsticks=None):
     """The page; ``pictures`` are ``(file name, PNG bytes, caption)``: heat map, failure bars, then one
     best/worst mosaic per model."""
     models = list(fsum["models"])
@@ -116,7 +117,8 @@ def render_html(title, rows, broken, board, fsum, pictures):
              + (f", {broken} unreadable lines" if broken else "")
              + (f", {unclassified} without a known failure category (scored by an older version?)" if unclassified else "")
              + f"), {len(models)} models, {len({r['subject'] for r in rows})} subjects. "
-             f"Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')} by sphyr_hpc.</p>"]
+             f"Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')} by sphyr_hpc."
+             + _yardsticks_note(yardsticks) + "</p>"]
 
     parts.append("<h2>Leaderboard</h2><p class='note'>Models ranked by the mean over subjects of their mean "
                  "topology_score (every subject weighs the same).</p>")
@@ -175,10 +177,30 @@ def render_html(title, rows, broken, board, fsum, pictures):
     return "".join(parts)
 
 
+def _yardsticks_note(counts):
+    """How many yardsticks came from the store and how many were computed (run.json's ``yardsticks``)."""
+    if not counts:
+        return ""
+    where = f"the store {html.escape(str(counts['store']))}" if counts.get("store") else "no store"
+    return (f" Yardsticks: {counts.get('from_store', 0)} from the store, {counts.get('computed', 0)} computed "
+            f"({where}).")
+
+
+def _run_yardsticks(out_dir):
+    try:
+        return json.loads((out_dir / "run.json").read_text()).get("yardsticks")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 # -- the whole report ----------------------------------------------------------------------------
-def write_report(out_dir, title=None):
-    """report.html and report/*.png from ``out_dir/results.jsonl``; returns the paths written."""
+def write_report(out_dir, title=None, yardsticks=None):
+    """report.html and report/*.png from ``out_dir/results.jsonl``; returns the paths written.
+
+    ``yardsticks``: the run's yardstick counts (default: run.json's, when it has them)."""
     out_dir = Path(out_dir)
+    if yardsticks is None:
+        yardsticks = _run_yardsticks(out_dir)
     rows, broken = read_rows(out_dir / "results.jsonl")
     summary = summarise(rows)
     board = leaderboard(summary)
@@ -211,7 +233,8 @@ def write_report(out_dir, title=None):
         path = out_dir / PICTURES / name
         write_bytes_atomic(path, data, fsync=False)
         paths.append(path)
-    page = render_html(title or f"SPhyR report: {out_dir.resolve().name}", rows, broken, board, fsum, pictures)
+    page = render_html(title or f"SPhyR report: {out_dir.resolve().name}", rows, broken, board, fsum, pictures,
+                       yardsticks)
     path = out_dir / REPORT_NAME
     write_text_atomic(path, page)
     return [path] + paths
