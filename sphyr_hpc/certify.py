@@ -44,6 +44,7 @@ from pathlib import Path
 
 from . import cli
 from .cli import Output, Parser, UsageError, positive_int
+from .io import yardstick_store
 from .optimiser.exact import NODE_BUDGET
 
 
@@ -66,6 +67,7 @@ def build_parser():
                         help="seconds a sample's search may take (results then depend on the machine)")
     parser.add_argument("--out", default="certify", help="output folder")
     parser.add_argument("--quiet", action="store_true", help="no progress bar, no table")
+    yardstick_store.add_arguments(parser)
     return parser
 
 

@@ -48,6 +48,7 @@ import sys
 
 from . import cli
 from .cli import Parser, UsageError, positive_int
+from .io import yardstick_store
 
 PROG = "python -m sphyr_hpc.validate"
 
@@ -68,6 +69,7 @@ def build_parser(prog=PROG):
                        help="hard probes (one-decimal densities) whatever the file name (default: from the "
                             "file name)")
     level.add_argument("--easy", dest="hard", action="store_false", help="easy probes (0/1)")
+    yardstick_store.add_arguments(parser)
     return parser
 
 
@@ -81,7 +83,8 @@ def _check(args):
 def _run(args, context):
     from .jobs.validate import run_validate
 
-    result = run_validate(args.dataset, args.samples, hard=args.hard, comm=context.comm)
+    result = run_validate(args.dataset, args.samples, hard=args.hard, comm=context.comm,
+                          store=yardstick_store.store_of_arguments(args))
     return 0 if result["samples"] else 1
 
 
