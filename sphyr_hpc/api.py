@@ -49,9 +49,6 @@ Importing this module does not start MPI or PETSc; the first score does.
 
 import math
 import numbers
-import sys
-import time
-import traceback
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping, NamedTuple, Optional
 
@@ -289,10 +286,6 @@ class ScoredRecord(NamedTuple):
     error: Optional[str] = None
 
 
-_RESULT_TAG = 15
-_POLL_SECONDS = 0.005  # rank 0's wait for the other ranks' results: latency negligible next to a sample
-
-
 def score_records(records, gravity_dir=(1, 0), penal=PENAL, filter_radius=FILTER_RADIUS,
                   include_own_budget_reference=False, comm=None, store=True):
     """Score many records, over MPI ranks when there are several; yield results as they finish.
@@ -360,71 +353,19 @@ def _score_serially(records, gravity, penal, filter_radius, own_budget):
 
 
 def _score_over_ranks(records, gravity, penal, filter_radius, own_budget, comm):
-    from mpi4py import MPI
-
-    from .runtime.tasks import SharedCounters
+    from .runtime.process import guarded
+    from .runtime.tasks import stream_to_root
 
     comm = comm.Dup()  # our messages never meet the caller's
     try:
         records = comm.bcast(list(records) if comm.rank == 0 else None, root=0)
         tasks = _tasks(records, gravity)
         scorer = _scorer_for(penal, filter_radius, own_budget)
-        counters = SharedCounters(comm)
     except BaseException:
         comm.Free()
         raise
-    if comm.rank != 0:
-        requests = []
-        for i in counters.claimed(len(tasks)):
-            for result in _guarded(comm, lambda: list(_scored(tasks[i], scorer))):
-                requests.append(comm.isend(result, dest=0, tag=_RESULT_TAG))
-        requests.append(comm.isend(None, dest=0, tag=_RESULT_TAG))  # "finished", after all its results
-        MPI.Request.waitall(requests)
-        counters.free()
-        comm.Free()
-        return
-    # Rank 0 scores samples too; between them it passes on what the other ranks sent.
-    running = comm.size - 1  # ranks that have not said "finished"
-
-    def received(block):
-        """What has arrived; with ``block``, everything until every rank has finished.  Waiting
-        polls with a short sleep: a blocking receive spins, taking a core from the ranks at work."""
-        nonlocal running
-        while running:
-            if not comm.iprobe(source=MPI.ANY_SOURCE, tag=_RESULT_TAG):
-                if not block:
-                    return
-                time.sleep(_POLL_SECONDS)
-                continue
-            result = comm.recv(source=MPI.ANY_SOURCE, tag=_RESULT_TAG)
-            if result is None:
-                running -= 1
-            else:
-                yield result
-
     try:
-        for i in counters.claimed(len(tasks)):
-            yield from _guarded(comm, lambda: list(_scored(tasks[i], scorer)))
-            yield from received(block=False)
-        yield from received(block=True)
+        yield from stream_to_root(comm, len(tasks), lambda i: guarded(
+            comm, lambda: list(_scored(tasks[i], scorer)), "sphyr_hpc.score_records"))
     finally:
-        if running:  # stopped early: no more samples for anyone; collect what is in flight
-            counters.stop(len(tasks))
-            for _ in received(block=True):
-                pass
-        counters.free()
         comm.Free()
-
-
-def _guarded(comm, compute):
-    """``compute()``; an unexpected exception aborts every rank instead of leaving them waiting."""
-    try:
-        return compute()
-    except Exception:
-        from .runtime.process import ABORT_STATUS
-
-        traceback.print_exc(file=sys.stderr)
-        print(f"sphyr_hpc.score_records: unexpected error on rank {comm.rank}; aborting all {comm.size} ranks",
-              file=sys.stderr, flush=True)
-        comm.Abort(ABORT_STATUS)
-        raise

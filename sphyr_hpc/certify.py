@@ -44,8 +44,6 @@ from pathlib import Path
 
 from . import cli
 from .cli import Output, Parser, UsageError, positive_int
-from .io import yardstick_store
-from .optimiser.exact import NODE_BUDGET
 
 
 def _positive_float(text):
@@ -56,6 +54,9 @@ def _positive_float(text):
 
 
 def build_parser():
+    from .io import yardstick_store
+    from .optimiser.exact import NODE_BUDGET
+
     parser = Parser(prog="python -m sphyr_hpc.certify", description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", nargs="+", required=True, metavar="D.jsonl",
                         help="dataset JSONL files (index, input_grid, ground_truth)")

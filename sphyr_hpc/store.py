@@ -25,12 +25,13 @@ import sys
 
 from . import cli
 from .cli import Parser, positive_int
-from .io.yardstick_store import default_location
 
 PROG = "python -m sphyr_hpc.store"
 
 
 def build_parser():
+    from .io.yardstick_store import default_location
+
     parser = Parser(prog=PROG, description=__doc__.splitlines()[0])
     actions = parser.add_subparsers(dest="action", required=True, metavar="{list,check,prune}",
                                     parser_class=Parser)

@@ -48,12 +48,13 @@ import sys
 
 from . import cli
 from .cli import Parser, UsageError, positive_int
-from .io import yardstick_store
 
 PROG = "python -m sphyr_hpc.validate"
 
 
 def build_parser(prog=PROG):
+    from .io import yardstick_store
+
     parser = Parser(
         prog=prog,
         description=__doc__.splitlines()[0] + "\n\nScores five probes of each of the first N records "
@@ -81,10 +82,11 @@ def _check(args):
 
 
 def _run(args, context):
+    from .io.yardstick_store import store_of_arguments
     from .jobs.validate import run_validate
 
     result = run_validate(args.dataset, args.samples, hard=args.hard, comm=context.comm,
-                          store=yardstick_store.store_of_arguments(args))
+                          store=store_of_arguments(args))
     return 0 if result["samples"] else 1
 
 

@@ -52,9 +52,24 @@ def empty_metrics():
 
 
 def clipped_ratio(reference, actual):
+    """``reference / actual`` of two compliances clipped to [0, 1]; 0 unless both are finite and
+    ``actual`` positive (structural_efficiency, compliance_efficiency_vs_ground_truth)."""
     if not math.isfinite(actual) or actual <= 0.0 or not math.isfinite(reference):
         return 0.0
     return float(min(max(reference / actual, 0.0), 1.0))
+
+
+def raw_ratio(reference, actual):
+    """``reference / actual`` unclipped (above 1: stiffer than the reference), under the same
+    conditions as :func:`clipped_ratio`."""
+    if not math.isfinite(actual) or actual <= 0.0 or not math.isfinite(reference):
+        return 0.0
+    return float(reference / actual)
+
+
+def material_efficiency(reference_volume, volume):
+    """``min(1, reference_volume / volume)``: 1 for a design using no more material; 0 for an empty one."""
+    return float(min(1.0, reference_volume / volume)) if volume > 0.0 else 0.0
 
 
 # -- reconstruction metrics ----------------------------------------------------------------------

@@ -20,9 +20,11 @@ import time
 import numpy as np
 
 from ..core import discretisation as fe
+from ..core.metrics import clipped_ratio, material_efficiency, raw_ratio
 from . import problems
 from ..runtime import events as timing
 from . import simp
+from ..solvers.multigrid import format_hierarchy
 from .filter import DensityFilter, filter_reach
 
 DEFAULT_ITERATIONS = 300
@@ -68,9 +70,7 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
     ``callback(iteration, system, physical_slab, compliance, change)`` runs
     every iteration.
     """
-    from mpi4py import MPI  # mpi4py and PETSc only once main() has checked for them
-
-    from ..runtime.petsc import petsc
+    from ..runtime.petsc import petsc  # mpi4py and PETSc only once the command has checked for them
     from ..solvers.elasticity import ElasticitySystem
 
     PETSc = petsc()
@@ -93,55 +93,22 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
     if initial is not None:
         initial = problems.resize_nearest(initial, lc.shape)
     writer = _fields_writer(fields_dir, problem, system, fields_every, log, fields_format) if fields_dir else None
-    history = []
-    clock = {"last": time.perf_counter(), "events": {n: timing.seconds(n) for n in timing.EVENTS}}
     penalty = simp.penalty_schedule(penal, continuation)
-
-    def on_iteration(iteration, compliance, physical, change):
-        now = time.perf_counter()
-        events = {n: timing.seconds(n) for n in timing.EVENTS}
-        volume = mpi.allreduce(float(np.sum(physical)), op=MPI.SUM) / lc.n_elements
-        row = {"iteration": iteration, "compliance": float(compliance), "volume": volume, "change": float(change),
-               "penal": penalty(iteration), "ksp_iterations": int(system.last_iterations),
-               "seconds": now - clock["last"]}
-        row.update({f"{n}_seconds": events[n] - clock["events"][n] for n in timing.EVENTS})
-        history.append(row)
-        if iteration == 1 and system.hierarchy:
-            from ..solvers.multigrid import format_hierarchy
-
-            for line in format_hierarchy(*system.hierarchy, system.multigrid.levels if system.multigrid else None):
-                log(line)
-        log(f"it {iteration:4d}  c {compliance:.6e}  vol {volume:.4f}  change {change:.4f}  p {row['penal']:.2f}  "
-            f"ksp {row['ksp_iterations']:3d}  {row['seconds']:.2f} s")
-        if callback is not None:
-            callback(iteration, system, physical, compliance, change)
-        if writer is not None:
-            writer.write_step(iteration, physical, compliance=compliance, change=change)
-        clock["last"] = time.perf_counter()
-        clock["events"] = {n: timing.seconds(n) for n in timing.EVENTS}
-
+    on_iteration = _IterationLog(system, mpi, lc, penalty, log, callback, writer)
     try:
         result = simp.run_simp(system, density_filter, volume_fraction, free, pinned, penal=penal,
                                max_iterations=iterations, tolerance=tolerance, move_limit=move, initial=initial,
                                callback=on_iteration, volume_sums="linear", continuation=continuation,
                                gather=False)
-        slab = result.densities
-        volume = mpi.allreduce(float(np.sum(slab)), op=MPI.SUM) / lc.n_elements
-        out = {
-            "problem": problem.name, "nelx": lc.nelx, "nely": lc.nely, "dofs": lc.n_dofs, "ranks": mpi.size,
-            "solver": system.solver, "volume_fraction_target": volume_fraction, "compliance": result.compliance,
-            "volume_fraction": volume, "iterations": result.iterations, "converged": result.converged,
-            "history": history, "setup_seconds_once": setup_seconds,
-            "hierarchy": _hierarchy_json(system),
-        }
+        out = _outcome(problem, system, mpi, result, on_iteration.history, volume_fraction, setup_seconds)
         if writer is not None:
-            writer.write_step(result.iterations, slab, compliance=result.compliance, force=True)
+            writer.write_step(result.iterations, result.densities, compliance=result.compliance, force=True)
             out["fields"] = str(writer.path)
         if truth is not None:
-            out["score"] = score_against(system, slab, truth, penal, result.compliance)
+            out["score"] = score_against(system, result.densities, truth, penal, result.compliance)
             log("score: " + ", ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
                                       for k, v in out["score"].items()))
-        out["density"] = system.gather(slab, root=0)
+        out["density"] = system.gather(result.densities, root=0)
         if keep_system:
             out["system"] = system
         return out
@@ -151,6 +118,57 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
         density_filter.close()
         if not keep_system:
             system.close()
+
+
+class _IterationLog:
+    """What happens after every SIMP iteration: the history row (with the PETSc log events' seconds),
+    the log line, the multigrid hierarchy after the first set-up, the callback and the fields step."""
+
+    def __init__(self, system, mpi, loadcase, penalty, log, callback, writer):
+        self.system, self.mpi, self.loadcase, self.penalty = system, mpi, loadcase, penalty
+        self.log, self.callback, self.writer = log, callback, writer
+        self.history = []
+        self.last = time.perf_counter()
+        self.events = {n: timing.seconds(n) for n in timing.EVENTS}
+
+    def __call__(self, iteration, compliance, physical, change):
+        from mpi4py import MPI
+
+        system, log = self.system, self.log
+        now = time.perf_counter()
+        events = {n: timing.seconds(n) for n in timing.EVENTS}
+        volume = self.mpi.allreduce(float(np.sum(physical)), op=MPI.SUM) / self.loadcase.n_elements
+        row = {"iteration": iteration, "compliance": float(compliance), "volume": volume, "change": float(change),
+               "penal": self.penalty(iteration), "ksp_iterations": int(system.last_iterations),
+               "seconds": now - self.last}
+        row.update({f"{n}_seconds": events[n] - self.events[n] for n in timing.EVENTS})
+        self.history.append(row)
+        if iteration == 1 and system.hierarchy:
+            for line in format_hierarchy(*system.hierarchy, system.multigrid.levels if system.multigrid else None):
+                log(line)
+        log(f"it {iteration:4d}  c {compliance:.6e}  vol {volume:.4f}  change {change:.4f}  p {row['penal']:.2f}  "
+            f"ksp {row['ksp_iterations']:3d}  {row['seconds']:.2f} s")
+        if self.callback is not None:
+            self.callback(iteration, system, physical, compliance, change)
+        if self.writer is not None:
+            self.writer.write_step(iteration, physical, compliance=compliance, change=change)
+        self.last = time.perf_counter()
+        self.events = {n: timing.seconds(n) for n in timing.EVENTS}
+
+
+def _outcome(problem, system, mpi, result, history, volume_fraction, setup_seconds):
+    """The run's dict (what every rank returns but the density)."""
+    from mpi4py import MPI
+
+    lc = system.loadcase
+    volume = mpi.allreduce(float(np.sum(result.densities)), op=MPI.SUM) / lc.n_elements
+    return {
+        "problem": problem.name, "nelx": lc.nelx, "nely": lc.nely, "dofs": lc.n_dofs, "ranks": mpi.size,
+        "solver": system.solver, "volume_fraction_target": volume_fraction, "compliance": result.compliance,
+        "volume_fraction": volume, "iterations": result.iterations, "converged": result.converged,
+        "history": history, "setup_seconds_once": setup_seconds,
+        "hierarchy": _hierarchy_json(system),
+    }
 
 
 def _hierarchy_json(system):
@@ -171,15 +189,14 @@ def score_against(system, slab, truth, penal, compliance):
     gt_compliance = system.solve(system.slab_of(fe.simp_modulus(truth, penal)))
     vf = mpi.allreduce(float(np.sum(slab)), op=MPI.SUM) / n
     gt_vf = float(truth.mean())
-    finite = np.isfinite(compliance) and compliance > 0 and np.isfinite(gt_compliance)
     return {
         "compliance": float(compliance),
         "ground_truth_compliance": float(gt_compliance),
         "volume_fraction": vf,
         "ground_truth_volume_fraction": gt_vf,
-        "compliance_efficiency_vs_ground_truth": min(1.0, gt_compliance / compliance) if finite else 0.0,
-        "compliance_ratio_raw": gt_compliance / compliance if finite else 0.0,
-        "material_efficiency": min(1.0, gt_vf / vf) if vf > 0 else 0.0,
+        "compliance_efficiency_vs_ground_truth": clipped_ratio(gt_compliance, compliance),
+        "compliance_ratio_raw": raw_ratio(gt_compliance, compliance),
+        "material_efficiency": material_efficiency(gt_vf, vf),
     }
 
 

@@ -214,111 +214,140 @@ def branch_and_bound(condensed, pinned, budget, incumbent, node_budget=NODE_BUDG
     yardstick's; its ``budget`` densest free cells are made solid), improved
     by the relaxation's rounding and the swap polish before the search.  Returns an :class:`ExactResult`.
     """
-    started = time.perf_counter()
-    shape = condensed.loadcase.shape
-    free_index = condensed.free_cells
-    m = free_index.size
-    free_mask = np.zeros(shape, dtype=bool)
-    free_mask.ravel()[free_index] = True
-    pinned = np.asarray(pinned, dtype=float).reshape(shape)
-    points = _Points(condensed, fe.simp_modulus(pinned, penal))
-    best_x = start_design(np.asarray(incumbent, dtype=float).ravel()[free_index], budget)
-    best_c = points.evaluate(best_x)[0]
+    search = _Search(condensed, pinned, budget, incumbent, penal, polish_passes)
+    search.prepare(root_cuts)
+    stopped = search.run(node_budget, time_budget)
+    return search.result(stopped)
 
-    def threshold():
-        return best_c * (1.0 - RELATIVE_TOLERANCE)
 
-    def consider(x, c):
-        nonlocal best_x, best_c
-        if c < best_c:
-            best_x, best_c = np.array(x, dtype=float), c
+class _Search:
+    """One branch and bound: the incumbent, the open nodes (a heap of packed states, -1 undecided)."""
 
-    def improve():
+    def __init__(self, condensed, pinned, budget, incumbent, penal, polish_passes):
+        self.started = time.perf_counter()
+        self.condensed, self.budget, self.penal, self.polish_passes = condensed, budget, penal, polish_passes
+        self.shape = condensed.loadcase.shape
+        self.free_index = condensed.free_cells
+        self.m = self.free_index.size
+        self.free_mask = np.zeros(self.shape, dtype=bool)
+        self.free_mask.ravel()[self.free_index] = True
+        self.pinned = np.asarray(pinned, dtype=float).reshape(self.shape)
+        self.points = _Points(condensed, fe.simp_modulus(self.pinned, penal))
+        self.best_x = start_design(np.asarray(incumbent, dtype=float).ravel()[self.free_index], budget)
+        self.best_c = self.points.evaluate(self.best_x)[0]
+        self.cuts = None
+        self.counter = 0
+        self.nodes = 0
+        self.heap = []
+
+    def threshold(self):
+        return self.best_c * (1.0 - RELATIVE_TOLERANCE)
+
+    def consider(self, x, c):
+        if c < self.best_c:
+            self.best_x, self.best_c = np.array(x, dtype=float), c
+
+    def improve(self):
         """The swap polish (docs/scoring.md, "Swap polish") of the incumbent, with up to ``polish_passes`` passes."""
-        design = pinned.copy().ravel()
-        design[free_index] = best_x
-        polished, _ = polish(condensed.base, design.reshape(shape), free_mask, penal, max_passes=polish_passes)
-        x = polished.ravel()[free_index]
-        consider(x, points.evaluate(x)[0])
+        design = self.pinned.copy().ravel()
+        design[self.free_index] = self.best_x
+        polished, _ = polish(self.condensed.base, design.reshape(self.shape), self.free_mask, self.penal,
+                             max_passes=self.polish_passes)
+        x = polished.ravel()[self.free_index]
+        self.consider(x, self.points.evaluate(x)[0])
 
-    cuts = None
-    if root_cuts and m > budget:
-        found, relaxed = _relax(points, np.full(m, min(budget / m, 1.0)), np.ones(m, dtype=bool), budget,
-                                ROOT_ITERATIONS)
-        cuts = _best_cuts(found, np.full(m, -1, dtype=np.int8), budget, ROOT_CUTS) if found else None
-        rounded = start_design(relaxed, budget)  # the relaxation's densest cells: sometimes a better start
-        consider(rounded, points.evaluate(rounded)[0])
-    if polish_passes:
-        improve()
+    def prepare(self, root_cuts):
+        """The root: the relaxation's cuts and rounded design, then the polished incumbent."""
+        m, budget = self.m, self.budget
+        if root_cuts and m > budget:
+            found, relaxed = _relax(self.points, np.full(m, min(budget / m, 1.0)), np.ones(m, dtype=bool), budget,
+                                    ROOT_ITERATIONS)
+            self.cuts = _best_cuts(found, np.full(m, -1, dtype=np.int8), budget, ROOT_CUTS) if found else None
+            rounded = start_design(relaxed, budget)  # the relaxation's densest cells: sometimes a better start
+            self.consider(rounded, self.points.evaluate(rounded)[0])
+        if self.polish_passes:
+            self.improve()
 
-    counter = 0
-    root = np.full(m, -1, dtype=np.int8)
-    heap = [(-math.inf, counter, root.tobytes())]
-    nodes = 0
-    stopped = False
-    while heap:
-        if nodes >= node_budget or time.perf_counter() - started > time_budget:
-            stopped = True
-            break
-        bound, _, raw = heapq.heappop(heap)
-        if bound >= threshold():
-            continue
-        nodes += 1
-        state = np.frombuffer(raw, dtype=np.int8).copy()
+    def push(self, bound, state):
+        self.counter += 1
+        heapq.heappush(self.heap, (bound, -self.counter, state.tobytes()))
+
+    def run(self, node_budget, time_budget):
+        """Explore nodes, best bound first; True if a budget stopped the search."""
+        self.heap = [(-math.inf, self.counter, np.full(self.m, -1, dtype=np.int8).tobytes())]
+        while self.heap:
+            if self.nodes >= node_budget or time.perf_counter() - self.started > time_budget:
+                return True
+            bound, _, raw = heapq.heappop(self.heap)
+            if bound >= self.threshold():
+                continue
+            self.nodes += 1
+            self.expand(bound, np.frombuffer(raw, dtype=np.int8).copy())
+        return False
+
+    def expand(self, bound, state):
+        """One node: a leaf's design, a fitting point, or cuts, fixing and two children."""
+        budget = self.budget
         undecided = state < 0
         room = budget - int((state == 1).sum())
         if room <= 0 or not undecided.any():  # a leaf: one design left
             x = np.where(undecided, 0.0, state).astype(float)
-            consider(x, points.evaluate(x)[0])
-            continue
+            self.consider(x, self.points.evaluate(x)[0])
+            return
         point = np.where(undecided, 1.0, state).astype(float)
-        c, g = points.evaluate(point)
+        c, g = self.points.evaluate(point)
         if room >= undecided.sum():  # the point itself fits the budget: the node's best design
-            consider(point, c)
-            continue
+            self.consider(point, c)
+            return
         if not math.isfinite(c):
-            continue  # even with every undecided cell solid the load path is severed
+            return  # even with every undecided cell solid the load path is severed
         own = (np.array([c]), g[None, :], point[None, :])
         bound = max(bound, float(_cut_bounds(own, state, budget)[0]))
-        if cuts is not None:
-            bound = max(bound, float(_cut_bounds(cuts, state, budget).max()))
-        if bound >= threshold():
-            continue
-        # Reduced-cost fixing with the node's own cut: with the undecided cells sorted by g, the cut's
-        # minimum makes the first `room` solid; forcing one of them void brings in the next, forcing
-        # another one solid pushes out the last of them.
-        cells = np.flatnonzero(state < 0)
-        order = cells[np.argsort(g[cells], kind="stable")]
-        own_bound = float(_cut_bounds(own, state, budget)[0])
-        chosen, rest = order[:room], order[room:]
-        to_void_cost = own_bound - g[chosen] + g[rest[0]]       # rest is non-empty: room < undecided
-        to_solid_cost = own_bound + g[rest] - g[chosen[-1]]
-        state[chosen[to_void_cost >= threshold()]] = 1
-        state[rest[to_solid_cost >= threshold()]] = 0
-        if (state[rest] == 0).any():  # the point moved: evaluate the smaller node afresh
-            counter += 1
-            heapq.heappush(heap, (bound, -counter, state.tobytes()))
-            continue
+        if self.cuts is not None:
+            bound = max(bound, float(_cut_bounds(self.cuts, state, budget).max()))
+        if bound >= self.threshold():
+            return
+        if self.fix(state, own, g, room):  # the point moved: evaluate the smaller node afresh
+            self.push(bound, state)
+            return
         undecided = state < 0
         room = budget - int((state == 1).sum())
         if room >= undecided.sum():
-            consider(np.where(undecided, 1.0, state).astype(float), c)
-            continue
+            self.consider(np.where(undecided, 1.0, state).astype(float), c)
+            return
         cells = np.flatnonzero(undecided)
         e = cells[np.argmin(g[cells])]  # the largest unit energy
         for value in (0, 1):
             child = state.copy()
             child[e] = value
             child_bound = max(bound, float(_cut_bounds(own, child, budget)[0]))
-            if child_bound < threshold():
-                counter += 1
-                heapq.heappush(heap, (child_bound, -counter, child.tobytes()))
-    if stopped and polish_passes:
-        improve()
-    open_bound = min((b for b, _, _ in heap), default=math.inf)
-    lower = min(best_c, open_bound) if stopped else best_c
-    design = pinned.copy().ravel()
-    design[free_index] = best_x
-    return ExactResult(design.reshape(shape), float(best_c), float(lower),
-                       "optimal" if lower >= best_c * (1.0 - RELATIVE_TOLERANCE) else "gap",
-                       nodes, int(budget), int(m), time.perf_counter() - started)
+            if child_bound < self.threshold():
+                self.push(child_bound, child)
+
+    def fix(self, state, own, g, room):
+        """Reduced-cost fixing with the node's own cut, in ``state``; True if a cell was fixed void.
+
+        With the undecided cells sorted by g, the cut's minimum makes the first
+        ``room`` solid; forcing one of them void brings in the next, forcing
+        another one solid pushes out the last of them.
+        """
+        cells = np.flatnonzero(state < 0)
+        order = cells[np.argsort(g[cells], kind="stable")]
+        own_bound = float(_cut_bounds(own, state, self.budget)[0])
+        chosen, rest = order[:room], order[room:]
+        to_void_cost = own_bound - g[chosen] + g[rest[0]]       # rest is non-empty: room < undecided
+        to_solid_cost = own_bound + g[rest] - g[chosen[-1]]
+        state[chosen[to_void_cost >= self.threshold()]] = 1
+        state[rest[to_solid_cost >= self.threshold()]] = 0
+        return bool((state[rest] == 0).any())
+
+    def result(self, stopped):
+        if stopped and self.polish_passes:
+            self.improve()
+        open_bound = min((b for b, _, _ in self.heap), default=math.inf)
+        lower = min(self.best_c, open_bound) if stopped else self.best_c
+        design = self.pinned.copy().ravel()
+        design[self.free_index] = self.best_x
+        return ExactResult(design.reshape(self.shape), float(self.best_c), float(lower),
+                           "optimal" if lower >= self.best_c * (1.0 - RELATIVE_TOLERANCE) else "gap",
+                           self.nodes, int(self.budget), int(self.m), time.perf_counter() - self.started)

@@ -67,6 +67,13 @@ def interrupts():
             signal.signal(s, handler)
 
 
+def _quiet_end():
+    """On the way out, a further SIGINT or SIGTERM (the launcher ending the ranks an abort left,
+    a second Ctrl-C) ends this process at once, without a second message or a traceback."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_DFL)
+
+
 def end_interrupted(prog, err, comm, note=""):
     """Print ``prog: interrupted (SIGxxx)...`` once and end every rank with 128 + signal.
 
@@ -75,7 +82,12 @@ def end_interrupted(prog, err, comm, note=""):
     not rank 0 (see :data:`PEER_GRACE_SECONDS`).
     """
     err = interrupted(err)
-    rank, size = (comm.rank, comm.size) if comm is not None else (world_rank(), 1)
+    _quiet_end()
+    if comm is None:  # before MPI started: rank 0 speaks; the launcher ends the others when it exits
+        if world_rank() == 0:
+            print(f"\n{prog}: interrupted ({err.signum.name}){note}", file=sys.stderr, flush=True)
+        return err.status
+    rank, size = comm.rank, comm.size
     if rank != 0 and size > 1:
         time.sleep(PEER_GRACE_SECONDS)
     print(f"\n{prog}: interrupted ({err.signum.name}){note}", file=sys.stderr, flush=True)
@@ -88,7 +100,20 @@ def end_unexpected(prog, comm, note=""):
     """An unexpected exception on this rank: re-raised on one rank, else shown and every rank aborted."""
     if comm is None or comm.size == 1:
         raise  # noqa: PLE0704  (called from an except block: the traceback is the bug report)
+    _quiet_end()
     traceback.print_exc(file=sys.stderr)
     print(f"{prog}: unexpected error on rank {comm.rank}; aborting all {comm.size} ranks{note}",
           file=sys.stderr, flush=True)
     comm.Abort(ABORT_STATUS)
+
+
+def guarded(comm, compute, prog):
+    """``compute()``; an unexpected exception on one of several ranks aborts them all (status 3)
+    instead of leaving the others waiting (the abort path of :func:`end_unexpected`)."""
+    try:
+        return compute()
+    except Exception:
+        if comm.size == 1:
+            raise
+        end_unexpected(prog, comm)
+        raise

@@ -8,7 +8,9 @@ executor's root only dispatches, so on 2 ranks a single rank computes and the
 speed-up from 1 to 2 ranks is 1.  Here no rank idles and no rank is a master.
 
 The same window holds a second counter, the number of finished items, which
-rank 0 reads to report progress.
+rank 0 reads to report progress.  Two ways to run the tasks, over the same
+counters: :func:`run_dynamic` (each rank keeps what it computes) and
+:func:`stream_to_root` (every result reaches rank 0 as it is computed).
 """
 
 import time
@@ -17,6 +19,8 @@ import numpy as np
 from mpi4py import MPI
 
 _TASK, _DONE = 0, 1
+_RESULT_TAG = 15
+_POLL_SECONDS = 0.005  # rank 0's wait for the other ranks' results: latency negligible next to a task
 
 
 class SharedCounters:
@@ -102,3 +106,54 @@ def wait_idle(comm, poll_seconds=0.001):
     request = comm.Ibarrier()
     while not request.Test():
         time.sleep(poll_seconds)
+
+
+def stream_to_root(comm, n_tasks, compute, poll_seconds=_POLL_SECONDS):
+    """Every task's results on rank 0, as they are computed; a generator every rank runs to the end.
+
+    ``compute(i)`` is a list of results of task ``i``, run by whichever rank
+    claims the task (rank 0 too: between its own tasks it yields what the
+    others sent).  On rank 0 every result is yielded, in the order they finish;
+    on the other ranks nothing.  Stopping early on rank 0 (closing the
+    generator) hands out no further task; what is in flight is collected.
+    Collective on ``comm``, whose point-to-point messages it uses (pass a
+    duplicate).
+    """
+    counters = SharedCounters(comm)
+    if comm.rank != 0:
+        requests = []
+        for i in counters.claimed(n_tasks):
+            for result in compute(i):
+                requests.append(comm.isend(result, dest=0, tag=_RESULT_TAG))
+        requests.append(comm.isend(None, dest=0, tag=_RESULT_TAG))  # "finished", after all its results
+        MPI.Request.waitall(requests)
+        counters.free()
+        return
+    running = [comm.size - 1]  # ranks that have not said "finished"
+
+    def received(block):
+        """What has arrived; with ``block``, everything until every rank has finished.  Waiting
+        polls with a short sleep: a blocking receive spins, taking a core from the ranks at work."""
+        while running[0]:
+            if not comm.iprobe(source=MPI.ANY_SOURCE, tag=_RESULT_TAG):
+                if not block:
+                    return
+                time.sleep(poll_seconds)
+                continue
+            result = comm.recv(source=MPI.ANY_SOURCE, tag=_RESULT_TAG)
+            if result is None:
+                running[0] -= 1
+            else:
+                yield result
+
+    try:
+        for i in counters.claimed(n_tasks):
+            yield from compute(i)
+            yield from received(block=False)
+        yield from received(block=True)
+    finally:
+        if running[0]:  # stopped early: no more tasks for anyone; collect what is in flight
+            counters.stop(n_tasks)
+            for _ in received(block=True):
+                pass
+        counters.free()

@@ -19,7 +19,8 @@ from ..core import loadcase as loadcases
 from ..core.analysis import analyse, solid_compliance
 from ..runtime.cache import BoundedCache
 from .diagnosis import diagnose
-from ..core.metrics import clipped_ratio, empty_metrics, reconstruction_metrics, valid_output_grid
+from ..core.metrics import (clipped_ratio, empty_metrics, material_efficiency, reconstruction_metrics,
+                            valid_output_grid)
 from ..optimiser.filter import FILTER_RADIUS
 from ..optimiser.yardstick import PENAL_SCHEDULE, YardstickKey, pieces, run_piece, yardstick
 from ..solvers.condensed import analysis_system
@@ -245,8 +246,7 @@ class Scorer:
         metrics["compliance_efficiency_vs_ground_truth"] = clipped_ratio(gt.compliance, out.compliance)
         if math.isfinite(optimum.compliance) and out.compliance > 0.0:
             metrics["structural_efficiency_raw"] = float(optimum.compliance / out.compliance)
-        if out.volume_fraction > 0.0:
-            metrics["material_efficiency"] = float(min(1.0, gt.volume_fraction / out.volume_fraction))
+        metrics["material_efficiency"] = material_efficiency(gt.volume_fraction, out.volume_fraction)
         metrics["topology_score"] = float(metrics["structural_efficiency"] * metrics["material_efficiency"])
         return metrics
 

@@ -53,7 +53,9 @@ from ..runtime.petsc import inserted_options, petsc, seqsbaij_values, view_once
 from ..core import discretisation as fe
 from ..runtime import events as timing
 from . import multigrid
-from .assembly import ElementAssembly, StencilAssembly, upper_block_plan
+from .assembly import ElementAssembly, StencilAssembly
+from .direct import BlockCopy, configure_direct, factor_solve
+from .layout import ElementLayout, PartitionError, SlabFields, node_dmda  # noqa: F401  (PartitionError: re-exported)
 from .base import RESIDUAL_TOLERANCE, LinearSystem, residual_acceptable
 from .multigrid import configure_gamg, configure_mg
 
@@ -74,10 +76,6 @@ class SolverError(RuntimeError):
     """An iterative solve that did not converge (never turned into a number)."""
 
 
-class PartitionError(ValueError):
-    """A grid too small to give every rank a part of it."""
-
-
 def _reason_name(PETSc, reason):
     for name in dir(PETSc.KSP.ConvergedReason):
         if not name.startswith("_") and getattr(PETSc.KSP.ConvergedReason, name) == reason:
@@ -85,7 +83,7 @@ def _reason_name(PETSc, reason):
     return str(reason)
 
 
-class ElasticitySystem(LinearSystem):
+class ElasticitySystem(SlabFields, LinearSystem):
     """K(E) u = f for one :class:`~sphyr_hpc.loadcase.LoadCase` on ``comm``."""
 
     def __init__(self, loadcase, comm=None, prefix="sphyr_", nu=fe.NU, solver=None, element_halo=1,
@@ -100,21 +98,7 @@ class ElasticitySystem(LinearSystem):
         nely, nelx = loadcase.shape
         self.ke = fe.element_stiffness(nu)
 
-        da = PETSc.DMDA().create(
-            dim=2, dof=2, sizes=(nelx + 1, nely + 1), stencil_width=1,
-            stencil_type=PETSc.DMDA.StencilType.BOX, comm=self.comm, setup=False,
-        )
-        da.setOptionsPrefix(prefix)
-        da.setFromOptions()
-        try:
-            da.setUp()
-        except PETSc.Error:
-            da.destroy()
-            raise PartitionError(f"grid {nely}x{nelx} ({nely + 1}x{nelx + 1} nodes) is too small for "
-                                 f"{self.comm.getSize()} ranks") from None
-        da.setElementType(PETSc.DMDA.ElementType.Q1)
-        da.setUniformCoordinates(0.0, float(nelx), 0.0, float(nely))
-        self.da = da
+        self.da = node_dmda(PETSc, loadcase.shape, self.comm, prefix)
         if solver is None:
             solver = "direct" if loadcase.n_dofs <= DIRECT_SOLVER_MAX_DOFS else "mg"
         if solver not in SOLVERS:
@@ -129,7 +113,8 @@ class ElasticitySystem(LinearSystem):
         self.multigrid = None        # the multigrid set-up (levels, interpolations) with solver="mg"
         self.last_iterations = 0     # KSP iterations of the last solve
         self._values = None          # K's own CSR values when assembled in place (one rank)
-        self.P = None                # the SBAIJ copy of K that is factorised (one rank, small, direct)
+        self.blocks = None           # the SBAIJ copy of K that is factorised (one rank, small, direct) ...
+        self.P = None                # ... and its matrix
         self.attachments = {}        # what lives and dies with this system (closed in close() if closable)
         self._setup_elements(element_halo)
         self._fixed_and_sizes()
@@ -143,51 +128,14 @@ class ElasticitySystem(LinearSystem):
             self.K.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
             self.K.setOption(PETSc.Mat.Option.USE_INODES, multigrid.USE_INODES)
         self._setup_vectors()
-        self._setup_ksp(solver, options or {})
+        self.ksp = _create_ksp(self, solver, options or {})
 
     # -- set-up ---------------------------------------------------------------------------------
     def _setup_elements(self, halo):
-        PETSc = self.PETSc
-        nely, nelx = self.loadcase.shape
-        lx, ly = (list(r) for r in self.da.getOwnershipRanges())
-        # DMDAGetElements gives element i to the rank owning node i+1 along each axis,
-        # so the first rank of each direction holds one element fewer than nodes.
-        lx[0] -= 1
-        ly[0] -= 1
-        if min(lx) < 1 or min(ly) < 1:
-            raise PartitionError(f"grid {nely}x{nelx} is too small for {self.comm.getSize()} ranks: "
-                                 f"a rank would own no element")
-        self.da_elem = PETSc.DMDA().create(
-            dim=2, dof=1, sizes=(nelx, nely), proc_sizes=self.da.getProcSizes(),
-            ownership_ranges=(lx, ly), stencil_width=max(1, halo),
-            stencil_type=PETSc.DMDA.StencilType.BOX, comm=self.comm,
-        )
-        (xs, xe), (ys, ye) = self.da_elem.getRanges()
-        self.slab = (slice(ys, ye), slice(xs, xe))
-        self.slab_shape = (ye - ys, xe - xs)
-
-        nodes = np.asarray(self.da.getElements(), dtype=np.int64).reshape(-1, 4)
-        (gxs, gxe), (gys, gye) = self.da.getGhostRanges()
-        gxm = gxe - gxs
-        rows = gys + nodes[:, 0] // gxm
-        cols = gxs + nodes[:, 0] % gxm
-        want_r, want_c = np.meshgrid(np.arange(ys, ye), np.arange(xs, xe), indexing="ij")
-        if rows.size != want_r.size or np.any(rows != want_r.ravel()) or np.any(cols != want_c.ravel()):
-            raise RuntimeError("DMDAGetElements does not match the element DMDA ownership")
-        self.n_local_dofs = 2 * gxm * (gye - gys)
-        # Ghosted local DOF numbers, (n_local_elem, 8); int32 halves the largest index array.
-        index_type = np.int32 if self.n_local_dofs < 2**31 else np.int64
-        self.local_edofs = fe.nodes_to_dofs(nodes).astype(index_type)
-
-        # Natural DOF number of every ghosted local DOF.
-        gr, gc = np.meshgrid(np.arange(gys, gye), np.arange(gxs, gxe), indexing="ij")
-        local_nodes = (gr * (nelx + 1) + gc).ravel()
-        self.local_natural_dofs = np.empty(self.n_local_dofs, dtype=np.int64)
-        self.local_natural_dofs[0::2] = 2 * local_nodes
-        self.local_natural_dofs[1::2] = 2 * local_nodes + 1
-        (oxs, oxe), (oys, oye) = self.da.getRanges()
-        owned = (gr >= oys) & (gr < oye) & (gc >= oxs) & (gc < oxe)
-        self.owned_local_dofs = np.repeat(np.flatnonzero(owned.ravel()) * 2, 2) + np.tile([0, 1], int(owned.sum()))
+        layout = ElementLayout(self.PETSc, self.da, self.loadcase.shape, self.comm, halo)
+        self.da_elem, self.slab, self.slab_shape = layout.da_elem, layout.slab, layout.slab_shape
+        self.n_local_dofs, self.local_edofs = layout.n_local_dofs, layout.local_edofs
+        self.local_natural_dofs, self.owned_local_dofs = layout.local_natural_dofs, layout.owned_local_dofs
 
     def _setup_assembly(self):
         fixed_owned = self.owned_local_dofs[self.fixed_local[self.owned_local_dofs]]
@@ -204,7 +152,9 @@ class ElasticitySystem(LinearSystem):
                 (self.n_local_dofs, self.n_local_dofs),
                 (self._assembly.indptr, self._assembly.indices, self._values), comm=self.comm)
             if self.solver == "direct" and self._block_cholesky():
-                self._setup_blocks(values)
+                # seqsbaij_values looked up here, in this module, at each set-up (tests replace it).
+                self.blocks = BlockCopy(self.PETSc, self._assembly, values, self.comm, seqsbaij_values)
+                self.P = self.blocks.P
         else:
             self.K = self.da.createMatrix()
             self.K.setOption(self.PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
@@ -215,35 +165,10 @@ class ElasticitySystem(LinearSystem):
         return (self.n_local_dofs <= BLOCK_CHOLESKY_MAX_DOFS
                 and not any(options.hasName(name) for name in _FACTOR_OPTIONS))
 
-    def _setup_blocks(self, values):
-        """P: K's upper triangle in 2x2 blocks, and the gather that refills it from ``values`` (K's, then 0)."""
-        PETSc = self.PETSc
-        indptr, indices, gather = upper_block_plan(self._assembly.indptr, self._assembly.indices, bs=2)
-        self._block_source = values
-        self._block_csr = (indptr.astype(PETSc.IntType), indices.astype(PETSc.IntType))
-        self.P = PETSc.Mat().createSBAIJ((self.n_local_dofs, self.n_local_dofs), bsize=2,
-                                         csr=(*self._block_csr, values[gather]), comm=self.comm)
-        self.P.assemble()
-        # Refilled in place where PETSc's own array is reachable (each block column by column there),
-        # else through MatSetValuesBlocked (blocks row by row).
-        self._block_values = seqsbaij_values(self.P, gather.size)
-        self._blocks_in_place = self._block_values is not None
-        if self._blocks_in_place:
-            self._block_gather = gather.reshape(-1, 2, 2).transpose(0, 2, 1).ravel()
-        else:
-            self._block_gather, self._block_values = gather, values[gather]
-
     @property
     def preconditioner_matrix(self):
         """What the PC factorises (PETSc's Pmat): the SBAIJ copy P where there is one, else K."""
         return self.P if self.P is not None else self.K
-
-    def _copy_to_blocks(self):
-        np.take(self._block_source, self._block_gather, out=self._block_values)
-        if not self._blocks_in_place:
-            self.P.setValuesBlockedCSR(*self._block_csr, self._block_values,
-                                       addv=self.PETSc.InsertMode.INSERT_VALUES)
-        self.P.assemble()  # a new state: the PC refactorises
 
     def _fixed_and_sizes(self):
         fixed_natural = self.loadcase.fixed_dofs()
@@ -272,69 +197,6 @@ class ElasticitySystem(LinearSystem):
         # A view of u's own memory (a sequential Vec never moves it), read without a call.
         self._u_view = self.u.array_r if self._values is not None else None
 
-    def _setup_ksp(self, solver, options):
-        PETSc = self.PETSc
-        # -<prefix>pc_type mg|gamg on the command line picks the multigrid flavour itself.
-        requested = PETSc.Options(self.prefix).getString("pc_type", "")
-        if solver != "direct" and requested in ("mg", "gamg"):
-            solver = self.solver = "mg" if requested == "mg" else "gamg"
-        ksp = PETSc.KSP().create(comm=self.comm)
-        ksp.setOptionsPrefix(self.prefix)
-        ksp.setOperators(self.K, self.preconditioner_matrix)
-        pc = ksp.getPC()
-        defaults = {}
-        if solver == "direct":
-            ksp.setType(PETSc.KSP.Type.PREONLY)
-            if self.comm.getSize() > 1:
-                pc.setType(PETSc.PC.Type.LU)
-                pc.setFactorSolverType(PETSc.Mat.SolverType.MUMPS)
-            else:
-                # K is SPD (symmetric Dirichlet rows): Cholesky, of P in block natural order where
-                # there is one, else of K with nested dissection, PETSc's fastest AIJ factorisation
-                # at 882 DOFs, 15% ahead of LU (benchmarks/factorisation.py).
-                pc.setType(PETSc.PC.Type.CHOLESKY)
-                pc.setFactorOrdering(PETSc.Mat.OrderingType.NATURAL if self.P is not None
-                                     else PETSc.Mat.OrderingType.ND)
-        else:
-            # The rigid-body modes serve GAMG (also when chosen from the command line).
-            if solver == "gamg":
-                self._near_null = multigrid.rigid_body_modes(self)
-                self.K.setNearNullSpace(self._near_null)
-            # The hierarchy's own options (-<prefix>mg_coarse_max_dofs, pc_mg_levels) are read here.
-            with inserted_options(self.prefix, options):
-                self.multigrid = configure_mg(ksp, self) if solver == "mg" else configure_gamg(ksp, self)
-            defaults = self.multigrid.defaults
-            ksp.setInitialGuessNonzero(True)  # warm start from the previous displacement
-        # Defaults are in the options database (so the command line overrides them) while
-        # setFromOptions reads them and again for the first set-up, where multigrid reads
-        # its level options (see solve).
-        defaults = {**defaults, **options}
-        self._defaults = defaults
-        with inserted_options(self.prefix, defaults) as opts:
-            # The multigrid cycle in force: for reports.
-            self.mg_cycle = opts.getString("pc_mg_cycle_type", "v").lower()
-            ksp.setFromOptions()
-        self.ksp = ksp
-
-    # -- element fields -------------------------------------------------------------------------
-    def slab_of(self, natural):
-        """This rank's slab (row-major, flattened) of a natural (nely, nelx) element array."""
-        return np.ascontiguousarray(np.asarray(natural, dtype=float).reshape(self.loadcase.shape)[self.slab]).ravel()
-
-    def gather(self, slab, root=None):
-        """Natural (nely, nelx) array of an element field, on every rank (or only on ``root``: None elsewhere)."""
-        if self.comm.getSize() == 1:  # the slab is the whole grid
-            return np.array(slab).reshape(self.loadcase.shape)
-        mpi = self.comm.tompi4py()
-        piece = (self.slab, np.asarray(slab).reshape(self.slab_shape))
-        pieces = mpi.allgather(piece) if root is None else mpi.gather(piece, root=root)
-        if pieces is None:
-            return None
-        out = np.empty(self.loadcase.shape, dtype=np.asarray(slab).dtype)
-        for where, piece in pieces:
-            out[where] = piece
-        return out
-
     # -- solve ----------------------------------------------------------------------------------
     def assemble(self, moduli):
         """K for element moduli given as this rank's slab."""
@@ -344,8 +206,8 @@ class ElasticitySystem(LinearSystem):
             elif self._values is not None:
                 self._assembly.values(moduli, out=self._values)  # K's own values, in place
                 self.K.assemble()  # a new state (refactorise) and stale cached data dropped (SOR's diagonal)
-                if self.P is not None:
-                    self._copy_to_blocks()
+                if self.blocks is not None:
+                    self.blocks.refill()
                 if self.multigrid is not None and self.multigrid.coarse is not None:
                     self.multigrid.coarse.update(moduli)
             else:
@@ -372,25 +234,11 @@ class ElasticitySystem(LinearSystem):
         return self._assembly.values(moduli)
 
     def factor_solve(self, rhs):
-        """K^{-1} rhs (natural order, columns) with the factorisation of the last solve (direct, one rank).
-
-        One ``MatMatSolve`` for all the columns (PETSc's dense matrices are
-        column-major: the numpy array goes in Fortran order, no copy of PETSc's).
-        """
+        """K^{-1} rhs (natural order, columns) with the factorisation of the last solve (direct, one rank)."""
         self._require_in_place()
         if self.solver != "direct":
             raise RuntimeError("factor_solve needs the direct solver")
-        PETSc = self.PETSc
-        factor = self.ksp.getPC().getFactorMatrix()
-        n, m = rhs.shape
-        B = PETSc.Mat().createDense((n, m), array=np.asfortranarray(rhs, dtype=float), comm=PETSc.COMM_SELF)
-        X = PETSc.Mat().createDense((n, m), comm=PETSc.COMM_SELF)
-        X.setUp()
-        factor.matSolve(B, X)
-        out = X.getDenseArray().copy()
-        B.destroy()
-        X.destroy()
-        return out
+        return factor_solve(self.PETSc, self.ksp, rhs)
 
     def _require_in_place(self):
         if self._values is None:
@@ -521,7 +369,8 @@ class ElasticitySystem(LinearSystem):
             if owned is not None and hasattr(owned, "close"):
                 owned.close()
         self.multigrid = None
-        self._block_values = None  # may be P's own memory: gone with P
+        if getattr(self, "blocks", None) is not None:
+            self.blocks.close()  # may hold P's own memory: before P goes
         for name in ("ksp", "K", "P", "_near_null", "f", "u", "r", "_u_previous", "_u_saved", "_u_local",
                      "da_elem", "da"):
             obj = getattr(self, name, None)
@@ -530,3 +379,36 @@ class ElasticitySystem(LinearSystem):
                 setattr(self, name, None)
 
 
+def _create_ksp(system, solver, options):
+    """The KSP of ``system`` (an ElasticitySystem being set up): defaults in code, ``setFromOptions`` last."""
+    PETSc = system.PETSc
+    # -<prefix>pc_type mg|gamg on the command line picks the multigrid flavour itself.
+    requested = PETSc.Options(system.prefix).getString("pc_type", "")
+    if solver != "direct" and requested in ("mg", "gamg"):
+        solver = system.solver = "mg" if requested == "mg" else "gamg"
+    ksp = PETSc.KSP().create(comm=system.comm)
+    ksp.setOptionsPrefix(system.prefix)
+    ksp.setOperators(system.K, system.preconditioner_matrix)
+    defaults = {}
+    if solver == "direct":
+        configure_direct(PETSc, ksp, system.comm.getSize(), blocks=system.P is not None)
+    else:
+        # The rigid-body modes serve GAMG (also when chosen from the command line).
+        if solver == "gamg":
+            system._near_null = multigrid.rigid_body_modes(system)
+            system.K.setNearNullSpace(system._near_null)
+        # The hierarchy's own options (-<prefix>mg_coarse_max_dofs, pc_mg_levels) are read here.
+        with inserted_options(system.prefix, options):
+            system.multigrid = configure_mg(ksp, system) if solver == "mg" else configure_gamg(ksp, system)
+        defaults = system.multigrid.defaults
+        ksp.setInitialGuessNonzero(True)  # warm start from the previous displacement
+    # Defaults are in the options database (so the command line overrides them) while
+    # setFromOptions reads them and again for the first set-up, where multigrid reads
+    # its level options (see solve).
+    defaults = {**defaults, **options}
+    system._defaults = defaults
+    with inserted_options(system.prefix, defaults) as opts:
+        # The multigrid cycle in force: for reports.
+        system.mg_cycle = opts.getString("pc_mg_cycle_type", "v").lower()
+        ksp.setFromOptions()
+    return ksp

@@ -1,0 +1,71 @@
+"""The shape of the package: one direction of imports, and rooms of a readable size.
+
+The rule of the layers (runtime -> core -> solvers -> io -> optimiser -> scoring
+-> reporting -> jobs -> the commands and the API at the top) is checked by the
+import-cycle tool, which counts every import, also one inside a function.
+"""
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "sphyr_hpc"
+TOOL = ROOT / "tests" / "tools" / "import_cycles.py"  # also the check of the layers in docs
+MAX_FUNCTION_LINES = 80
+MAX_CLASS_LINES = 300
+COMMANDS = ("score", "validate", "certify", "report", "optimize", "generate", "scaling", "parity")
+
+
+def _sources():
+    return [p for p in sorted(PACKAGE.rglob("*.py")) if "_examples" not in p.parts]
+
+
+def test_no_import_cycle_and_no_import_reaching_up_a_layer():
+    run = subprocess.run([sys.executable, str(TOOL), "sphyr_hpc"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    reported = [line for line in run.stdout.splitlines() if not line.startswith(("  ", " "))][:-1]
+    assert reported == [], run.stdout
+    assert "0 cycle(s) or import(s) reaching up" in run.stdout
+
+
+def _oversized():
+    found = []
+    for path in _sources():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            lines = getattr(node, "end_lineno", 0) - getattr(node, "lineno", 0) + 1
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and lines > MAX_FUNCTION_LINES:
+                found.append(f"function {path.relative_to(ROOT)}:{node.lineno} {node.name}: {lines} lines")
+            elif isinstance(node, ast.ClassDef) and lines > MAX_CLASS_LINES:
+                found.append(f"class {path.relative_to(ROOT)}:{node.lineno} {node.name}: {lines} lines")
+    return found
+
+
+def test_no_function_over_80_lines_and_no_class_over_300():
+    assert _oversized() == []
+
+
+def test_every_command_is_a_thin_module_with_a_main_and_a_console_script():
+    setup = (ROOT / "setup.cfg").read_text()
+    for name in COMMANDS:
+        source = (PACKAGE / f"{name}.py").read_text()
+        assert "def main(argv=None" in source and "cli.main(" in source, name
+        assert f"sphyr-{name} = sphyr_hpc.{name}:main" in setup, name
+
+
+def test_python_m_sphyr_hpc_lists_every_command():
+    run = subprocess.run([sys.executable, "-m", "sphyr_hpc"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    for name in COMMANDS:
+        assert f"\n  {name} " in run.stdout
+
+
+@pytest.mark.skipif(shutil.which("sphyr-score") is None, reason="the console scripts are not installed")
+def test_a_console_script_is_the_command():
+    run = subprocess.run(["sphyr-score", "--help"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and "python -m sphyr_hpc.score" in run.stdout
