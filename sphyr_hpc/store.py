@@ -49,23 +49,23 @@ def build_parser():
 
 
 def _run(args, context):
-    from .jobs import store as job
     from .io.yardstick_store import YardstickStore
+    from .jobs import store as job
 
-    store, comm = YardstickStore(args.store), context.comm
+    store = YardstickStore(args.store)
     if args.action == "check":
-        return job.check_store(store, args.samples, args.seed, comm)
-    status = None
-    if comm.rank == 0:
-        status = job.list_store(store) if args.action == "list" else job.prune_store(store, args.dry_run)
-    return comm.bcast(status, root=0)
+        return job.check_store(store, args.samples, args.seed, context.comm)
+    return job.list_store(store) if args.action == "list" else job.prune_store(store, args.dry_run)
 
 
+# ``check`` recomputes yardsticks over MPI ranks with PETSc; ``list`` and ``prune`` read files only.
 COMMAND = cli.Command(prog=PROG, build_parser=build_parser, run=_run, probe=False)
+FILES_ONLY = cli.Command(prog=PROG, build_parser=build_parser, run=_run, mpi=False)
 
 
 def main(argv=None):
-    return cli.main(COMMAND, argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    return cli.main(COMMAND if "check" in argv else FILES_ONLY, argv)
 
 
 if __name__ == "__main__":

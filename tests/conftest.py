@@ -1,10 +1,23 @@
 """Shared fixtures: the repository on sys.path and the parity fixtures' location."""
 
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 
 import pytest
+
+# No test reads or writes the user's yardstick store ($XDG_CACHE_HOME/sphyr_hpc, docs/store.md): the
+# whole session, and every process it starts, caches in a folder of its own, removed at the end.
+# Matplotlib keeps the font cache it would have used (rebuilding it costs every session seconds).
+os.environ.setdefault("MPLCONFIGDIR", str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                                          / "matplotlib"))
+TEST_CACHE = tempfile.mkdtemp(prefix="sphyr_hpc-test-cache-")
+os.environ["XDG_CACHE_HOME"] = TEST_CACHE
+atexit.register(shutil.rmtree, TEST_CACHE, ignore_errors=True)
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
