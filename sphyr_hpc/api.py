@@ -248,7 +248,7 @@ def _score(scorer, completion, ground_truth, input_grid, gravity):
 
 
 def get_structural_metrics(output_grid, gt_grid, input_grid=None, gravity_dir=(1, 0), penal=PENAL,
-                           filter_radius=FILTER_RADIUS, include_own_budget_reference=False, store=True):
+                           filter_radius=FILTER_RADIUS, include_own_budget_reference=False, *, store=True):
     """Score a completion by simulating it and re-optimising its masked cells (docs/scoring.md, "Metrics").
 
     ``output_grid`` is the completion, ``gt_grid`` the dataset answer (loads,
@@ -256,7 +256,8 @@ def get_structural_metrics(output_grid, gt_grid, input_grid=None, gravity_dir=(1
     grid shown to the model.  ``include_own_budget_reference`` adds
     ``own_budget_optimal_compliance`` and ``design_efficiency``: a second
     yardstick at the completion's own material budget (one per budget).
-    ``store``: the yardstick store (True: the default one; a folder; None: none).
+    ``store`` (keyword only, beside the published signature): the yardstick store
+    (True: the default one; a folder; None: none; docs/store.md).
 
     The headline number is ``topology_score``: stiffness relative to the best
     design found on the reference budget, discounted by material spent beyond
@@ -287,7 +288,7 @@ class ScoredRecord(NamedTuple):
 
 
 def score_records(records, gravity_dir=(1, 0), penal=PENAL, filter_radius=FILTER_RADIUS,
-                  include_own_budget_reference=False, comm=None, store=True):
+                  include_own_budget_reference=False, comm=None, *, store=True):
     """Score many records, over MPI ranks when there are several; yield results as they finish.
 
     A record is a dict as SPhyR stores them: ``ground_truth`` and
