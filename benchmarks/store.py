@@ -63,16 +63,20 @@ def score(ranks, results, out, store):
     run = json.loads((Path(out) / "run.json").read_text())
     digest = hashlib.sha256((Path(out) / "results.jsonl").read_bytes()).hexdigest()[:16]
     return {"wall_seconds": round(wall, 2), "process_seconds": run["seconds"]["process"],
-            "scoring_seconds": run["seconds"]["scoring"], "yardsticks": run["yardsticks"],
+            "scoring_seconds": run["seconds"]["scoring"], "phases": run["seconds"].get("phases"),
+            "yardsticks": run["yardsticks"],
             "records": run["records"], "status": done.returncode, "results_sha256": digest,
             "stderr_lines": [line for line in done.stderr.splitlines() if line.strip()]}
 
 
-def timed_rounds(tmp, sets, repeats):
-    """Cold and warm runs of every set, interleaved over ``repeats`` rounds; byte comparisons."""
+def timed_rounds(tmp, sets, repeats, all_repeats):
+    """Cold and warm runs of every set, interleaved over ``repeats`` rounds (``all``: ``all_repeats``);
+    byte comparisons."""
     entries = []
-    for round_ in range(repeats):
+    for round_ in range(max(repeats, all_repeats)):
         for name in sets:
+            if round_ >= (all_repeats if name == "all" else repeats):
+                continue
             _, _, ranks = SETS[name]
             results, store = tmp / "built" / name, tmp / f"store-{name}-{round_}"
             cold = score(ranks, results, tmp / "out-cold", store)
@@ -192,6 +196,7 @@ def main(argv=None):
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--data", default=str(SPHYR_DATA / "v1"))
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--all-repeats", type=int, default=2, help="rounds of the 24,660-record set")
     parser.add_argument("--sets", default="v1-one,four,all")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "store.json"))
     args = parser.parse_args(argv)
@@ -201,7 +206,7 @@ def main(argv=None):
         tmp = Path(tmp)
         built = {name: build(args.data, tmp / "built" / name, SETS[name][0], SETS[name][1]) for name in SETS
                  if name in sets or name == "v1-one"}
-        entries = timed_rounds(tmp, sets, args.repeats)
+        entries = timed_rounds(tmp, sets, args.repeats, args.all_repeats)
         together = concurrency(tmp)
         sizes = read_against_compute(tmp)
     report = {"benchmark": "store", "date": now(), "commit": commit_of(), "machine": machine(load_before),
@@ -217,6 +222,11 @@ def _summary(entries):
         mine = [e for e in entries if e["set"] == name]
         cold = [e["cold"]["wall_seconds"] for e in mine]
         warm = [e["warm"]["wall_seconds"] for e in mine]
+        phase = {which: {"scoring_seconds": [e[which]["scoring_seconds"] for e in mine],
+                         "finishing_seconds": [e[which]["phases"]["finishing"] for e in mine],
+                         "start_up_and_reading_seconds": [round(e[which]["phases"]["start_up"]
+                                                                + e[which]["phases"]["reading"], 3) for e in mine]}
+                 for which in ("cold", "warm")}
         out[name] = {"ranks": mine[0]["ranks"], "records": mine[0]["cold"]["records"],
                      "cold_seconds": cold, "warm_seconds": warm,
                      "cold_min": min(cold), "cold_median": statistics.median(cold),
@@ -224,7 +234,10 @@ def _summary(entries):
                      "speedup_per_round": [e["speedup"] for e in mine],
                      "speedup_min_over_min": round(min(cold) / min(warm), 2),
                      "speedup_median_over_median": round(statistics.median(cold) / statistics.median(warm), 2),
-                     "all_cold_warm_identical": all(e["cold_warm_identical"] for e in mine)}
+                     "all_cold_warm_identical": all(e["cold_warm_identical"] for e in mine),
+                     "phases": phase,
+                     "scoring_phase_speedup_median": round(statistics.median(phase["cold"]["scoring_seconds"])
+                                                           / statistics.median(phase["warm"]["scoring_seconds"]), 2)}
     return out
 
 
@@ -244,6 +257,18 @@ def _markdown(report):
                      f"{', '.join(map(str, v['warm_seconds']))} | {v['cold_min']} / {v['cold_median']} | "
                      f"{v['warm_min']} / {v['warm_median']} | {v['speedup_min_over_min']}x, "
                      f"{v['speedup_median_over_median']}x | {'byte-identical' if v['all_cold_warm_identical'] else 'DIFFER'} |")
+    lines += ["", "Where the time goes (run.json, medians, seconds): the scoring phase (every rank at work: yardsticks "
+                  "and completions), the finishing phase (results.jsonl sorted, summary.json, leaderboard.png and the "
+                  "report), start-up and reading.", "",
+              "| set | scoring cold | scoring warm | scoring phase speed-up | finishing cold / warm | start-up + reading cold / warm |",
+              "|---|---:|---:|---:|---|---|"]
+    med = statistics.median
+    for name, v in s.items():
+        p = v["phases"]
+        lines.append(f"| {name} | {med(p['cold']['scoring_seconds']):.2f} | {med(p['warm']['scoring_seconds']):.2f} | "
+                     f"{v['scoring_phase_speedup_median']}x | {med(p['cold']['finishing_seconds']):.2f} / "
+                     f"{med(p['warm']['finishing_seconds']):.2f} | {med(p['cold']['start_up_and_reading_seconds']):.2f} / "
+                     f"{med(p['warm']['start_up_and_reading_seconds']):.2f} |")
     first = next((e for e in report["entries"] if "cmp" in e), None)
     if first:
         lines += ["", f"v1-one, round 0: `cmp` of results.jsonl without a store ({first['no_store']['wall_seconds']} s, "
