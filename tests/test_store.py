@@ -190,6 +190,14 @@ def test_two_concurrent_runs_on_two_ranks_each_write_one_store(results, tmp_path
     assert not [f for f in YardstickStore(store).files() if not f.digest]  # no temporary file left
     records, run = _score(results, tmp_path / "warm", "--store", str(store))
     assert records == reference and run["yardsticks"]["from_store"] == SAMPLES
+    for entry in _entries(store)[:4]:  # damaged entries met by both ranks: one warning line for the run
+        entry.path.write_bytes(entry.path.read_bytes()[:100])
+    damaged = _mpirun_score(results, tmp_path / "damaged", store)
+    _, err = damaged.communicate(timeout=600)
+    assert damaged.returncode == 0, err
+    assert (tmp_path / "damaged" / "results.jsonl").read_bytes() == reference
+    warnings = [line for line in err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "(4 entries in all)" in warnings[0], err
 
 
 def test_list_check_and_prune(results, tmp_path, capsys):

@@ -160,7 +160,7 @@ class YardstickStore:
         try:
             with open(self.path_of(digest), "rb") as handle:
                 return handle.read()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
 
     def read(self, digest, algorithm):

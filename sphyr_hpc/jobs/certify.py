@@ -19,7 +19,7 @@ from ..runtime.tasks import run_dynamic
 from ..scoring.certified import certify_record, format_table, summarise
 from ..io.yardstick_store import store_of_arguments
 from ..scoring.scorer import Scorer
-from ..scoring.yardstick_store import StoredYardsticks, format_counts
+from ..scoring.yardstick_store import StoredYardsticks, format_counts, merged
 
 
 def _tasks(datasets, samples):
@@ -41,15 +41,16 @@ def run_certify(args, comm):
     tasks = _tasks(args.dataset, args.samples) if rank == 0 else None
     tasks = comm.bcast(tasks, root=0)
     started = time.perf_counter()
-    stored = StoredYardsticks(store_of_arguments(args))
+    stored = StoredYardsticks(store_of_arguments(args), warn=False)
     mine = _certify(tasks, args, comm, stored)
     seconds = time.perf_counter() - started
     gathered = comm.gather(mine, root=0)
-    counts = comm.gather(stored.counts(), root=0)
+    counts, warning = merged(comm, stored)
     status = None
     if rank == 0:
+        if warning is not None:
+            print(warning, file=sys.stderr, flush=True)
         rows = sorted((r for part in gathered for r in part), key=lambda r: (r["subject"], r["index"]))
-        counts = {k: sum(c[k] for c in counts) for k in counts[0]}
         status = _write(rows, args, comm.size, seconds, counts)
         if not args.quiet:
             print(format_counts(counts, stored.store))

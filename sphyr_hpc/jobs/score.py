@@ -30,7 +30,7 @@ from ..scoring.sample_scorer import sample_scorers
 from ..scoring.scorer import Scorer, ScoringConfig
 from ..scoring.summary import RunningSummary, format_leaderboard, leaderboard
 from ..scoring.tasks import make_tasks, score_sample, sorted_places
-from ..scoring.yardstick_store import StoredYardsticks, format_counts
+from ..scoring.yardstick_store import StoredYardsticks, format_counts, merged
 from .score_inputs import check_resume, input_paths, inputs_of, load_inputs
 
 LOCK_NAME = ".sphyr_hpc.lock"
@@ -133,7 +133,7 @@ class ScoringRun:
     def _score(self, pending, tasks):
         """Every pending record scored and appended to the log: ``(running summary, places, total)``."""
         args, comm = self.args, self.comm
-        self.stored = StoredYardsticks(store_of_arguments(args))  # the yardstick store (docs/store.md)
+        self.stored = StoredYardsticks(store_of_arguments(args), warn=False)  # the yardstick store (docs/store.md)
         scorer = Scorer(ScoringConfig(design_efficiency=args.design_efficiency, mg_min_dofs=args.multigrid_dofs),
                         store=self.stored)
         certified = None
@@ -211,11 +211,11 @@ class ScoringRun:
         return running, places, len(position)
 
     def _yardstick_counts(self):
-        """How many yardsticks every rank read from the store and computed (on every rank)."""
-        counts = {}
-        for part in self.comm.allgather(self.stored.counts()):
-            for name, value in part.items():
-                counts[name] = counts.get(name, 0) + value
+        """How many yardsticks every rank read from the store and computed (on every rank); rank 0
+        prints one warning line for every rank's problems with the store."""
+        counts, warning = merged(self.comm, self.stored)
+        if warning is not None and self.rank == 0:
+            print(warning, file=sys.stderr, flush=True)
         store = self.stored.store
         counts["store"] = str(store.root) if store is not None else None
         return counts

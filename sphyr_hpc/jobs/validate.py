@@ -13,7 +13,7 @@ from ..runtime.tasks import run_dynamic
 from ..scoring.probes import build_probes, format_table, is_hard_dataset, probe_means
 from ..io.yardstick_store import open_store
 from ..scoring.scorer import Scorer
-from ..scoring.yardstick_store import StoredYardsticks, format_counts
+from ..scoring.yardstick_store import StoredYardsticks, format_counts, merged
 
 
 def run_validate(dataset_path, samples, hard=None, scorer=None, out=None, errors=None, comm=None, store=None):
@@ -40,11 +40,14 @@ def run_validate(dataset_path, samples, hard=None, scorer=None, out=None, errors
     records = list(read_dataset(dataset_path, samples, errors)) if comm.rank == 0 else None
     records = comm.bcast(records, root=0)
     started = time.time()
-    stored = scorer.stored if scorer is not None else StoredYardsticks(open_store(store), _subject(dataset_path))
+    stored = (scorer.stored if scorer is not None
+              else StoredYardsticks(open_store(store), _subject(dataset_path), warn=False))
     gathered = comm.gather(_score_probes(records, hard, scorer, comm, stored), root=0)
-    counts = _sum_counts(comm.gather(stored.counts(), root=0))
+    counts, warning = merged(comm, stored)
     result = None
     if comm.rank == 0:
+        if warning is not None and not stored.warn:
+            print(warning, file=sys.stderr if errors is None else errors, flush=True)
         by_position = {}
         for part in gathered:
             by_position.update(part)
@@ -57,10 +60,6 @@ def run_validate(dataset_path, samples, hard=None, scorer=None, out=None, errors
 
 def _subject(path):
     return os.path.splitext(os.path.basename(path))[0]
-
-
-def _sum_counts(parts):
-    return None if parts is None else {k: sum(p[k] for p in parts) for k in parts[0]}
 
 
 def _score_probes(records, hard, scorer, comm, stored=None):

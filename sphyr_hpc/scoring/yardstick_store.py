@@ -141,22 +141,28 @@ class StoredYardsticks:
     :meth:`get` reads or computes one; ``from_store``, ``computed`` and
     ``replaced`` (damaged or foreign entries recomputed) count what happened.
     ``dataset`` labels the entries written (provenance: ``store list`` shows it).
+    A problem with the store (an entry replaced, a store that cannot be written)
+    is one warning line on stderr for the first one; ``warn=False`` keeps it in
+    ``warning`` instead, for a job that prints one line for all its ranks
+    (:func:`merged`).
     """
 
-    def __init__(self, store=None, dataset=""):
+    def __init__(self, store=None, dataset="", warn=True):
         self.store = store
         self.dataset = dataset
+        self.warn = warn
         self.from_store = self.computed = self.replaced = 0
-        self._warned = False
+        self.warning = None
         self._writable = True
 
     def counts(self):
         return {"from_store": self.from_store, "computed": self.computed, "replaced": self.replaced}
 
     def _warn(self, message):
-        if not self._warned:  # one line per process: later ones are counted (run.json), not printed
-            self._warned = True
-            print(f"warning: yardstick store {self.store.root}: {message}", file=sys.stderr, flush=True)
+        if self.warning is None:  # the first: later ones are counted (run.json), not printed
+            self.warning = f"warning: yardstick store {self.store.root}: {message}"
+            if self.warn:
+                print(self.warning, file=sys.stderr, flush=True)
 
     def digest(self, key, mg_min_dofs):
         return yardstick_digest(key, mg_min_dofs, solver_options())
@@ -193,6 +199,17 @@ class StoredYardsticks:
                 self._writable = False
                 self._warn(f"cannot be written ({err.strerror or err}): yardsticks are computed, not kept")
         return result
+
+
+def merged(comm, stored):
+    """``(counts, warning)`` of every rank's ``stored`` (a :class:`StoredYardsticks`), on every rank:
+    the counts summed, the first rank's warning (None when no rank has one)."""
+    parts = comm.allgather((stored.counts(), stored.warning))
+    counts = {name: sum(part[name] for part, _ in parts) for name in parts[0][0]}
+    warning = next((w for _, w in parts if w is not None), None)
+    if warning is not None and counts["replaced"] > 1:
+        warning += f" ({counts['replaced']} entries in all)"
+    return counts, warning
 
 
 def agree(stored, recomputed):
