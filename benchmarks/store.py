@@ -198,6 +198,8 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--all-repeats", type=int, default=2, help="rounds of the 24,660-record set")
     parser.add_argument("--sets", default="v1-one,four,all")
+    parser.add_argument("--parts", default="rounds,concurrency,sizes",
+                        help="rounds (cold/warm timings), concurrency (two writers, damaged entries), sizes (read/compute)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "store.json"))
     args = parser.parse_args(argv)
     sets = args.sets.split(",")
@@ -206,9 +208,10 @@ def main(argv=None):
         tmp = Path(tmp)
         built = {name: build(args.data, tmp / "built" / name, SETS[name][0], SETS[name][1]) for name in SETS
                  if name in sets or name == "v1-one"}
-        entries = timed_rounds(tmp, sets, args.repeats, args.all_repeats)
-        together = concurrency(tmp)
-        sizes = read_against_compute(tmp)
+        parts = args.parts.split(",")
+        entries = timed_rounds(tmp, sets, args.repeats, args.all_repeats) if "rounds" in parts else []
+        together = concurrency(tmp) if "concurrency" in parts else None
+        sizes = read_against_compute(tmp) if "sizes" in parts else []
     report = {"benchmark": "store", "date": now(), "commit": commit_of(), "machine": machine(load_before),
               "records": built, "entries": entries, "summary": _summary(entries), "concurrency": together,
               "read_against_compute": sizes, "issue_published_four_seconds": ISSUE_PUBLISHED_FOUR_SECONDS}
@@ -243,6 +246,9 @@ def _summary(entries):
 
 def _markdown(report):
     s, c = report["summary"], report["concurrency"]
+    if not report["entries"]:  # the concurrency part alone
+        return "\n".join([f"# Yardstick store: two writers and damaged entries ({report['date']}, commit "
+                          f"{report['commit']})", "", machine_line(report["machine"])] + _concurrency_lines(c)) + "\n"
     lines = [f"# Yardstick store: cold against warm ({report['date']}, commit {report['commit']})", "",
              machine_line(report["machine"]), "",
              "Every run is the whole command as a user runs it by default (`bin/mpirun -n R .venv/bin/python -m "
@@ -284,8 +290,15 @@ def _markdown(report):
                       f"would give {report['issue_published_four_seconds'] / v['cold_median']:.1f}x cold and "
                       f"{report['issue_published_four_seconds'] / v['warm_median']:.1f}x warm (medians): not a "
                       "side-by-side measurement."]
-    lines += ["", "## Two runs writing one store at once, and damaged entries", "",
-              f"Two 2-rank runs of v1-one on one empty store, started together ({c['together_wall_seconds']} s for both):"]
+    lines += _concurrency_lines(c) + _sizes_lines(report)
+    return "\n".join(lines) + "\n"
+
+
+def _concurrency_lines(c):
+    if c is None:
+        return []
+    lines = ["", "## Two runs writing one store at once, and damaged entries", "",
+             f"Two 2-rank runs of v1-one on one empty store, started together ({c['together_wall_seconds']} s for both):"]
     for i, t in enumerate(c["together"], start=1):
         lines.append(f"- run {i}: exit {t['status']}, records identical to the no-store run: {t['identical_to_no_store']}, "
                      f"yardsticks {t['yardsticks']}, stderr: {t['stderr_lines'] or 'nothing'}")
@@ -294,8 +307,14 @@ def _markdown(report):
               f"- then one entry truncated to 1000 bytes and one rewritten as another algorithm version: a 2-rank run "
               f"exits {d['status']}, records identical to the no-store run: {d['identical_to_no_store']}, yardsticks "
               f"{d['yardsticks']}, stderr: {d['stderr_lines'] or 'nothing'}; the two entries read back as this "
-              f"version's: {d['bad_entries_replaced']}", "",
-              "## Reading an entry against computing the yardstick", "",
+              f"version's: {d['bad_entries_replaced']}"]
+    return lines
+
+
+def _sizes_lines(report):
+    if not report["read_against_compute"]:
+        return []
+    lines = ["", "## Reading an entry against computing the yardstick", "",
               "v1 full_easy[0] upscaled (each cell a k x k block), one rank, in process: the yardstick computed by a "
               "fresh scorer, then read back through the store (open, read, checksum, decode; median of 50-200).", "",
               "| grid | masked cells | compute s | read ms (median / min) | entry bytes | compute / read |",
@@ -304,7 +323,7 @@ def _markdown(report):
         lines.append(f"| {r['grid']} | {r['free_cells']} | {r['compute_seconds']} | "
                      f"{1000 * r['read_seconds_median']:.3f} / {1000 * r['read_seconds_min']:.3f} | {r['entry_bytes']} | "
                      f"{r['compute_over_read']}x |")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 if __name__ == "__main__":
