@@ -30,7 +30,9 @@ PROG = "python -m sphyr_hpc.store"
 
 
 def build_parser():
-    from .io.yardstick_store import default_location
+    import os
+
+    from .io.yardstick_store import STORE_ENV, default_location
 
     parser = Parser(prog=PROG, description=__doc__.splitlines()[0])
     actions = parser.add_subparsers(dest="action", required=True, metavar="{list,check,prune}",
@@ -41,7 +43,8 @@ def build_parser():
                                ("prune", "remove entries of other algorithm versions, damaged entries and "
                                          "stale temporary files"))}
     for sub in made.values():
-        sub.add_argument("--store", metavar="DIR", default=str(default_location()), help="the store's folder")
+        sub.add_argument("--store", metavar="DIR", default=os.environ.get(STORE_ENV) or str(default_location()),
+                         help=f"the store's folder (${STORE_ENV} when set, else the cache folder's)")
     made["check"].add_argument("--samples", type=positive_int, default=20, metavar="K", help="entries to recompute")
     made["check"].add_argument("--seed", type=int, default=0, help="seed of the random sample")
     made["prune"].add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")

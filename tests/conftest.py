@@ -17,6 +17,9 @@ os.environ.setdefault("MPLCONFIGDIR", str(Path(os.environ.get("XDG_CACHE_HOME") 
                                           / "matplotlib"))
 TEST_CACHE = tempfile.mkdtemp(prefix="sphyr_hpc-test-cache-")
 os.environ["XDG_CACHE_HOME"] = TEST_CACHE
+# And no test reads a yardstick another test stored unless it names a store (tests/test_store*.py do):
+# a test comparing two runs (1 and 2 ranks, a sample split in pieces) must compute both.
+os.environ["SPHYR_HPC_STORE"] = "none"
 atexit.register(shutil.rmtree, TEST_CACHE, ignore_errors=True)
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -63,6 +63,7 @@ def test_records_are_byte_identical_with_and_without_the_store(results, tmp_path
 
 
 def test_the_default_store_is_the_cache_folder(monkeypatch, tmp_path):
+    monkeypatch.delenv("SPHYR_HPC_STORE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert default_location() == tmp_path / "xdg" / "sphyr_hpc"
     monkeypatch.delenv("XDG_CACHE_HOME")
@@ -70,10 +71,15 @@ def test_the_default_store_is_the_cache_folder(monkeypatch, tmp_path):
     assert default_location() == tmp_path / "home" / ".cache" / "sphyr_hpc"
     assert open_store(None) is None and open_store(False) is None
     assert open_store(True).root == tmp_path / "home" / ".cache" / "sphyr_hpc"
+    monkeypatch.setenv("SPHYR_HPC_STORE", str(tmp_path / "shared"))
+    assert open_store(True).root == tmp_path / "shared"
+    monkeypatch.setenv("SPHYR_HPC_STORE", "none")
+    assert open_store(True) is None
 
 
 def test_the_test_session_never_writes_the_users_store():
     assert Path(os.environ["XDG_CACHE_HOME"]).name.startswith("sphyr_hpc-test-cache-")
+    assert os.environ["SPHYR_HPC_STORE"] == "none"  # and a test uses a store only when it names one
     assert default_location().parent == Path(os.environ["XDG_CACHE_HOME"])
 
 
@@ -148,7 +154,7 @@ def test_the_key_changes_with_what_determines_the_yardstick():
     assert len({base, *changed}) == len(changed) + 1
 
 
-def test_the_api_reads_and_writes_the_store(tmp_path):
+def test_the_api_reads_and_writes_the_store(tmp_path, monkeypatch):
     from sphyr_hpc.api import _stored_for, clear_reference_cache, get_structural_metrics
 
     gt = ["L 1 1", "0 1 0", "S 1 S"]
@@ -164,6 +170,7 @@ def test_the_api_reads_and_writes_the_store(tmp_path):
     none = get_structural_metrics(gt, gt, masked, store=None)
     assert none == first and len(_entries(store)) == 1
     clear_reference_cache()
+    monkeypatch.delenv("SPHYR_HPC_STORE")
     get_structural_metrics(gt, gt, masked)  # the default store: the session's own cache folder
     assert len(_entries(default_location())) >= 1
     clear_reference_cache()

@@ -60,6 +60,9 @@ class DamagedEntry(ValueError):
     version) or naming another key."""
 
 
+STORE_ENV = "SPHYR_HPC_STORE"  # the default store's folder instead of the cache folder; "none": no default store
+
+
 def default_location():
     """``$XDG_CACHE_HOME/sphyr_hpc`` (when set and absolute, as the XDG spec asks), else ``~/.cache/sphyr_hpc``."""
     cache = os.environ.get("XDG_CACHE_HOME", "")
@@ -222,7 +225,10 @@ def open_store(store):
     if store is None or store is False:
         return None
     if store is True:
-        return YardstickStore(default_location())
+        configured = os.environ.get(STORE_ENV, "")
+        if configured.lower() == "none":
+            return None
+        return YardstickStore(configured or default_location())
     if isinstance(store, YardstickStore):
         return store
     return YardstickStore(store)
@@ -240,6 +246,7 @@ def add_arguments(parser):
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--store", metavar="DIR",
                        help=f"yardstick store: yardsticks computed once, ever, kept there (docs/store.md) "
-                            f"(default: {default_location()}, $XDG_CACHE_HOME/sphyr_hpc else ~/.cache/sphyr_hpc)")
+                            f"(default: ${STORE_ENV} when set, 'none' for no store; else {default_location()}, "
+                            f"$XDG_CACHE_HOME/sphyr_hpc else ~/.cache/sphyr_hpc)")
     where.add_argument("--no-store", action="store_true",
                        help="compute every yardstick, read and write no store")
