@@ -16,6 +16,7 @@ COMMANDS = (
     ("generate", "write problems at any size as grid files"),
     ("scaling", "SIMP iterations timed over grid sizes and rank counts"),
     ("parity", "check a scoring run against the published result files it scored"),
+    ("store", "list, check or prune the yardstick store (yardsticks computed once, ever)"),
 )
 
 

@@ -32,6 +32,12 @@ Conventions (the published interface's, kept exactly):
   one sample cost one yardstick.  :func:`clear_reference_cache` empties it and
   releases the solvers; :func:`reference_cache_info` reports hits and misses.
   The cache is per process and not thread-safe.
+* Behind that cache, the yardstick store (docs/store.md): a yardstick computed
+  once is kept on disk and read back by every later call, run and process.
+  ``store=True`` (the default) is the user's cache folder
+  (``$XDG_CACHE_HOME/sphyr_hpc``, else ``~/.cache/sphyr_hpc``), the store
+  ``python -m sphyr_hpc.score`` uses too; ``store="DIR"`` another folder;
+  ``store=None`` (or False) computes every yardstick and keeps none.
 * :func:`score_records` scores many records: over the ranks of ``comm``
   (``MPI.COMM_WORLD`` by default, so ``mpirun -n N python script.py`` uses N
   processes and ``python script.py`` one), samples distributed as the score
@@ -195,6 +201,22 @@ def reference_cache_info():
     return CacheInfo(cache.hits, cache.misses, len(cache), cache.maxsize)
 
 
+def _stored_for(store):
+    """The :class:`~sphyr_hpc.scoring.yardstick_store.StoredYardsticks` of ``store`` (one per folder,
+    so its counts run over every call)."""
+    from .io.yardstick_store import open_store
+    from .scoring.yardstick_store import StoredYardsticks
+
+    opened = open_store(store)
+    where = None if opened is None else opened.root.absolute()
+    if where not in _stores:
+        _stores[where] = StoredYardsticks(opened, "api")
+    return _stores[where]
+
+
+_stores = {}
+
+
 # -- one completion ------------------------------------------------------------------------------
 def _check_parameters(gravity_dir, penal, filter_radius):
     """The load direction as floats; ValueError for parameters no problem can have."""
@@ -226,7 +248,7 @@ def _score(scorer, completion, ground_truth, input_grid, gravity):
 
 
 def get_structural_metrics(output_grid, gt_grid, input_grid=None, gravity_dir=(1, 0), penal=PENAL,
-                           filter_radius=FILTER_RADIUS, include_own_budget_reference=False):
+                           filter_radius=FILTER_RADIUS, include_own_budget_reference=False, *, store=True):
     """Score a completion by simulating it and re-optimising its masked cells (docs/scoring.md, "Metrics").
 
     ``output_grid`` is the completion, ``gt_grid`` the dataset answer (loads,
@@ -234,6 +256,8 @@ def get_structural_metrics(output_grid, gt_grid, input_grid=None, gravity_dir=(1
     grid shown to the model.  ``include_own_budget_reference`` adds
     ``own_budget_optimal_compliance`` and ``design_efficiency``: a second
     yardstick at the completion's own material budget (one per budget).
+    ``store`` (keyword only, beside the published signature): the yardstick store
+    (True: the default one; a folder; None: none; docs/store.md).
 
     The headline number is ``topology_score``: stiffness relative to the best
     design found on the reference budget, discounted by material spent beyond
@@ -245,8 +269,9 @@ def get_structural_metrics(output_grid, gt_grid, input_grid=None, gravity_dir=(1
     completion, completion_problem = _rows(output_grid)
     truth, truth_problem = _rows(gt_grid)
     masked, _ = _rows(input_grid) if input_grid is not None else (None, None)
-    metrics = _score(_scorer_for(penal, filter_radius, include_own_budget_reference),
-                     completion, truth, masked, gravity)
+    scorer = _scorer_for(penal, filter_radius, include_own_budget_reference)
+    scorer.stored = _stored_for(store)
+    metrics = _score(scorer, completion, truth, masked, gravity)
     why = (f"gt_grid: {truth_problem}" if truth_problem else
            f"output_grid: {completion_problem}" if completion_problem else None)
     return replace(metrics, invalid_reason=why) if why else metrics
@@ -263,7 +288,7 @@ class ScoredRecord(NamedTuple):
 
 
 def score_records(records, gravity_dir=(1, 0), penal=PENAL, filter_radius=FILTER_RADIUS,
-                  include_own_budget_reference=False, comm=None):
+                  include_own_budget_reference=False, comm=None, *, store=True):
     """Score many records, over MPI ranks when there are several; yield results as they finish.
 
     A record is a dict as SPhyR stores them: ``ground_truth`` and
@@ -281,9 +306,10 @@ def score_records(records, gravity_dir=(1, 0), penal=PENAL, filter_radius=FILTER
     rank 0; on the other ranks the iteration is empty.  Stopping early on rank
     0 (``break``) stops the other ranks after their current sample.  An
     unexpected error on one of several ranks aborts the job rather than leave
-    the others waiting.
+    the others waiting.  ``store``: the yardstick store, as for :func:`get_structural_metrics`.
     """
     gravity = _check_parameters(gravity_dir, penal, filter_radius)
+    _scorer_for(penal, filter_radius, include_own_budget_reference).stored = _stored_for(store)
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD if comm is None else comm

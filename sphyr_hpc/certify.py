@@ -54,6 +54,7 @@ def _positive_float(text):
 
 
 def build_parser():
+    from .io import yardstick_store
     from .optimiser.exact import NODE_BUDGET
 
     parser = Parser(prog="python -m sphyr_hpc.certify", description=__doc__.splitlines()[0])
@@ -67,6 +68,7 @@ def build_parser():
                         help="seconds a sample's search may take (results then depend on the machine)")
     parser.add_argument("--out", default="certify", help="output folder")
     parser.add_argument("--quiet", action="store_true", help="no progress bar, no table")
+    yardstick_store.add_arguments(parser)
     return parser
 
 

@@ -82,6 +82,7 @@ def _gravity(text):
 
 def build_parser():
     from .io import limits as input_limits
+    from .io import yardstick_store
     from .io.field_files import FORMATS
     from .solvers.sizing import MG_MIN_DOFS
 
@@ -125,6 +126,7 @@ def build_parser():
     parser.add_argument("--multigrid-dofs", type=int, default=MG_MIN_DOFS, metavar="N",
                         help="yardstick SIMP runs use CG + multigrid from N DOFs (0: always)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    yardstick_store.add_arguments(parser)
     input_limits.add_arguments(parser)
     return parser
 

@@ -53,6 +53,8 @@ PROG = "python -m sphyr_hpc.validate"
 
 
 def build_parser(prog=PROG):
+    from .io import yardstick_store
+
     parser = Parser(
         prog=prog,
         description=__doc__.splitlines()[0] + "\n\nScores five probes of each of the first N records "
@@ -68,6 +70,7 @@ def build_parser(prog=PROG):
                        help="hard probes (one-decimal densities) whatever the file name (default: from the "
                             "file name)")
     level.add_argument("--easy", dest="hard", action="store_false", help="easy probes (0/1)")
+    yardstick_store.add_arguments(parser)
     return parser
 
 
@@ -79,9 +82,11 @@ def _check(args):
 
 
 def _run(args, context):
+    from .io.yardstick_store import store_of_arguments
     from .jobs.validate import run_validate
 
-    result = run_validate(args.dataset, args.samples, hard=args.hard, comm=context.comm)
+    result = run_validate(args.dataset, args.samples, hard=args.hard, comm=context.comm,
+                          store=store_of_arguments(args))
     return 0 if result["samples"] else 1
 
 

@@ -1,10 +1,26 @@
 """Shared fixtures: the repository on sys.path and the parity fixtures' location."""
 
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 
 import pytest
+
+# No test reads or writes the user's yardstick store ($XDG_CACHE_HOME/sphyr_hpc, docs/store.md): the
+# whole session, and every process it starts, caches in a folder of its own, removed at the end.
+# Matplotlib keeps the font cache it would have used (rebuilding it costs every session seconds).
+os.environ.setdefault("MPLCONFIGDIR", str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                                          / "matplotlib"))
+TEST_CACHE = tempfile.mkdtemp(prefix="sphyr_hpc-test-cache-")
+os.environ["XDG_CACHE_HOME"] = TEST_CACHE
+# And no test reads a yardstick another test stored unless it names a store (tests/test_store*.py do):
+# a test comparing two runs (1 and 2 ranks, a sample split in pieces) must compute both.
+os.environ["SPHYR_HPC_STORE"] = "none"
+atexit.register(shutil.rmtree, TEST_CACHE, ignore_errors=True)
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:

@@ -159,7 +159,10 @@ def test_as_dict_is_valid_json_without_inf():
 def test_signature_and_defaults_are_the_published_ones():
     import inspect
 
-    parameters = inspect.signature(get_structural_metrics).parameters
+    parameters = dict(inspect.signature(get_structural_metrics).parameters)
+    # sphyr_hpc's one addition, keyword only so every published call means what it meant: the yardstick store
+    store = parameters.pop("store")
+    assert store.kind is inspect.Parameter.KEYWORD_ONLY and store.default is True
     assert list(parameters) == ["output_grid", "gt_grid", "input_grid", "gravity_dir", "penal",
                                 "filter_radius", "include_own_budget_reference"]
     defaults = {name: p.default for name, p in parameters.items() if p.default is not inspect.Parameter.empty}

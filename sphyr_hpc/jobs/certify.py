@@ -17,7 +17,9 @@ from ..reporting.certified import plot
 from ..runtime.progress import progress_bar
 from ..runtime.tasks import run_dynamic
 from ..scoring.certified import certify_record, format_table, summarise
+from ..io.yardstick_store import store_of_arguments
 from ..scoring.scorer import Scorer
+from ..scoring.yardstick_store import StoredYardsticks, format_counts, merged
 
 
 def _tasks(datasets, samples):
@@ -39,24 +41,31 @@ def run_certify(args, comm):
     tasks = _tasks(args.dataset, args.samples) if rank == 0 else None
     tasks = comm.bcast(tasks, root=0)
     started = time.perf_counter()
-    mine = _certify(tasks, args, comm)
+    stored = StoredYardsticks(store_of_arguments(args), warn=False)
+    mine = _certify(tasks, args, comm, stored)
     seconds = time.perf_counter() - started
     gathered = comm.gather(mine, root=0)
+    counts, warning = merged(comm, stored)
     status = None
     if rank == 0:
+        if warning is not None:
+            print(warning, file=sys.stderr, flush=True)
         rows = sorted((r for part in gathered for r in part), key=lambda r: (r["subject"], r["index"]))
-        status = _write(rows, args, comm.size, seconds)
+        status = _write(rows, args, comm.size, seconds, counts)
+        if not args.quiet:
+            print(format_counts(counts, stored.store))
     return comm.bcast(status, root=0)
 
 
-def _certify(tasks, args, comm):
+def _certify(tasks, args, comm, stored):
     """The rows of the records this rank certified."""
-    scorer = Scorer()
+    scorer = Scorer(store=stored)
     mine = []
     bar = progress_bar(len(tasks), args.quiet, unit="sample") if comm.rank == 0 else None
 
     def run(i, counters):
         subject, index, record = tasks[i]
+        stored.dataset = subject  # provenance of the yardsticks written
         mine.append(certify_record(scorer, subject, index, record["ground_truth"], record["input_grid"],
                                    node_budget=args.node_budget, time_budget=args.time_budget))
         counters.add_done(1)
@@ -74,14 +83,15 @@ def _certify(tasks, args, comm):
     return mine
 
 
-def _write(rows, args, ranks, seconds):
+def _write(rows, args, ranks, seconds, yardsticks):
     """certify.jsonl, summary.json, certify.png and the table (rank 0); the exit status."""
     summary = summarise(rows)
     out = Path(args.out)
     write_jsonl_atomic(out / "certify.jsonl", rows)
     write_text_atomic(out / "summary.json", json.dumps(
         {"ranks": ranks, "node_budget": args.node_budget, "time_budget": args.time_budget,
-         "seconds": round(seconds, 3), "subjects": summary}, indent=2, allow_nan=False) + "\n")
+         "seconds": round(seconds, 3), "yardsticks": yardsticks, "subjects": summary}, indent=2,
+        allow_nan=False) + "\n")
     plot(rows, summary, out / "certify.png")
     if not args.quiet:
         print("\n".join(format_table(summary)))

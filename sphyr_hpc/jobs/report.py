@@ -39,12 +39,17 @@ def _names(items, at_most=3):
     return ", ".join(items) if len(items) <= at_most else f"{', '.join(items[:at_most])}, ..."
 
 
+def _run_json(out_dir):
+    try:
+        run = json.loads((Path(out_dir) / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return run if isinstance(run, dict) else {}
+
+
 def run_title(out_dir, models):
     """'SPhyR report: my-model on full_easy.jsonl': the models and what run.json says they answered."""
-    try:
-        inputs = json.loads((Path(out_dir) / "run.json").read_text(encoding="utf-8")).get("inputs") or {}
-    except (OSError, ValueError, AttributeError):
-        inputs = {}
+    inputs = _run_json(out_dir).get("inputs") or {}
     who = f"{plural(len(models), 'model')} ({_names(models)})" if len(models) != 1 else models[0] if models else "no model"
     if inputs.get("dataset"):
         source = f" on {Path(inputs['dataset']).name}"
@@ -78,13 +83,18 @@ class Report:
     title: str
     pages: dict  # {model: its page's file name in PICTURES}
     own: list = None  # the models whose pages this part writes (None: every model)
+    yardsticks: dict = None  # how many yardsticks came from the store and how many were computed
 
     @classmethod
-    def of(cls, out_dir, data, summary=None, title=None):
+    def of(cls, out_dir, data, summary=None, title=None, yardsticks=None):
+        """``yardsticks``: the run's counts (default: run.json's, where it has them)."""
         summary = summary if summary is not None else data.result()
         board = leaderboard(summary)
         models = [e["model"] for e in board]
-        return cls(Path(out_dir), data, summary, board, title or run_title(out_dir, models), _page_names(models))
+        if yardsticks is None:
+            yardsticks = _run_json(out_dir).get("yardsticks")
+        return cls(Path(out_dir), data, summary, board, title or run_title(out_dir, models), _page_names(models),
+                   yardsticks=yardsticks)
 
     @property
     def models(self):
@@ -124,7 +134,7 @@ class Report:
             write_bytes_atomic(self.out_dir / PICTURES / name, png, fsync=False)
             paths.append(self.out_dir / PICTURES / name)
         page = render_report(self.title, self.data, summary, self.board, charts,
-                             {m: f"{PICTURES}/{self.pages[m]}" for m in models})
+                             {m: f"{PICTURES}/{self.pages[m]}" for m in models}, self.yardsticks)
         write_text_atomic(self.out_dir / REPORT_NAME, page)
         return [self.out_dir / REPORT_NAME] + paths
 

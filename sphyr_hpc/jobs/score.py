@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..io.atomic import write_text_atomic
 from ..io.results_log import ResultsLog, row_key
+from ..io.yardstick_store import store_of_arguments
 from ..reporting.html import PICTURES, REPORT_NAME
 from ..reporting.leaderboard import plot_leaderboard, warm_up
 from ..runtime.process import PROCESS_STARTED, UsageError
@@ -30,6 +31,7 @@ from ..scoring.scorer import Scorer, ScoringConfig
 from ..reporting.collect import ReportData
 from ..scoring.summary import format_leaderboard, leaderboard
 from ..scoring.tasks import make_tasks, score_sample, sorted_places
+from ..scoring.yardstick_store import StoredYardsticks, format_counts, merged
 from .report import Report
 from .score_inputs import check_resume, input_paths, inputs_of, load_inputs
 
@@ -133,12 +135,14 @@ class ScoringRun:
     def _score(self, pending, tasks):
         """Every pending record scored and appended to the log: ``(running summary, places, total)``."""
         args, comm = self.args, self.comm
-        scorer = Scorer(ScoringConfig(design_efficiency=args.design_efficiency, mg_min_dofs=args.multigrid_dofs))
+        self.stored = StoredYardsticks(store_of_arguments(args), warn=False)  # the yardstick store (docs/store.md)
+        scorer = Scorer(ScoringConfig(design_efficiency=args.design_efficiency, mg_min_dofs=args.multigrid_dofs),
+                        store=self.stored)
         certified = None
         if args.certified:
             certified = comm.bcast(read_certified(args.certified) if self.rank == 0 else None, root=0)
         # Large samples' yardsticks in pieces over the ranks first (scoring/pieces.py), then every group.
-        pieces = split.plan(tasks, scorer, comm.size)
+        pieces = split.plan(tasks, scorer, comm.size, comm=comm)
         cases = {p.task: p.case for p in pieces}
         promised = [len(group) + (0 if i in cases or group[0].error else split.YARDSTICK_RUNS)
                     for i, group in enumerate(tasks)]
@@ -170,6 +174,7 @@ class ScoringRun:
             steps.start(counters, promised[i])
             if i in gathered:
                 scorer.supply(cases[i], gathered.pop(i))
+            self.stored.dataset = ",".join(sorted({sample.subject for sample in tasks[i]}))  # provenance
             for sample, sample_scorer in sample_scorers(scorer, tasks[i]):
                 row = score_sample(sample, scorer, args.fields, args.fields_format, sample_scorer)
                 if certified is not None and "error" not in row:
@@ -200,12 +205,23 @@ class ScoringRun:
             phase["total"] = sum(promised)
         run_dynamic(comm, len(tasks), run, refresh)
         self.times["scored"] = time.perf_counter()
+        self.yardsticks = self._yardstick_counts()
         self.log.close()
         scorer.close()
         if bar is not None:
             bar.close()
         comm.Barrier()
         return running, places, len(position)
+
+    def _yardstick_counts(self):
+        """How many yardsticks every rank read from the store and computed (on every rank); rank 0
+        prints one warning line for every rank's problems with the store."""
+        counts, warning = merged(self.comm, self.stored)
+        if warning is not None and self.rank == 0:
+            print(warning, file=sys.stderr, flush=True)
+        store = self.stored.store
+        counts["store"] = str(store.root) if store is not None else None
+        return counts
 
     @property
     def drawer(self):
@@ -232,7 +248,7 @@ class ScoringRun:
         board = leaderboard(summary)
         if self.args.report:  # each rank its share of the pages, with only their data (scatter)
             weights = [1 if r == self.drawer and comm.size > 1 else 3 for r in range(comm.size)]
-            parts = Report.of(out, running, summary).parts(weights) if rank == 0 else None
+            parts = Report.of(out, running, summary, yardsticks=self.yardsticks).parts(weights) if rank == 0 else None
             report = comm.scatter(parts, root=0)
             report.write_model_pages()
         if rank == self.drawer:
@@ -251,6 +267,7 @@ class ScoringRun:
             records, scored = running.records, running.scored
             print(f"\n{records} records ({scored} scored, {records - scored} errors) on {comm.size} rank(s) "
                   f"-> {self.log.path}")
+            print(format_counts(self.yardsticks, self.stored.store))
             print("\n".join(format_leaderboard(board)))
             print("\n" + "\n".join(format_failures(summary[SUMMARY_KEY])))
             print(f"\nleaderboard: {out / 'leaderboard.png'}")
@@ -291,6 +308,7 @@ class ScoringRun:
             "ranks": self.comm.size, "records": records, "scored": scored, "errors": records - scored,
             "scored_this_run": scored_this_run, "resumed": bool(self.args.resume), "inputs": self.sources,
             "finished": True,
+            "yardsticks": self.yardsticks,  # from the store and computed, this run (docs/store.md)
             "peak_mb_per_rank": {"before_the_end": [b for _, b, _ in self.end], "at_the_end": [a for _, _, a in self.end]},
             # The scoring phase (every rank at work) and the whole command as this process saw it, up
             # to this file; phases, which add up to process: rank 0's start-up (imports, MPI), reading

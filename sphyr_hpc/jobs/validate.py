@@ -11,10 +11,12 @@ from mpi4py import MPI
 from ..io.jsonl import read_dataset
 from ..runtime.tasks import run_dynamic
 from ..scoring.probes import build_probes, format_table, is_hard_dataset, probe_means
+from ..io.yardstick_store import open_store
 from ..scoring.scorer import Scorer
+from ..scoring.yardstick_store import StoredYardsticks, format_counts, merged
 
 
-def run_validate(dataset_path, samples, hard=None, scorer=None, out=None, errors=None, comm=None):
+def run_validate(dataset_path, samples, hard=None, scorer=None, out=None, errors=None, comm=None, store=None):
     """Score the probes of the first ``samples`` records and print the table.
 
     Records are spread over the ranks of ``comm`` (default ``MPI.COMM_WORLD``;
@@ -24,6 +26,8 @@ def run_validate(dataset_path, samples, hard=None, scorer=None, out=None, errors
     and left open; otherwise one is created for the run and closed after it.
     ``out``/``errors`` default to the current ``sys.stdout``/``sys.stderr``
     (looked up at call time, so redirection and pytest capture work).
+    ``store``: the yardstick store of a scorer made here (``open_store``'s
+    argument: a folder, True for the default one, None for none).
 
     Returns, on every rank, a dict: ``dataset``, ``hard``, ``samples`` (records
     scored), ``means`` (probe -> metric -> mean, probes in
@@ -36,22 +40,33 @@ def run_validate(dataset_path, samples, hard=None, scorer=None, out=None, errors
     records = list(read_dataset(dataset_path, samples, errors)) if comm.rank == 0 else None
     records = comm.bcast(records, root=0)
     started = time.time()
-    gathered = comm.gather(_score_probes(records, hard, scorer, comm), root=0)
+    stored = (scorer.stored if scorer is not None
+              else StoredYardsticks(open_store(store), _subject(dataset_path), warn=False))
+    gathered = comm.gather(_score_probes(records, hard, scorer, comm, stored), root=0)
+    counts, warning = merged(comm, stored)
     result = None
     if comm.rank == 0:
+        if warning is not None and not stored.warn:
+            print(warning, file=sys.stderr if errors is None else errors, flush=True)
         by_position = {}
         for part in gathered:
             by_position.update(part)
         result = _report(dataset_path, hard, by_position, time.time() - started, comm.size,
                          sys.stdout if out is None else out)
+        print(format_counts(counts, stored.store), file=sys.stdout if out is None else out)
+        result["yardsticks"] = counts
     return comm.bcast(result, root=0)
 
 
-def _score_probes(records, hard, scorer, comm):
+def _subject(path):
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def _score_probes(records, hard, scorer, comm, stored=None):
     """``{position: {probe: metrics}}`` of the records this rank scored."""
     own_scorer = scorer is None
     if own_scorer:
-        scorer = Scorer()
+        scorer = Scorer(store=stored)
     mine = {}
 
     def run(i, counters):

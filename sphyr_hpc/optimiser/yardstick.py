@@ -31,6 +31,10 @@ from .filter import FILTER_RADIUS, DensityFilter
 
 PENAL_SCHEDULE = (1.0, 2.0, 3.0)
 BUDGET_SLACK = 1e-9
+# The yardstick store (scoring/yardstick_store.py) keys its entries by this version: raise it with
+# every change that could change a yardstick's bits (here, in simp/filter/discrete, the solvers, the
+# element matrix or the analysis), so no run is ever served a yardstick another algorithm computed.
+YARDSTICK_ALGORITHM_VERSION = 1
 
 
 @dataclass(frozen=True)

@@ -128,7 +128,16 @@ def coverage_cells(entry):
 
 
 # -- the main page -------------------------------------------------------------------------------
-def _overview(data, board, subjects):
+def yardsticks_note(counts):
+    """How many yardsticks came from the store and how many were computed (run.json's ``yardsticks``)."""
+    if not isinstance(counts, dict):
+        return ""
+    where = f"the store {html.escape(str(counts['store']))}" if counts.get("store") else "no store"
+    return (f" Yardsticks: {counts.get('from_store', 0)} from the store, {counts.get('computed', 0)} computed "
+            f"({where}).")
+
+
+def _overview(data, board, subjects, yardsticks=None):
     models = len(board)
     answered = sum(e["answered"] for e in board)
     missing = sum(e["missing"] for e in board)
@@ -145,7 +154,7 @@ def _overview(data, board, subjects):
         parts.append(f"{plural(data.unclassified, 'record')} without a known failure category (scored by an "
                      f"older version?)")
     return (f"<p class='note'>{'; '.join(parts)}. {plural(models, 'model')}, {plural(len(subjects), 'subject')}."
-            f"</p>")
+            f"{yardsticks_note(yardsticks)}</p>")
 
 
 def _leaderboard(board, model_pages, uncertainty):
@@ -213,7 +222,7 @@ def _exact(names, tallies, classes):
                      for n, t in zip(names, tallies)], classes))
 
 
-def render_report(title, data, summary, board, charts, model_pages):
+def render_report(title, data, summary, board, charts, model_pages, yardsticks=None):
     """The main page.  ``charts``: ``[(file name, PNG bytes, caption)]`` (heat map, failure bars);
     ``model_pages``: {model: relative link of its page}."""
     fsum = summary[failures.SUMMARY_KEY]
@@ -223,7 +232,7 @@ def render_report(title, data, summary, board, charts, model_pages):
     names = models + [failures.OVERALL]
     tallies = [fsum["models"][m] for m in models] + [fsum[failures.OVERALL]]
     classes = [""] * len(models) + ["all"]
-    body = [_overview(data, board, subjects), "<h2>Leaderboard</h2>",
+    body = [_overview(data, board, subjects, yardsticks), "<h2>Leaderboard</h2>",
             _leaderboard(board, model_pages, summary.get("uncertainty") or {}), heat,
             _why(fsum, names, tallies, classes), bars, _exact(names, tallies, classes),
             "<h2>Per model</h2><p class='note'>Each model's page holds its per-subject means (with coverage and "

@@ -49,3 +49,6 @@ class BoundedCache:
 
     def __len__(self):
         return len(self._items)
+
+    def __contains__(self, key):  # neither a hit nor a miss, and the order of use unchanged
+        return key in self._items

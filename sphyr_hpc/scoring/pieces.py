@@ -49,7 +49,7 @@ class Piece:
         return piece_runs(self.piece)
 
 
-def plan(tasks, scorer, n_ranks, min_cells=SPLIT_MIN_CELLS):
+def plan(tasks, scorer, n_ranks, min_cells=SPLIT_MIN_CELLS, comm=None):
     """The pieces to spread over ``n_ranks`` ranks, longest first (the same list on every rank).
 
     ``tasks`` are groups of samples sharing a yardstick (``score.make_tasks``,
@@ -58,7 +58,10 @@ def plan(tasks, scorer, n_ranks, min_cells=SPLIT_MIN_CELLS):
     yardstick) are split: enough to keep every rank busy where whole samples
     would leave some idle, and the designs gathered stay those of at most
     ``n_ranks`` samples.  Further large samples are whole tasks, as when
-    there are more of them than ranks.
+    there are more of them than ranks.  A sample whose yardstick is in the
+    store (:meth:`~sphyr_hpc.scoring.scorer.Scorer.has_stored_yardstick`) has
+    nothing to split; with ``comm`` rank 0 decides that for every rank, so
+    the plans agree while another run writes the store.
     """
     if n_ranks < 2:
         return []
@@ -73,12 +76,17 @@ def plan(tasks, scorer, n_ranks, min_cells=SPLIT_MIN_CELLS):
         # The yardstick depends on the ground truth, mask and gravity only: a completion of the
         # wrong shape (whose record gets the all-zero metrics of docs/scoring.md) must not keep the sample whole.
         case, _ = scorer.prepare(sample.ground_truth, sample.ground_truth, sample.input_grid, sample.gravity)
-        if case is None:
+        if case is None or _stored(scorer, case, comm):
             continue
         out += [Piece(i, case, piece) for piece in scorer.yardstick_pieces(case)]
         split += 1
     out.sort(key=lambda p: p.runs, reverse=True)  # stable: ties keep the tasks' order (largest first)
     return out
+
+
+def _stored(scorer, case, comm):
+    stored = scorer.has_stored_yardstick(case) if comm is None or comm.rank == 0 else None
+    return stored if comm is None else comm.bcast(stored, root=0)
 
 
 def gather_pieces(comm, computed):

@@ -25,6 +25,7 @@ from ..optimiser.filter import FILTER_RADIUS
 from ..optimiser.yardstick import PENAL_SCHEDULE, YardstickKey, pieces, run_piece, yardstick
 from ..solvers.condensed import analysis_system
 from ..solvers.sizing import MG_MIN_DOFS
+from .yardstick_store import StoredYardsticks
 
 
 @dataclass(frozen=True)
@@ -65,9 +66,11 @@ class _Problem:
 class Scorer:
     """Scores completions; caches solvers per load case and yardsticks per sample."""
 
-    def __init__(self, config=None, cache_size=256, problem_cache_size=64, yardsticks=None):
+    def __init__(self, config=None, cache_size=256, problem_cache_size=64, yardsticks=None, store=None):
         """``yardsticks``: a :class:`~sphyr_hpc.runtime.cache.BoundedCache` to share with other scorers (its keys
-        hold penalty and filter radius), else a new one of ``cache_size`` entries."""
+        hold penalty and filter radius), else a new one of ``cache_size`` entries.  ``store``: the
+        :class:`~sphyr_hpc.scoring.yardstick_store.StoredYardsticks` a yardstick missing from the
+        cache is read from or computed through (default: none, every yardstick computed)."""
         from ..solvers.condensed import one_blas_thread
 
         one_blas_thread()  # every metric rounds the same whatever the machine's thread setting
@@ -79,6 +82,7 @@ class Scorer:
         self._problems = BoundedCache(problem_cache_size, on_evict=_Problem.close)
         self._computed = {}  # YardstickKey -> {piece: designs} computed elsewhere (see supply)
         self.on_run = None   # called after every SIMP run of a yardstick (progress)
+        self.stored = StoredYardsticks() if store is None else store
 
     def problem(self, lc):
         return self._problems.get_or_compute(lc, lambda: _Problem(lc, self.config))
@@ -102,12 +106,19 @@ class Scorer:
     def optimum(self, lc, free, pinned, volume_fraction, seeds):
         cfg = self.config
         key = YardstickKey.of(lc, free, pinned, volume_fraction, seeds, cfg.penal, cfg.filter_radius)
-        return self.yardsticks.get_or_compute(
-            key,
-            lambda: yardstick(self.problem(lc).system, volume_fraction, free, pinned, seeds=seeds,
-                              penal=cfg.penal, radius=cfg.filter_radius, mg_min_dofs=cfg.mg_min_dofs,
-                              computed=self._computed.pop(key, None), on_run=self.on_run),
-        )
+
+        def compute():
+            return yardstick(self.problem(lc).system, volume_fraction, free, pinned, seeds=seeds, penal=cfg.penal,
+                             radius=cfg.filter_radius, mg_min_dofs=cfg.mg_min_dofs,
+                             computed=self._computed.pop(key, None), on_run=self.on_run)
+
+        inputs = (lc, free, pinned, volume_fraction, seeds, cfg.penal, cfg.filter_radius)
+        return self.yardsticks.get_or_compute(key, lambda: self.stored.get(key, inputs, cfg.mg_min_dofs, compute))
+
+    def has_stored_yardstick(self, case):
+        """True when ``case``'s sample yardstick is in memory or in the store (so not worth splitting)."""
+        key, _ = self._main_yardstick(case)
+        return key in self.yardsticks or self.stored.has(key, self.config.mg_min_dofs)
 
     # -- a sample's yardstick in pieces (sphyr_hpc/scoring/pieces.py spreads them over ranks) --------------
     def _main_yardstick(self, case):

@@ -1,0 +1,231 @@
+"""Yardsticks kept across runs: what keys an entry, what it holds, and how a scorer uses the store.
+
+A sample's yardstick (docs/scoring.md, "Yardstick") depends only on the
+sample and the optimiser, so it is computed once, ever, per store
+(docs/store.md):
+
+* key: :func:`yardstick_digest`, the SHA-256 of everything that determines the
+  yardstick: :data:`~sphyr_hpc.optimiser.yardstick.YARDSTICK_ALGORITHM_VERSION`,
+  the load case (shape, load and support cells, gravity: the ground truth's
+  structure), the masked cells, the pinned densities and the seeds (the ground
+  truth's cells, rounded as the in-memory cache rounds them:
+  :class:`~sphyr_hpc.optimiser.yardstick.YardstickKey`), the volume fraction,
+  penalty, filter radius, penalty schedule, SIMP iteration limit and
+  tolerance, the SIMP solver (direct or multigrid) and any ``-sphyr_`` PETSc
+  option given;
+* entry: the optimum's exact float64 densities and compliance (a record's
+  ``optimal_compliance``, its ratios and its optimum grid are computed from
+  these and nothing else, so a stored yardstick gives byte-identical records),
+  the candidate count and polish flag, the inputs (so ``python -m
+  sphyr_hpc.store check`` can recompute it), and its provenance (package and
+  algorithm version, the dataset it was first computed for, when);
+* use: :class:`StoredYardsticks` wraps a yardstick's computation: read the
+  entry (validated; a damaged, truncated or foreign one is recomputed and
+  replaced, with one warning line per process), else compute and write it,
+  counting which was which for run.json and the report.
+"""
+
+import functools
+import hashlib
+import json
+import math
+import sys
+import time
+
+import numpy as np
+
+from ..io.yardstick_store import DamagedEntry, encode
+from ..optimiser import simp
+from ..optimiser.yardstick import PENAL_SCHEDULE, YARDSTICK_ALGORITHM_VERSION, YardstickResult
+from ..solvers.sizing import simp_solver
+
+# PETSc options under these prefixes change a yardstick's solves: part of its key when given.
+SOLVER_OPTION_PREFIX = "sphyr_"
+# ``check``: a recomputed compliance agrees with the stored one within the parity rule's relative
+# tolerance (docs/scoring.md, "Parity": 1e-6 x max(1, c / c_gt), and a yardstick is never above c_gt).
+CHECK_RELATIVE_TOLERANCE = 1e-6
+
+
+@functools.lru_cache(maxsize=1)
+def package_version():
+    from importlib import metadata
+
+    try:
+        return metadata.version("sphyr_hpc")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def solver_options():
+    """The ``-sphyr_*`` PETSc options in the database now, sorted ``[[name, value], ...]`` (usually none)."""
+    from ..runtime.petsc import petsc
+
+    found = petsc().Options().getAll()
+    return sorted([name, str(value)] for name, value in found.items() if name.startswith(SOLVER_OPTION_PREFIX))
+
+
+def _loadcase_fields(lc):
+    return {"nely": int(lc.nely), "nelx": int(lc.nelx), "load_cells": [list(map(int, c)) for c in lc.load_cells],
+            "support_cells": [list(map(int, c)) for c in lc.support_cells],
+            "gravity": [float(g) for g in lc.gravity], "total_load": float(lc.total_load),
+            "extra_fixed_dofs": [int(d) for d in lc.extra_fixed_dofs]}
+
+
+def _parameters(key, mg_min_dofs, options):
+    lc = key.loadcase
+    return {"algorithm": YARDSTICK_ALGORITHM_VERSION, "loadcase": _loadcase_fields(lc),
+            "volume_fraction": key.volume_fraction, "penal": key.penal, "radius": key.radius,
+            "schedule": list(PENAL_SCHEDULE), "max_iterations": simp.MAX_ITERATIONS, "tolerance": simp.TOLERANCE,
+            "simp_solver": simp_solver(lc.n_dofs, mg_min_dofs), "petsc_options": options,
+            "seeds": len(key.seeds)}
+
+
+def yardstick_digest(key, mg_min_dofs, options=()):
+    """The store key of the yardstick of ``key`` (a :class:`~sphyr_hpc.optimiser.yardstick.YardstickKey`):
+    64 hex digits."""
+    digest = hashlib.sha256(json.dumps(_parameters(key, mg_min_dofs, list(options)), sort_keys=True,
+                                       separators=(",", ":")).encode("utf-8"))
+    for part in (key.free, key.pinned) + tuple(key.seeds):
+        digest.update(len(part).to_bytes(8, "little"))
+        digest.update(part)
+    return digest.hexdigest()
+
+
+def entry_bytes(digest, result, inputs, mg_min_dofs, options, dataset):
+    """The encoded entry of ``result`` (a :class:`YardstickResult`) computed from ``inputs``
+    (``(loadcase, free, pinned, volume_fraction, seeds, penal, radius)``, as given to the optimiser)."""
+    lc, free, pinned, vf, seeds, penal, radius = inputs
+    header = {"key": digest, "algorithm": YARDSTICK_ALGORITHM_VERSION, "package": package_version(),
+              "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "dataset": dataset or "",
+              "loadcase": _loadcase_fields(lc), "volume_fraction": float(vf), "penal": float(penal),
+              "radius": float(radius), "mg_min_dofs": mg_min_dofs, "petsc_options": list(options),
+              "compliance": float(result.compliance).hex(), "candidates": int(result.candidates),
+              "polished": bool(result.polished)}
+    arrays = {"densities": np.asarray(result.densities, dtype=np.float64),
+              "free": np.asarray(free, dtype=bool), "pinned": np.asarray(pinned, dtype=np.float64),
+              "seeds": np.asarray([np.asarray(s, dtype=np.float64).reshape(lc.shape) for s in seeds],
+                                  dtype=np.float64).reshape((len(seeds),) + tuple(lc.shape))}
+    return encode(header, arrays)
+
+
+def result_of(header, arrays):
+    """The :class:`YardstickResult` an entry holds (:class:`DamagedEntry` if it is not one)."""
+    try:
+        shape = (int(header["loadcase"]["nely"]), int(header["loadcase"]["nelx"]))
+        densities = arrays["densities"]
+        if densities.dtype != np.float64 or densities.shape != shape:
+            raise DamagedEntry(f"design of shape {densities.shape}, the load case is {shape}")
+        return YardstickResult(densities, float.fromhex(header["compliance"]), int(header["candidates"]),
+                               bool(header["polished"]))
+    except (KeyError, TypeError, ValueError) as err:
+        if isinstance(err, DamagedEntry):
+            raise
+        raise DamagedEntry(f"incomplete entry ({err!r})") from None
+
+
+def inputs_of(header, arrays):
+    """``(loadcase, free, pinned, volume_fraction, seeds, penal, radius, mg_min_dofs)`` an entry was computed from."""
+    from ..core.loadcase import LoadCase
+
+    lc = header["loadcase"]
+    loadcase = LoadCase(lc["nely"], lc["nelx"], tuple(map(tuple, lc["load_cells"])),
+                        tuple(map(tuple, lc["support_cells"])), tuple(lc["gravity"]), lc["total_load"],
+                        tuple(lc["extra_fixed_dofs"]))
+    return (loadcase, arrays["free"], arrays["pinned"], header["volume_fraction"], tuple(arrays["seeds"]),
+            header["penal"], header["radius"], header["mg_min_dofs"])
+
+
+class StoredYardsticks:
+    """A scorer's way to its yardsticks: through ``store`` (a YardstickStore, or None: computed only).
+
+    :meth:`get` reads or computes one; ``from_store``, ``computed`` and
+    ``replaced`` (damaged or foreign entries recomputed) count what happened.
+    ``dataset`` labels the entries written (provenance: ``store list`` shows it).
+    A problem with the store (an entry replaced, a store that cannot be written)
+    is one warning line on stderr for the first one; ``warn=False`` keeps it in
+    ``warning`` instead, for a job that prints one line for all its ranks
+    (:func:`merged`).
+    """
+
+    def __init__(self, store=None, dataset="", warn=True):
+        self.store = store
+        self.dataset = dataset
+        self.warn = warn
+        self.from_store = self.computed = self.replaced = 0
+        self.warning = None
+        self._writable = True
+
+    def counts(self):
+        return {"from_store": self.from_store, "computed": self.computed, "replaced": self.replaced}
+
+    def _warn(self, message):
+        if self.warning is None:  # the first: later ones are counted (run.json), not printed
+            self.warning = f"warning: yardstick store {self.store.root}: {message}"
+            if self.warn:
+                print(self.warning, file=sys.stderr, flush=True)
+
+    def digest(self, key, mg_min_dofs):
+        return yardstick_digest(key, mg_min_dofs, solver_options())
+
+    def has(self, key, mg_min_dofs):
+        """True when the store holds an entry of ``key`` (not read: :meth:`get` validates it)."""
+        return self.store is not None and self.store.path_of(self.digest(key, mg_min_dofs)).is_file()
+
+    def get(self, key, inputs, mg_min_dofs, compute):
+        """The yardstick of ``key``: the stored one when it can be trusted, else ``compute()`` (kept).
+
+        ``inputs``: ``(loadcase, free, pinned, volume_fraction, seeds, penal, radius)`` given to the optimiser.
+        """
+        if self.store is None:
+            self.computed += 1
+            return compute()
+        options = solver_options()
+        digest = yardstick_digest(key, mg_min_dofs, options)
+        try:
+            entry = self.store.read(digest, YARDSTICK_ALGORITHM_VERSION)
+            if entry is not None:
+                result = result_of(*entry)
+                self.from_store += 1
+                return result
+        except DamagedEntry as err:
+            self.replaced += 1
+            self._warn(f"entry {digest[:12]} {err}; recomputed and replaced")
+        result = compute()
+        self.computed += 1
+        if self._writable:
+            try:
+                self.store.write(digest, entry_bytes(digest, result, inputs, mg_min_dofs, options, self.dataset))
+            except OSError as err:
+                self._writable = False
+                self._warn(f"cannot be written ({err.strerror or err}): yardsticks are computed, not kept")
+        return result
+
+
+def merged(comm, stored):
+    """``(counts, warning)`` of every rank's ``stored`` (a :class:`StoredYardsticks`), on every rank:
+    the counts summed, the first rank's warning (None when no rank has one)."""
+    parts = comm.allgather((stored.counts(), stored.warning))
+    counts = {name: sum(part[name] for part, _ in parts) for name in parts[0][0]}
+    warning = next((w for _, w in parts if w is not None), None)
+    if warning is not None and counts["replaced"] > 1:
+        warning += f" ({counts['replaced']} entries in all)"
+    return counts, warning
+
+
+def agree(stored, recomputed):
+    """Why a recomputed yardstick compliance breaks parity with the stored one (None when it does not)."""
+    if not (math.isfinite(stored) and math.isfinite(recomputed)):
+        return None if stored == recomputed else f"compliance {recomputed!r}, stored {stored!r}"
+    if not math.isclose(stored, recomputed, rel_tol=CHECK_RELATIVE_TOLERANCE, abs_tol=0.0):
+        return (f"compliance {recomputed!r}, stored {stored!r} (relative "
+                f"{abs(stored - recomputed) / abs(stored):.3g} > {CHECK_RELATIVE_TOLERANCE:g})")
+    return None
+
+
+def format_counts(counts, store):
+    """One line: how many yardsticks came from the store and how many were computed."""
+    where = f"store {store.root}" if store is not None else "no store"
+    line = f"yardsticks: {counts['from_store']} from the store, {counts['computed']} computed ({where})"
+    if counts.get("replaced"):
+        line += f"; {counts['replaced']} damaged or foreign entries recomputed and replaced"
+    return line

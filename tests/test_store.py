@@ -1,0 +1,236 @@
+"""The yardstick store (docs/store.md): records byte-identical with and without it, damaged and
+foreign entries replaced, concurrent runs writing one store, and python -m sphyr_hpc.store.
+
+The session's XDG_CACHE_HOME is a folder of its own (conftest.py): the default store here is never
+the user's.  The two concurrent multi-rank runs start ``bin/mpirun`` themselves (so this file runs in
+the serial pass of bin/test); the in-process multi-rank tests are in test_store_mpi.py.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import EXAMPLE_RESULTS, ROOT
+from sphyr_hpc.io.yardstick_store import (DamagedEntry, YardstickStore, decode, default_location, encode,
+                                          open_store)
+from sphyr_hpc.optimiser.yardstick import YARDSTICK_ALGORITHM_VERSION, YardstickKey
+from sphyr_hpc.score import main as score_main
+from sphyr_hpc.store import main as store_main
+
+SUBJECTS = ("full_easy", "10_random_cell_hard", "3_random_row_easy")
+MPIRUN = str(ROOT / "bin" / "mpirun")
+SAMPLES = 14  # distinct (ground truth, mask, gravity) of those records
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """Two models' records of three subjects (the example results): 26 records, 14 samples."""
+    root = tmp_path_factory.mktemp("store") / "results"
+    for model in ("baseline-empty", "baseline-random"):
+        (root / model).mkdir(parents=True)
+        for subject in SUBJECTS:
+            shutil.copy(EXAMPLE_RESULTS / model / f"{subject}.json", root / model / f"{subject}_results.json")
+    return root
+
+
+def _score(results, out, *extra):
+    assert score_main([str(results), "--out", str(out), "--quiet", "--no-report", *extra]) == 0
+    return (Path(out) / "results.jsonl").read_bytes(), json.loads((Path(out) / "run.json").read_text())
+
+
+def _entries(store):
+    return [f for f in YardstickStore(store).files() if f.digest]
+
+
+def test_records_are_byte_identical_with_and_without_the_store(results, tmp_path):
+    store = tmp_path / "store"
+    plain, plain_run = _score(results, tmp_path / "plain", "--no-store")
+    cold, cold_run = _score(results, tmp_path / "cold", "--store", str(store))
+    warm, warm_run = _score(results, tmp_path / "warm", "--store", str(store))
+    assert plain == cold == warm
+    samples = len(_entries(store))
+    assert samples == SAMPLES
+    assert plain_run["yardsticks"] == {"from_store": 0, "computed": samples, "replaced": 0, "store": None}
+    assert cold_run["yardsticks"]["computed"] == samples and cold_run["yardsticks"]["from_store"] == 0
+    assert warm_run["yardsticks"]["from_store"] == samples and warm_run["yardsticks"]["computed"] == 0
+    assert warm_run["yardsticks"]["store"] == str(store)
+
+
+def test_the_default_store_is_the_cache_folder(monkeypatch, tmp_path):
+    monkeypatch.delenv("SPHYR_HPC_STORE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_location() == tmp_path / "xdg" / "sphyr_hpc"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_location() == tmp_path / "home" / ".cache" / "sphyr_hpc"
+    assert open_store(None) is None and open_store(False) is None
+    assert open_store(True).root == tmp_path / "home" / ".cache" / "sphyr_hpc"
+    monkeypatch.setenv("SPHYR_HPC_STORE", str(tmp_path / "shared"))
+    assert open_store(True).root == tmp_path / "shared"
+    monkeypatch.setenv("SPHYR_HPC_STORE", "none")
+    assert open_store(True) is None
+
+
+def test_the_test_session_never_writes_the_users_store():
+    assert Path(os.environ["XDG_CACHE_HOME"]).name.startswith("sphyr_hpc-test-cache-")
+    assert os.environ["SPHYR_HPC_STORE"] == "none"  # and a test uses a store only when it names one
+    assert default_location().parent == Path(os.environ["XDG_CACHE_HOME"])
+
+
+def _foreign(path):
+    """The entry at ``path`` rewritten as another algorithm version wrote it (checksum valid)."""
+    header, arrays = decode(path.read_bytes())
+    header.pop("arrays")
+    header["algorithm"] = YARDSTICK_ALGORITHM_VERSION + 1000
+    path.write_bytes(encode(header, arrays))
+
+
+def test_truncated_damaged_and_foreign_entries_are_recomputed_and_replaced(results, tmp_path, capfd):
+    store = tmp_path / "store"
+    reference, _ = _score(results, tmp_path / "cold", "--store", str(store))
+    entries = _entries(store)
+    truncated, foreign, flipped = entries[0].path, entries[1].path, entries[2].path
+    truncated.write_bytes(truncated.read_bytes()[:len(truncated.read_bytes()) // 2])
+    _foreign(foreign)
+    data = bytearray(flipped.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    flipped.write_bytes(bytes(data))
+    capfd.readouterr()
+    records, run = _score(results, tmp_path / "again", "--store", str(store))
+    assert records == reference
+    assert run["yardsticks"]["replaced"] == 3 and run["yardsticks"]["computed"] == 3
+    warnings = [line for line in capfd.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "recomputed and replaced" in warnings[0]
+    for path in (truncated, foreign, flipped):  # replaced by whole entries of this version
+        header, _ = decode(path.read_bytes(), path.name[:-4], YARDSTICK_ALGORITHM_VERSION)
+        assert header["algorithm"] == YARDSTICK_ALGORITHM_VERSION
+    records, run = _score(results, tmp_path / "warm", "--store", str(store))
+    assert records == reference and run["yardsticks"]["computed"] == 0
+
+
+def test_every_cut_of_an_entry_and_every_flipped_byte_is_refused():
+    data = encode({"key": "k", "algorithm": 1}, {"densities": np.linspace(0, 1, 12).reshape(3, 4),
+                                                  "free": np.ones((3, 4), dtype=bool)})
+    header, arrays = decode(data, "k", 1)
+    assert header["algorithm"] == 1 and arrays["densities"][2, 3] == 1.0 and arrays["free"].all()
+    arrays["densities"][0, 0] = 5.0  # the reader's own copy
+    for cut in range(len(data)):
+        with pytest.raises(DamagedEntry):
+            decode(data[:cut])
+    for i in range(0, len(data), 7):
+        damaged = bytearray(data)
+        damaged[i] ^= 0x01
+        with pytest.raises(DamagedEntry):
+            decode(bytes(damaged))
+    with pytest.raises(DamagedEntry, match="foreign version"):
+        decode(data, "k", 2)
+    with pytest.raises(DamagedEntry, match="another key"):
+        decode(data, "other", 1)
+
+
+def test_the_key_changes_with_what_determines_the_yardstick():
+    from sphyr_hpc.core.loadcase import LoadCase
+    from sphyr_hpc.scoring.yardstick_store import yardstick_digest
+
+    lc = LoadCase(2, 3, ((0, 2),), ((1, 0),))
+    free = np.array([[True, True, False], [False, True, True]])
+    pinned = np.array([[1.0, 0.0, 1.0], [1.0, 1.0, 0.0]])
+
+    def digest(lc=lc, free=free, pinned=pinned, vf=0.5, penal=3.0, radius=1.2, mg=800, options=()):
+        return yardstick_digest(YardstickKey.of(lc, free, pinned, vf, (pinned,), penal, radius), mg, options)
+
+    base = digest()
+    assert digest() == base and len(base) == 64
+    changed = [digest(lc=LoadCase(2, 3, ((0, 2),), ((1, 0),), gravity=(0.0, 1.0))),
+               digest(lc=LoadCase(2, 3, ((0, 1),), ((1, 0),))), digest(free=~free),
+               digest(pinned=np.where(free, 0.5, pinned)), digest(vf=0.6), digest(penal=2.0),
+               digest(radius=1.5), digest(mg=1), digest(options=[["sphyr_ksp_type", "cg"]])]
+    assert len({base, *changed}) == len(changed) + 1
+
+
+def test_the_api_reads_and_writes_the_store(tmp_path, monkeypatch):
+    from sphyr_hpc.api import _stored_for, clear_reference_cache, get_structural_metrics
+
+    gt = ["L 1 1", "0 1 0", "S 1 S"]
+    masked = ["L V V", "V V V", "S V S"]
+    store = tmp_path / "api-store"
+    clear_reference_cache()
+    first = get_structural_metrics(gt, gt, masked, store=str(store))
+    assert len(_entries(store)) == 1 and _stored_for(str(store)).computed == 1
+    clear_reference_cache()
+    again = get_structural_metrics(gt, gt, masked, store=str(store))
+    assert again == first and _stored_for(str(store)).from_store == 1
+    clear_reference_cache()
+    none = get_structural_metrics(gt, gt, masked, store=None)
+    assert none == first and len(_entries(store)) == 1
+    clear_reference_cache()
+    monkeypatch.delenv("SPHYR_HPC_STORE")
+    get_structural_metrics(gt, gt, masked)  # the default store: the session's own cache folder
+    assert len(_entries(default_location())) >= 1
+    clear_reference_cache()
+
+
+def _mpirun_score(results, out, store):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_COMM", "PMIX_RANK"))}
+    return subprocess.Popen([MPIRUN, "-n", "2", sys.executable, "-m", "sphyr_hpc.score", str(results), "--out",
+                             str(out), "--quiet", "--no-report", "--store", str(store)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_concurrent_runs_on_two_ranks_each_write_one_store(results, tmp_path):
+    reference, _ = _score(results, tmp_path / "plain", "--no-store")
+    store = tmp_path / "shared"
+    runs = [_mpirun_score(results, tmp_path / f"run{i}", store) for i in (1, 2)]
+    for run in runs:
+        _, err = run.communicate(timeout=600)
+        assert run.returncode == 0, err
+        assert "warning" not in err
+    for i in (1, 2):
+        assert (tmp_path / f"run{i}" / "results.jsonl").read_bytes() == reference
+    assert len(_entries(store)) == SAMPLES
+    assert not [f for f in YardstickStore(store).files() if not f.digest]  # no temporary file left
+    records, run = _score(results, tmp_path / "warm", "--store", str(store))
+    assert records == reference and run["yardsticks"]["from_store"] == SAMPLES
+    for entry in _entries(store)[:4]:  # damaged entries met by both ranks: one warning line for the run
+        entry.path.write_bytes(entry.path.read_bytes()[:100])
+    damaged = _mpirun_score(results, tmp_path / "damaged", store)
+    _, err = damaged.communicate(timeout=600)
+    assert damaged.returncode == 0, err
+    assert (tmp_path / "damaged" / "results.jsonl").read_bytes() == reference
+    warnings = [line for line in err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "(4 entries in all)" in warnings[0], err
+
+
+def test_list_check_and_prune(results, tmp_path, capsys):
+    store = tmp_path / "store"
+    _score(results, tmp_path / "cold", "--store", str(store))
+    capsys.readouterr()
+    assert store_main(["list", "--store", str(store)]) == 0
+    listed = capsys.readouterr().out
+    assert "entries: 14 " in listed and "14 of this algorithm version" in listed
+    assert "full_easy" in listed and "10x10 14" in listed
+    assert store_main(["check", "--store", str(store), "--samples", "3"]) == 0
+    assert "3 entries checked: 3 agree under the parity rule (3 bit for bit)" in capsys.readouterr().out
+
+    entries = _entries(store)
+    _foreign(entries[0].path)
+    entries[1].path.write_bytes(b"not an entry")
+    stale = entries[2].path.parent / ".stale.yst.tmp"
+    stale.write_bytes(b"half")
+    os.utime(stale, (0, 0))
+    assert store_main(["list", "--store", str(store)]) == 1  # damaged entries found
+    listed = capsys.readouterr().out
+    assert "1 of other versions" in listed and "1 damaged" in listed and "temporary files: 1" in listed
+    assert store_main(["prune", "--store", str(store), "--dry-run"]) == 0
+    assert "would remove 3 files" in capsys.readouterr().out and stale.exists()
+    assert store_main(["prune", "--store", str(store)]) == 0
+    assert "removed 3 files" in capsys.readouterr().out
+    assert len(_entries(store)) == SAMPLES - 2 and not stale.exists()
+    assert store_main(["list", "--store", str(store)]) == 0
+    assert "entries: 12 " in capsys.readouterr().out
