@@ -45,6 +45,7 @@ from pathlib import Path
 from . import cli
 from .cli import Output, Parser, UsageError, positive_int
 from .optimiser.exact import NODE_BUDGET
+from .runtime.messages import no_such
 
 
 def _positive_float(text):
@@ -72,7 +73,7 @@ def build_parser():
 def _check(args):
     missing = [p for p in args.dataset if not Path(p).is_file()]
     if missing:
-        raise UsageError(f"dataset file not found: {', '.join(missing)}")
+        raise UsageError(no_such(missing))
 
 
 def _run(args, context):

@@ -32,6 +32,7 @@ from .core.metrics import RATIO_TOLERANCE
 from .io.jsonl import read_rows
 from .io.records import find_result_files, subject_of
 from .io.results_log import row_key
+from .runtime.messages import no_such
 
 RELATIVE_TOLERANCE = 1e-6
 SEVERED_RATIO = 1e5
@@ -159,7 +160,7 @@ def build_parser():
 def _check(args):
     missing = [p for p in [args.results] + args.published if not Path(p).exists()]
     if missing:
-        raise UsageError(f"no such file or folder: {', '.join(missing)}")
+        raise UsageError(no_such(missing, folders=True))
 
 
 def main(argv=None):

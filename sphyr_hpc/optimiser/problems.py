@@ -66,6 +66,7 @@ from ..core import grid as grids
 from ..io.atomic import write_text_atomic
 from ..core.loadcase import DOWN, LoadCase
 from ..core.loadcase import parse_gravity as loadcase_parse_gravity
+from ..runtime.messages import no_such
 
 FORMAT = "sphyr_hpc.problem"
 VERSION = 1
@@ -360,6 +361,8 @@ def dataset_problem(path, index, upscale=1, gravity=None, volume_fraction=None, 
     path = Path(path)
     try:
         lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except FileNotFoundError:
+        raise ProblemError(no_such([path])) from None
     except OSError as err:
         raise ProblemError(f"{path}: cannot read ({err.strerror or err})") from None
     records = []
@@ -388,6 +391,8 @@ def read_problem(path, upscale=1, gravity=None, volume_fraction=None):
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProblemError(no_such([path])) from None
     except OSError as err:
         raise ProblemError(f"{path}: cannot read ({err.strerror or err})") from None
     if path.suffix.lower() == ".json":
