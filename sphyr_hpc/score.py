@@ -99,6 +99,8 @@ def build_parser():
                                                      "run.json); outside every input folder")
     parser.add_argument("--resume", action="store_true",
                         help="keep the records already in OUT/results.jsonl and score the rest (same inputs only)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the results an earlier run left in OUT (without it, such an OUT is refused)")
     parser.add_argument("--gravity", type=_gravity, default=None,
                         help="load direction dr,dc for every record (default: from the folder name, else 1,0 = down)")
     parser.add_argument("--design-efficiency", action="store_true",

@@ -11,15 +11,16 @@ interrupted, aborted) never says it finished.
 """
 
 import json
-import sys
 import time
 from pathlib import Path
 
 from ..io.atomic import write_text_atomic
+from ..io.jsonl import read_rows
 from ..io.results_log import ResultsLog, row_key
 from ..reporting.html import write_report
 from ..reporting.leaderboard import plot_leaderboard, warm_up
-from ..runtime.process import PROCESS_STARTED, UsageError
+from ..runtime.messages import WRITE_FAILED_STATUS, certified_count, prog_of, say, unanswered, write_failed
+from ..runtime.process import PEER_GRACE_SECONDS, PROCESS_STARTED, UsageError
 from ..runtime.progress import progress_bar
 from ..runtime.tasks import run_dynamic
 from ..scoring import pieces as split
@@ -32,6 +33,13 @@ from ..scoring.tasks import make_tasks, score_sample, sorted_places
 from .score_inputs import check_resume, input_paths, inputs_of, load_inputs
 
 LOCK_NAME = ".sphyr_hpc.lock"
+PROG = prog_of("score")
+# The records a model left without a completion, one per line (model, subject, index, where): written
+# to --out instead of one stderr line each.
+UNANSWERED_NAME = "unanswered.txt"
+# Added to the "items done" counter when a rank stops writing: more than any run's items, so rank 0's
+# progress stops waiting for the ones that will not come.
+STOPPED = 1 << 40
 
 
 def _lock_output(out):
@@ -54,8 +62,8 @@ def _lock_output(out):
         if err.errno not in (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP):
             raise
         # A file system without locks (Lustre mounted without -o flock, some NFS): the run goes on.
-        print(f"warning: {out} is on a file system without file locks ({err.strerror}): nothing stops "
-              f"another run from writing there at the same time", file=sys.stderr)
+        say(PROG, f"warning: {out} is on a file system without file locks ({err.strerror}): nothing stops "
+                  f"another run from writing there at the same time")
     return handle
 
 
@@ -67,6 +75,9 @@ class ScoringRun:
         self.out = Path(args.out)
         self.log = ResultsLog(self.out / "results.jsonl")
         self.lock = None
+        self.unanswered = []  # this rank's records without a completion (UNANSWERED_NAME)
+        self.certified = 0  # this rank's records given a certified optimum (--certified)
+        self.write_error = None  # the OSError of a failed append to results.jsonl on this rank
         self.times = {"started": time.perf_counter()}  # sphyr_hpc, MPI and PETSc are loaded: start-up ends
 
     def run(self):
@@ -84,10 +95,51 @@ class ScoringRun:
         tasks = make_tasks(pending)
         self.times["read"] = time.perf_counter()
         if self.rank == 0 and self.args.resume and not self.args.quiet:
-            print(f"resuming: {len(done)} records already in {self.log.path}, {len(pending)} to score",
-                  file=sys.stderr)
-        running, places, total = self._score(pending, tasks)
-        return self._finish(pending, running, places, total)
+            say(PROG, f"resuming: {len(done)} records already in {self.log.path}, {len(pending)} to score")
+        try:
+            running, places, total = self._score(pending, tasks)
+            failed = [err for err in self.comm.allgather(self.write_error) if err is not None]
+            if failed:
+                return self._stopped_writing(failed[0])
+            return self._finish(pending, running, places, total)
+        except OSError as err:  # writing the end of the run (rank 0 or the drawer alone): see _write_failed
+            return self._write_failed(err)
+
+    def _stop_writing(self, err, counters, n_tasks):
+        """An append to results.jsonl failed on this rank (a full disk, a quota, a folder gone): no rank
+        takes another task, and rank 0's progress stops waiting for the records that will not come.
+        Collective from here on like a finished run, so no rank is aborted (:meth:`_stopped_writing`)."""
+        self.write_error = err
+        counters.stop(n_tasks)
+        counters.add_done(STOPPED)
+
+    def _stopped_writing(self, err):
+        """Every rank, after a failed append on one of them: one line from rank 0 naming the folder, the
+        records kept (every complete line of results.jsonl, which --resume keeps) and what to do."""
+        if self.rank == 0:
+            say(PROG, write_failed(self._failed_folder(err), err, self._kept()))
+            self.lock.close()
+        return WRITE_FAILED_STATUS
+
+    def _kept(self):
+        try:
+            return len(read_rows(self.log.path)[0])
+        except OSError:
+            return "(unknown number of)"
+
+    def _failed_folder(self, err):
+        return Path(err.filename).parent if getattr(err, "filename", None) else self.out
+
+    def _write_failed(self, err):
+        """A write at the end of the run failed on this rank (the others may wait in a collective): the
+        same line, then every rank ended.  Another rank that hits it too waits for rank 0's abort first,
+        so the line is printed once."""
+        if self.rank != 0 and self.comm.size > 1:
+            time.sleep(PEER_GRACE_SECONDS)
+        say(PROG, write_failed(self._failed_folder(err), err, self._kept()))
+        if self.comm.size > 1:
+            self.comm.Abort(WRITE_FAILED_STATUS)
+        return WRITE_FAILED_STATUS
 
     def _lock(self):
         """The output folder locked by rank 0 for this run (False: another run holds it, said on stderr)."""
@@ -95,8 +147,8 @@ class ScoringRun:
         if self.comm.bcast(self.lock is not None if self.rank == 0 else None, root=0):
             return True
         if self.rank == 0:
-            print(f"error: another run is writing to {self.out} (it holds {self.out / LOCK_NAME}); "
-                  f"wait for it to end or kill it before --resume", file=sys.stderr)
+            say(PROG, f"error: another run is writing to {self.out} (it holds {self.out / LOCK_NAME}); "
+                  f"wait for it to end or kill it before --resume")
         return False
 
     def _open_log(self, problems):
@@ -111,7 +163,7 @@ class ScoringRun:
                 done = err
             else:
                 for problem in problems:
-                    print(f"error: {problem.path}: {problem.reason}", file=sys.stderr)
+                    say(PROG, f"error: {problem.path}: {problem.reason}")
                 if self.args.resume:
                     done = {row_key(row) for row in self.log.recover()}
                 else:
@@ -142,9 +194,10 @@ class ScoringRun:
                     for i, group in enumerate(tasks)]
         phase = {"offset": 0, "total": sum(p.runs for p in pieces)}
         bar = progress_bar(phase["total"] + sum(promised), args.quiet) if self.rank == 0 else None
+        self.bar = bar
 
         def progress(count):
-            bar.update(phase["offset"] + count - bar.n)
+            bar.update(min(phase["offset"] + count, bar.total) - bar.n)
             return count >= phase["total"]
 
         refresh = progress if bar is not None else None
@@ -164,6 +217,8 @@ class ScoringRun:
         places = []
 
         def run(i, counters):
+            if self.write_error is not None:  # claimed before this rank stopped: left for --resume
+                return
             steps.start(counters, promised[i])
             if i in gathered:
                 scorer.supply(cases[i], gathered.pop(i))
@@ -172,9 +227,15 @@ class ScoringRun:
                 if certified is not None and "error" not in row:
                     row.update(certified_metrics(row, certified.get(
                         sample_id(sample.ground_truth, sample.input_grid, sample.gravity))))
-                if "error" in row:
-                    print(f"error: {row['error']}", file=sys.stderr)
-                offset, length = self.log.append(row)
+                    self.certified += row["certified_optimal_compliance"] is not None
+                if row.get("completion_status") == "missing":
+                    self.unanswered.append(f"{row['model']}\t{row['subject']}\t{row['index']}\t{row['error']}")
+                elif "error" in row:
+                    say(PROG, f"error: {row['error']}")
+                try:
+                    offset, length = self.log.append(row)
+                except OSError as err:
+                    return self._stop_writing(err, counters, len(tasks))
                 if owner[sample.key] is sample:  # not a row the sorted file drops
                     running.add(row)
                     places.append((position[sample.key], offset, length))
@@ -212,7 +273,11 @@ class ScoringRun:
     def _finish(self, pending, running, places, total):
         """results.jsonl sorted, summary.json, the pictures and report, then run.json "finished"."""
         comm, rank, out = self.comm, self.rank, self.out
+        if self.args.resume:  # rank 0 counts every row of the log again while sorting it
+            self.certified = 0
         running = self._sort_log(running, places, total)
+        unanswered_lines = self._write_unanswered()
+        certified = sum(comm.gather(self.certified, root=0) or [])
         board = None
         if rank == 0:
             summary = running.result()
@@ -232,9 +297,28 @@ class ScoringRun:
                   f"-> {self.log.path}")
             print("\n".join(format_leaderboard(board)))
             print("\n" + "\n".join(format_failures(summary[SUMMARY_KEY])))
+            if self.args.certified:
+                say(PROG, certified_count(self.args.certified, certified, scored))
+            if unanswered_lines:
+                say(PROG, unanswered(len(unanswered_lines), records, out / UNANSWERED_NAME))
             status = 1 if self.problems_count + records - scored else 0
             self.lock.close()
         return comm.bcast(status, root=0)
+
+    def _write_unanswered(self):
+        """Rank 0: the records without a completion, sorted, in OUT/unanswered.txt (removed when there
+        are none); returns their lines (the other ranks: None).  With --resume the earlier run's are
+        counted too (rank 0 reads them back while sorting the log)."""
+        parts = self.comm.gather(self.unanswered, root=0)
+        if self.rank != 0:
+            return None
+        lines = sorted(set(sum(parts, [])), key=lambda line: line.split("\t")[:2] + [int(line.split("\t")[2])])
+        path = self.out / UNANSWERED_NAME
+        if lines:
+            write_text_atomic(path, "model\tsubject\tindex\twhere\n" + "\n".join(lines) + "\n")
+        elif path.exists():
+            path.unlink()
+        return lines
 
     def _sort_log(self, running, places, total):
         """results.jsonl sorted, and rank 0's summary of all of it.
@@ -248,6 +332,9 @@ class ScoringRun:
                 running = RunningSummary()
                 for row in self.log.finalise():
                     running.add(row)
+                    self.certified += row.get("certified_optimal_compliance") is not None
+                    if row.get("completion_status") == "missing":
+                        self.unanswered.append(f"{row['model']}\t{row['subject']}\t{row['index']}\t{row['error']}")
             return running
         self.log.assemble(self.comm, places, total)
         parts = self.comm.gather(running, root=0)
