@@ -17,7 +17,7 @@ from .cli import Output, Parser, UsageError
 def build_parser():
     parser = Parser(prog="python -m sphyr_hpc.report", description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", metavar="OUT_DIR", help="a score output folder holding results.jsonl")
-    parser.add_argument("--title", help="the page title; None: 'SPhyR report: <folder name>'")
+    parser.add_argument("--title", help="the page title (default: 'SPhyR report: ' and the folder's name)")
     return parser
 
 
