@@ -1,10 +1,13 @@
 """sphyr_hpc: the SPhyR structural scorer and SIMP topology optimisation on PETSc/MPI.
 
-Pipeline, one module a step: :mod:`~sphyr_hpc.grid` -> :mod:`~sphyr_hpc.loadcase`
--> :mod:`~sphyr_hpc.discretisation` -> :mod:`~sphyr_hpc.solvers` ->
-:mod:`~sphyr_hpc.analysis` -> :mod:`~sphyr_hpc.optimiser` -> :mod:`~sphyr_hpc.metrics`
--> command line (:mod:`~sphyr_hpc.score`, :mod:`~sphyr_hpc.validate`) and files
-(:mod:`~sphyr_hpc.io`).  PETSc is imported through :func:`sphyr_hpc._petsc.petsc`.
+Layers, each importing only those below it (``tests/tools/import_cycles.py`` checks it):
+:mod:`~sphyr_hpc.runtime` (PETSc and its options, MPI tasks, progress, exit statuses) ->
+:mod:`~sphyr_hpc.core` (grids, load cases, discretisation, analysis, metric formulas) ->
+:mod:`~sphyr_hpc.solvers` -> :mod:`~sphyr_hpc.io` (files only) -> :mod:`~sphyr_hpc.optimiser` ->
+:mod:`~sphyr_hpc.scoring` -> :mod:`~sphyr_hpc.reporting` -> :mod:`~sphyr_hpc.jobs` (what a command
+runs) -> this top level: the API (:mod:`~sphyr_hpc.api`), one thin module per command
+(``python -m sphyr_hpc`` lists them) and :mod:`~sphyr_hpc.cli`, the runner they share.
+PETSc is imported through :func:`sphyr_hpc.runtime.petsc.petsc`.
 
 The published scorer's Python interface (:mod:`~sphyr_hpc.api`) is importable from
 here: ``from sphyr_hpc import get_structural_metrics, clear_reference_cache,

@@ -24,7 +24,7 @@ Conventions (the published interface's, kept exactly):
   unless ``include_own_budget_reference=True``.  Beside them: the
   reconstruction metrics, ``valid_output_grid``, ``invalid_reason`` (why the
   all-zero metrics apply, else None), and in ``extras`` every further metric
-  the scorer (:class:`sphyr_hpc.scorer.Scorer`) returns, readable as an
+  the scorer (:class:`sphyr_hpc.scoring.scorer.Scorer`) returns, readable as an
   attribute (``metrics.<name>``) and written by ``as_dict()``.
 * Yardsticks (docs/scoring.md, "Yardstick", the expensive part) are kept in one module-level
   LRU cache of :data:`REFERENCE_CACHE_SIZE` entries, shared by every call and
@@ -35,7 +35,7 @@ Conventions (the published interface's, kept exactly):
 * :func:`score_records` scores many records: over the ranks of ``comm``
   (``MPI.COMM_WORLD`` by default, so ``mpirun -n N python script.py`` uses N
   processes and ``python script.py`` one), samples distributed as the score
-  command distributes them (:class:`sphyr_hpc.parallel.SharedCounters`, one
+  command distributes them (:class:`sphyr_hpc.runtime.tasks.SharedCounters`, one
   yardstick per sample), results yielded on rank 0 as they finish.
 
 Importing this module does not start MPI or PETSc; the first score does.
@@ -104,7 +104,7 @@ class StructuralMetrics:
 
     @classmethod
     def from_metrics(cls, metrics):
-        """From a :meth:`sphyr_hpc.scorer.Scorer.score` dict: declared fields typed, the rest in ``extras``."""
+        """From a :meth:`sphyr_hpc.scoring.scorer.Scorer.score` dict: declared fields typed, the rest in ``extras``."""
         declared = {f.name: f for f in fields(cls) if f.name != "extras"}
         values, extras = {}, {}
         for key, value in metrics.items():
@@ -139,7 +139,7 @@ class StructuralMetrics:
 
 def __getattr__(name):
     # STRUCTURAL_METRIC_KEYS (the metrics worth averaging over a subject, as published) lives in
-    # sphyr_hpc.metrics, whose import starts MPI: fetched on first use (PEP 562).
+    # sphyr_hpc.core.metrics, whose import starts MPI: fetched on first use (PEP 562).
     if name == "STRUCTURAL_METRIC_KEYS":
         from .core.metrics import STRUCTURAL_METRIC_KEYS
 
@@ -320,7 +320,7 @@ def _tasks(records, gravity):
 
 
 def _scored(group, scorer):
-    """A task's records, scored as the score command scores them: one :class:`~sphyr_hpc.batch.SampleScorer`
+    """A task's records, scored as the score command scores them: one :class:`~sphyr_hpc.scoring.sample_scorer.SampleScorer`
     per sample, so what its completions share is computed once."""
     from .scoring.sample_scorer import sample_scorers
     from .scoring.tasks import EXPECTED_RECORD_ERRORS

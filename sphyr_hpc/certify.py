@@ -44,7 +44,6 @@ from pathlib import Path
 
 from . import cli
 from .cli import Output, Parser, UsageError, positive_int
-from .optimiser.exact import NODE_BUDGET
 from .runtime.messages import no_such
 
 
@@ -56,6 +55,8 @@ def _positive_float(text):
 
 
 def build_parser():
+    from .optimiser.exact import NODE_BUDGET
+
     parser = Parser(prog="python -m sphyr_hpc.certify", description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", nargs="+", required=True, metavar="D.jsonl",
                         help="dataset JSONL files (index, input_grid, ground_truth)")

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from .io.limits import positive_int  # noqa: F401  (the commands' argparse type, one definition)
 from .runtime.petsc import OptionsError, command_options, require, split_petsc_args
 from .runtime.process import USAGE_STATUS, UsageError, end_interrupted, end_unexpected, interrupts, world_rank
 
@@ -75,14 +76,6 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message):
         raise UsageError(message)
-
-
-def positive_int(text):
-    """argparse type: an integer of at least 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 def report_usage_error(prog, err, rank=None):

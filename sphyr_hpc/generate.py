@@ -6,7 +6,7 @@ Usage::
     python -m sphyr_hpc.generate --dataset v1/full_easy.jsonl --index 3 --upscale 32 --out s.json
     python -m sphyr_hpc.generate --grid ground_truth.txt --upscale 8 --out s.txt
 
-The formats are those of :mod:`sphyr_hpc.problems`: ``.json`` (compact at any
+The formats are those of :mod:`sphyr_hpc.optimiser.problems`: ``.json`` (compact at any
 size; the only one for presets, whose rollers a SPhyR grid cannot express) or,
 for SPhyR samples, any other suffix for the upscaled SPhyR text grid (up to
 ``problems.TEXT_MAX_CELLS`` cells).  ``python -m sphyr_hpc.optimize FILE``

@@ -46,17 +46,17 @@ import sys
 
 from . import cli
 from .cli import Output, Parser, UsageError
-from .core import discretisation as fe
-from .io.field_files import FORMATS
-from .optimiser import problems, simp
-from .optimiser.driver import DEFAULT_CONTINUATION, DEFAULT_ITERATIONS, DEFAULT_RADIUS, DEFAULT_TOLERANCE
-from .optimiser.problems import ProblemError
-from .solvers.elasticity import SOLVERS
 
 PROG = "python -m sphyr_hpc.optimize"
 
 
 def build_parser():
+    from .core import discretisation as fe
+    from .io.field_files import FORMATS
+    from .optimiser import problems, simp
+    from .optimiser.driver import DEFAULT_CONTINUATION, DEFAULT_ITERATIONS, DEFAULT_RADIUS, DEFAULT_TOLERANCE
+    from .solvers.elasticity import SOLVERS
+
     p = Parser(
         prog=PROG,
         description="SIMP topology optimisation of one problem over all MPI ranks.\n\n"
@@ -108,6 +108,7 @@ def build_parser():
 
 def _check(args):
     from .jobs.optimize_settings import check_settings
+    from .optimiser.problems import ProblemError
 
     try:
         check_settings(args)

@@ -61,15 +61,15 @@ from pathlib import Path
 
 from . import cli
 from .cli import Output, Parser
-from .core import loadcase as loadcases
-from .io import limits as input_limits
-from .io.field_files import FORMATS
-from .jobs.score_inputs import check_inputs
-from .solvers.sizing import MG_MIN_DOFS
+
+# The library is imported inside the functions below, once the runner has started: an interrupt
+# from the first moment takes the command's own path (this module itself loads in milliseconds).
 
 
 def _gravity(text):
     """``--gravity`` for argparse: :func:`~sphyr_hpc.core.loadcase.parse_gravity`."""
+    from .core import loadcase as loadcases
+
     try:
         return loadcases.parse_gravity(text)
     except ValueError as err:
@@ -77,6 +77,10 @@ def _gravity(text):
 
 
 def build_parser():
+    from .io import limits as input_limits
+    from .io.field_files import FORMATS
+    from .solvers.sizing import MG_MIN_DOFS
+
     parser = Parser(
         prog="python -m sphyr_hpc.score",
         description=__doc__.splitlines()[0] + "\n\n"
@@ -121,6 +125,12 @@ def build_parser():
     return parser
 
 
+def _check(args):
+    from .jobs.score_inputs import check_inputs
+
+    check_inputs(args)
+
+
 def _outputs(args):
     yield Output(args.out, folder=True)
     if args.fields is not None:
@@ -134,7 +144,7 @@ def _run(args, context):
 
 
 COMMAND = cli.Command(
-    prog="python -m sphyr_hpc.score", build_parser=build_parser, run=_run, outputs=_outputs, check=check_inputs,
+    prog="python -m sphyr_hpc.score", build_parser=build_parser, run=_run, outputs=_outputs, check=_check,
     h5py=lambda args: args.fields is not None and args.fields_format != "vtu",
     interrupt_note=lambda args: (f"; the records scored so far are in {Path(args.out) / 'results.jsonl'}: "
                                  f"run the same command with --resume to finish"),

@@ -396,9 +396,11 @@ def test_record_fields_are_named_by_model_subject_index_and_design(tmp_path):
     from sphyr_hpc.solvers.elasticity import ElasticitySystem
     import h5py
 
+    from sphyr_hpc.scoring import record_fields
+
     lc, rho, masked = sample.sample_problem(6, 9)
     designs = {"completion": np.where(masked, 0.0, rho), "ground_truth": rho, "optimum": np.full(lc.shape, 0.5)}
-    paths = fields.write_record_fields(tmp_path / "f", "gpt/4 o", "full easy", 7, lc, designs, masked=masked)
+    paths = record_fields.write_record_fields(tmp_path / "f", "gpt/4 o", "full easy", 7, lc, designs, masked=masked)
     assert {k: p.name for k, p in paths.items()} == {
         d: f"gpt_4_o__full_easy__0007__{d}.xdmf" for d in ("completion", "ground_truth", "optimum")}
     with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix="fields_rec_") as system:
@@ -409,7 +411,7 @@ def test_record_fields_are_named_by_model_subject_index_and_design(tmp_path):
                 np.testing.assert_array_equal(f["density"][()][::-1], rho_d)
                 assert f["compliance"][0] == pytest.approx(compliance_of(system, rho_d), rel=1e-9)
                 np.testing.assert_array_equal(f["marker"][()][::-1] == 3, masked)
-    vtu = fields.write_record_fields(tmp_path / "v", "m", "s", 1, lc, {"optimum": rho}, fields_format="vtu")
+    vtu = record_fields.write_record_fields(tmp_path / "v", "m", "s", 1, lc, {"optimum": rho}, fields_format="vtu")
     assert vtu["optimum"].name == "m__s__0001__optimum.vtu" and vtu["optimum"].exists()
 
 

@@ -76,7 +76,7 @@ def test_a_fifo_or_a_dangling_link_named_like_a_result_file_is_named_instead_of_
 
 
 def test_running_out_of_memory_while_decoding_one_file_costs_only_that_file(tmp_path, monkeypatch):
-    real = records.json.loads
+    real = jsonl.json.loads
 
     def loads(text, *args, **kwargs):
         if "greedy" in text:

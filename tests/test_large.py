@@ -18,6 +18,7 @@ from mpi4py import MPI
 from conftest import collective
 from sphyr_hpc.core import discretisation as fe
 from sphyr_hpc import generate, optimize, scaling
+from sphyr_hpc.jobs import scaling as scaling_study
 from sphyr_hpc.optimiser import problems
 from sphyr_hpc.core import loadcase as lcs
 from sphyr_hpc.runtime.petsc import petsc
@@ -485,7 +486,7 @@ def test_scaling_writes_the_table_the_json_and_the_plots(tmp_path):
     entries = json.loads(out.read_text())
     assert [(e["nelx"], e["ranks"]) for e in entries] == [(24, 1), (48, 1)]
     for entry in entries:
-        assert set(scaling.KEYS) <= set(entry)
+        assert set(scaling_study.KEYS) <= set(entry)
         assert entry["dofs"] == 2 * (entry["nelx"] + 1) * (entry["nely"] + 1)
     assert "| 48x24 | 1 |" in (tmp_path / "scaling.md").read_text()
     for name in ("time", "ksp", "speedup"):

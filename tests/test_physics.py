@@ -295,9 +295,9 @@ def test_the_factorised_block_copy_holds_k_exactly_after_every_assembly(record, 
     if not in_place:
         monkeypatch.setattr(elasticity, "seqsbaij_values", lambda mat, size: None)
     with _self_system(lc) as system:
-        if in_place and not system._blocks_in_place:
+        if in_place and not system.blocks.in_place:
             pytest.skip("this PETSc build's MatSeqSBAIJGetArray is out of ctypes' reach")
-        assert system.P is not None and system._blocks_in_place == in_place
+        assert system.P is not None and system.blocks.in_place == in_place
         for design in (rho, rng.random(lc.shape)):
             c = _petsc_compliance(system, fe.simp_modulus(design))
             assert system.ksp.getOperators()[1].getType() == "seqsbaij"  # the matrix the PC factorises

@@ -509,3 +509,51 @@ def test_get_structural_metrics_says_what_no_input_grid_means():
         masked = sphyr_hpc.get_structural_metrics(record["ground_truth"], record["ground_truth"], record["input_grid"])
     assert [str(w.message).split(":")[0] for w in caught] == ["get_structural_metrics(input_grid=None)"]
     assert round(blind.topology_score, 3) == 0.821 and round(masked.topology_score, 3) == 1.0
+
+
+# -- outputs that cannot be written: one line naming the path, exit status 2, before any work --------
+UNWRITABLE = "/proc/sphyr_hpc_no_such_folder"  # /proc refuses new files, also to root
+DATASET = ROOT / "examples" / "data" / "v1" / "full_easy.jsonl"
+UNWRITABLE_OUTPUTS = {  # command: its arguments with an output no one can write
+    "score": [str(ONE_FILE), "--out", UNWRITABLE, "--quiet"],
+    "certify": ["--dataset", str(DATASET), "--samples", "1", "--out", UNWRITABLE, "--quiet"],
+    "optimize": ["--preset", "mbb", "--size", "12x4", "--iterations", "2", "--png", UNWRITABLE + ".png"],
+    "generate": ["--preset", "mbb", "--size", "12x4", "--out", UNWRITABLE + ".json"],
+    "validate": None,  # writes nothing
+}
+
+
+def _unwritable_run(module, ranks):
+    prefix = [MPIRUN, "-n", str(ranks)] if ranks > 1 else []
+    cmd = prefix + [sys.executable, "-m", f"sphyr_hpc.{module}", *UNWRITABLE_OUTPUTS[module]]
+    started = time.perf_counter()
+    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    return run, time.perf_counter() - started
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+@pytest.mark.parametrize("module", [m for m, argv in UNWRITABLE_OUTPUTS.items() if argv])
+def test_an_output_that_cannot_be_written_is_one_line_and_exit_2_before_any_work(module, ranks):
+    run, seconds = _unwritable_run(module, ranks)
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr and "MPI_ABORT" not in run.stderr
+    lines = [line for line in run.stderr.splitlines() if f"sphyr_hpc.{module}" in line]
+    assert len(lines) == 1 and "cannot write " + UNWRITABLE in lines[0], run.stderr
+    assert "it " not in run.stdout and "->" not in run.stdout  # no iteration, nothing written
+    assert seconds < 60
+
+
+def test_an_unwritable_out_is_refused_in_process_too(capsys):
+    err = _usage_error(capsys, ONE_FILE, "--out", UNWRITABLE)
+    assert f"cannot write {UNWRITABLE}" in err
+
+
+def test_an_output_check_leaves_no_trace(tmp_path):
+    from sphyr_hpc.cli import Output, check_writable
+
+    check_writable(Output(tmp_path / "new" / "folder", folder=True))
+    check_writable(Output(tmp_path / "new" / "file.json"))
+    (tmp_path / "kept.json").write_text("kept")
+    check_writable(Output(tmp_path / "kept.json"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.json"]
+    assert (tmp_path / "kept.json").read_text() == "kept"

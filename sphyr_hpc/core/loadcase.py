@@ -7,7 +7,7 @@ Conventions (shared by every later step of the pipeline):
 * Two DOFs a node: ``2*node`` is x (along increasing column), ``2*node + 1``
   is y (along increasing row, i.e. *down* the printed grid).
 * Supports: both DOFs of the 4 nodes of every ``S`` cell are fixed.  Problems
-  that are not SPhyR grids (the presets of :mod:`sphyr_hpc.problems`, e.g. the
+  that are not SPhyR grids (the presets of :mod:`sphyr_hpc.optimiser.problems`, e.g. the
   rollers of the MBB beam) add single fixed DOFs in ``extra_fixed_dofs``
   (natural DOF numbers); SPhyR load cases leave it empty.
 * Load: a unit resultant, ``1 / (4 * #L)`` onto each of the 4 nodes of every

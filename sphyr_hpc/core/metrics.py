@@ -2,7 +2,7 @@
 
 Pure functions of grids and numbers: the all-zero metrics of a completion
 that poses no problem, the clipped ratios, the reconstruction metrics and the
-metric-key lists every summary uses.  :class:`sphyr_hpc.scorer.Scorer`
+metric-key lists every summary uses.  :class:`sphyr_hpc.scoring.scorer.Scorer`
 computes the physical quantities (analyses, yardsticks) and fills them in.
 """
 

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -62,12 +63,27 @@ def _umask():
     return mask
 
 
-def temporary_beside(path):
+def temporary_beside(path, suffix=".tmp"):
     """``(descriptor, name)`` of a new temporary file next to ``path``, to replace it when complete."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
     os.fchmod(fd, 0o666 & ~_umask())
     return fd, tmp
+
+
+@contextmanager
+def atomic_path(path, suffix=".tmp"):
+    """The name of a temporary file beside ``path``, for a writer that takes a file name: it replaces
+    ``path`` when the block ends, or is removed if the block raises."""
+    fd, tmp = temporary_beside(path, suffix)
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def write_text_atomic(path, text, fsync=True):

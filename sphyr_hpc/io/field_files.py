@@ -40,15 +40,13 @@ atomically (temporary file in the same folder, then ``os.replace``), and only
 after the heavy data it names has been flushed.
 """
 
-import os
-import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from .atomic import _umask, write_text_atomic
+from .atomic import atomic_path, write_text_atomic
 
 FORMATS = ("xdmf", "xdmf-quad", "vtu")
 _XDMF_TYPES = {np.dtype(np.float64): ("Float", "8"), np.dtype(np.int8): ("Char", "1"),
@@ -313,18 +311,9 @@ def write_vtu(path, piece):
     point_data = {k: y_up(v).reshape((points.shape[0],) + v.shape[2:]) for k, v in piece.nodes.items()}
     cell_data = {k: [y_up(v).reshape((cells.shape[0],) + v.shape[2:])] for k, v in piece.cells.items()}
     field_data = {k: np.array([np.nan if v is None else v], dtype=float) for k, v in piece.scalars.items()}
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".vtu")
-    os.fchmod(fd, 0o666 & ~_umask())
-    os.close(fd)
-    try:
+    with atomic_path(path, suffix=".vtu") as tmp:
         meshio.write_points_cells(tmp, points, [("quad", cells)], point_data=point_data, cell_data=cell_data,
                                   field_data=field_data, file_format="vtu")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_pvd_index(path, entries):

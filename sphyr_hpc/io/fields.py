@@ -17,7 +17,7 @@ Conventions
   printed grid *reversed* with the origin at 0 (rather than an origin at
   y = nely with a negative spacing, which not every reader accepts).  With
   h5py, ``f["density"][()][::-1]`` is the printed grid again.
-* The solver's y axis points *down* the grid (:mod:`sphyr_hpc.loadcase`), so
+* The solver's y axis points *down* the grid (:mod:`sphyr_hpc.core.loadcase`), so
   the y component of ``displacement`` is the solver's with its sign flipped;
   ``displacement`` has 3 components with z = 0 (ParaView's Warp By Vector).
 

@@ -63,7 +63,8 @@ def option(name):
     return "--" + name.replace("_", "-")
 
 
-def _positive_int(text):
+def positive_int(text):
+    """argparse type: a whole number of at least 1 (``1_000`` and ``1,000`` read as 1000)."""
     try:
         value = int(text.replace("_", "").replace(",", ""))
     except ValueError:
@@ -85,7 +86,7 @@ def add_arguments(parser):
     """``--max-file-bytes``, ``--max-text-chars`` and ``--max-cells`` on an argparse parser."""
     group = parser.add_argument_group("input limits")
     for field in fields(InputLimits):
-        group.add_argument(option(field.name), dest=field.name, type=_positive_int, default=field.default,
+        group.add_argument(option(field.name), dest=field.name, type=positive_int, default=field.default,
                            metavar="N", help=_HELP[field.name] + " (default: %(default)s)")
     return group
 

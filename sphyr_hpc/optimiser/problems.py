@@ -1,7 +1,7 @@
 """Problems at any size: SPhyR samples upscaled by an integer factor, and classic presets.
 
 A :class:`Problem` is everything an optimisation needs besides solver
-settings: the grid size, the load case (:class:`~sphyr_hpc.loadcase.LoadCase`),
+settings: the grid size, the load case (:class:`~sphyr_hpc.core.loadcase.LoadCase`),
 the design space (free cells, pinned densities) and the volume fraction.  It
 comes in two kinds, which are also the two kinds of *grid file*:
 
@@ -64,6 +64,7 @@ import numpy as np
 
 from ..core import grid as grids
 from ..io.atomic import write_text_atomic
+from ..io.jsonl import read_jsonl
 from ..core.loadcase import DOWN, LoadCase
 from ..core.loadcase import parse_gravity as loadcase_parse_gravity
 from ..runtime.messages import no_such
@@ -359,18 +360,16 @@ def dataset_problem(path, index, upscale=1, gravity=None, volume_fraction=None, 
     Gravity defaults to the one of the file's folder name (docs/scoring.md, "Load case").
     """
     path = Path(path)
+    records = []
     try:
-        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        for number, record, problem in read_jsonl(path)[0]:
+            if problem:
+                raise ProblemError(f"{path}:{number}: {problem}")
+            records.append(record)
     except FileNotFoundError:
         raise ProblemError(no_such([path])) from None
     except OSError as err:
         raise ProblemError(f"{path}: cannot read ({err.strerror or err})") from None
-    records = []
-    for number, line in enumerate(lines, 1):
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise ProblemError(f"{path}:{number}: not JSON ({err})") from None
     chosen = [r for r in records if isinstance(r, dict) and r.get("index") == index]
     if not chosen:
         raise ProblemError(f"{path}: no record with index {index}")
@@ -442,7 +441,7 @@ def resize_nearest(field, shape):
 
 
 def parse_gravity(text):
-    """A gravity step "dr,dc" (:func:`sphyr_hpc.loadcase.parse_gravity`; None stays None: the problem's own)."""
+    """A gravity step "dr,dc" (:func:`sphyr_hpc.core.loadcase.parse_gravity`; None stays None: the problem's own)."""
     if text is None:
         return None
     try:

@@ -13,7 +13,7 @@ does the rest, so a sample's work can be spread over idle ranks with the same
 result.  Large load cases run SIMP on multigrid (:mod:`sphyr_hpc.solvers.sizing`).
 
 Yardsticks are cached per :class:`YardstickKey` in a
-:class:`~sphyr_hpc.cache.BoundedCache`: every model's completion of a sample
+:class:`~sphyr_hpc.runtime.cache.BoundedCache`: every model's completion of a sample
 shares one.
 """
 

@@ -11,7 +11,7 @@ reads ``OUT_DIR/results.jsonl`` and writes:
   ``completions_<model>.png`` (per model, the best and worst completion of
   each subject: completion | ground truth | yardstick optimum).
 
-Nothing is rescored: metrics, failure categories (:mod:`sphyr_hpc.failures`)
+Nothing is rescored: metrics, failure categories (:mod:`sphyr_hpc.scoring.diagnosis`)
 and the grids to draw are read from the records, so a finished, resumed or
 copied run can be reported again in seconds.  Every file is written
 atomically.  Records scored before failure categories existed are counted as

@@ -21,6 +21,9 @@ ABORT_STATUS = 3
 # every rank got the signal (Ctrl-C, a batch system's kill), rank 0's abort ends it first, so the
 # message is printed once.
 PEER_GRACE_SECONDS = 1.0
+# The same before MPI has started, when rank 0 cannot abort the others: its launcher ends them once
+# it has noticed rank 0's exit, which takes longer.
+LAUNCHER_GRACE_SECONDS = 5.0
 
 
 class UsageError(Exception):
@@ -52,7 +55,13 @@ def interrupted(err):
     return err if isinstance(err, Interrupted) else Interrupted(signal.SIGINT)
 
 
+_held = {"depth": 0, "signum": None}  # signals_deferred: how deep, and the signal that arrived meanwhile
+
+
 def _raise(signum, frame):
+    if _held["depth"]:
+        _held["signum"] = _held["signum"] or signum
+        return
     raise Interrupted(signum)
 
 
@@ -67,6 +76,13 @@ def interrupts():
             signal.signal(s, handler)
 
 
+def _quiet_end():
+    """On the way out, a further SIGINT or SIGTERM (the launcher ending the ranks an abort left,
+    a second Ctrl-C) ends this process at once, without a second message or a traceback."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_DFL)
+
+
 def end_interrupted(prog, err, comm, note=""):
     """Print ``prog: interrupted (SIGxxx)...`` once and end every rank with 128 + signal.
 
@@ -75,7 +91,13 @@ def end_interrupted(prog, err, comm, note=""):
     not rank 0 (see :data:`PEER_GRACE_SECONDS`).
     """
     err = interrupted(err)
-    rank, size = (comm.rank, comm.size) if comm is not None else (world_rank(), 1)
+    _quiet_end()
+    if comm is None:  # before MPI started: when rank 0 exits, the launcher ends the others
+        if world_rank() != 0:
+            time.sleep(LAUNCHER_GRACE_SECONDS)
+        print(f"\n{prog}: interrupted ({err.signum.name}){note}", file=sys.stderr, flush=True)
+        return err.status
+    rank, size = comm.rank, comm.size
     if rank != 0 and size > 1:
         time.sleep(PEER_GRACE_SECONDS)
     print(f"\n{prog}: interrupted ({err.signum.name}){note}", file=sys.stderr, flush=True)
@@ -88,6 +110,7 @@ def end_unexpected(prog, comm, note=""):
     """An unexpected exception on this rank: re-raised on one rank, else shown and every rank aborted."""
     if comm is None or comm.size == 1:
         raise  # noqa: PLE0704  (called from an except block: the traceback is the bug report)
+    _quiet_end()
     traceback.print_exc(file=sys.stderr)
     print(f"{prog}: unexpected error on rank {comm.rank}; aborting all {comm.size} ranks{note}",
           file=sys.stderr, flush=True)
@@ -104,3 +127,21 @@ def guarded(comm, compute, prog):
             raise
         end_unexpected(prog, comm)
         raise
+
+
+@contextmanager
+def signals_deferred():
+    """An interrupt that arrives inside the block is raised when the block ends (under :func:`interrupts`).
+
+    For code that calls back into Python from C (threadpoolctl's library scan through
+    ``dl_iterate_phdr``): an exception raised inside such a callback is only printed as
+    "Exception ignored" and lost, instead of ending the command.
+    """
+    _held["depth"] += 1
+    try:
+        yield
+    finally:
+        _held["depth"] -= 1
+        signum, _held["signum"] = _held["signum"], None
+        if signum is not None and _held["depth"] == 0:
+            raise Interrupted(signum)

@@ -8,7 +8,6 @@ certified optimum to a scored row (``score --certified DIR``).
 """
 
 import hashlib
-import json
 import math
 import statistics
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.metrics import clipped_ratio
+from ..io.jsonl import read_jsonl
 from ..io.records import Sample
 from ..optimiser import exact, simp
 from ..solvers.condensed import CondensedSystem
@@ -150,14 +150,9 @@ def format_table(summary):
 def read_certified(folder):
     """``{sample id: row}`` of a certify folder's certify.jsonl (rows with an error, broken lines left out)."""
     rows = {}
-    with open(Path(folder) / "certify.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a blank or broken line certifies nothing
-            if isinstance(row, dict) and "error" not in row and row.get("sample"):
-                rows[row["sample"]] = row
+    for _, row, problem in read_jsonl(Path(folder) / "certify.jsonl")[0]:
+        if not problem and isinstance(row, dict) and "error" not in row and row.get("sample"):
+            rows[row["sample"]] = row  # a broken line certifies nothing
     return rows
 
 

@@ -119,7 +119,7 @@ def diagnose(completion, ground_truth, case, metrics):
 
     ``completion`` and ``ground_truth`` are the grids read from the record
     (``[]`` when the text holds none), ``case`` what
-    :meth:`~sphyr_hpc.scorer.Scorer.prepare` made of them (None when they
+    :meth:`~sphyr_hpc.scoring.scorer.Scorer.prepare` made of them (None when they
     pose no problem) and ``metrics`` the record's metrics.  ``floating_clusters``
     is None when there is no design to count them in.
     """

@@ -9,7 +9,7 @@ run starts its solver afresh).  So, when there are several ranks:
 
 1. the pieces of the yardsticks of the largest samples (at least
    :data:`SPLIT_MIN_CELLS` cells; as many samples as ranks, see :func:`plan`)
-   are tasks that any rank takes, longest first (:func:`sphyr_hpc.parallel.run_dynamic`: a rank with nothing else to
+   are tasks that any rank takes, longest first (:func:`sphyr_hpc.runtime.tasks.run_dynamic`: a rank with nothing else to
    do takes the next piece, so two ranks share even a single sample);
 2. their designs are gathered on every rank (an ``allgather`` of numpy arrays);
 3. the samples are scored as before, one group per task, each yardstick
@@ -91,7 +91,7 @@ def gather_pieces(comm, computed):
 
 
 class Steps:
-    """Progress steps of the task at hand, reported through :class:`~sphyr_hpc.parallel.SharedCounters`.
+    """Progress steps of the task at hand, reported through :class:`~sphyr_hpc.runtime.tasks.SharedCounters`.
 
     :meth:`start` promises a task's steps, :meth:`step` reports some (never more
     than promised), :meth:`finish` reports what is left.  Steps are sent to the

@@ -16,11 +16,11 @@ sample (models often agree, and often give the answer itself) costs a table
 lookup: every metric is a function of the cells (``SCORED_PER_SAMPLE`` distinct
 completions are kept per sample).
 
-The metrics are :meth:`~sphyr_hpc.scorer.Scorer.score`'s, computed by the
-same code (:meth:`~sphyr_hpc.scorer.Scorer.score_case`); a completion that
+The metrics are :meth:`~sphyr_hpc.scoring.scorer.Scorer.score`'s, computed by the
+same code (:meth:`~sphyr_hpc.scoring.scorer.Scorer.score_case`); a completion that
 is not the ground truth's shape, or a sample whose ground truth poses no
-problem, goes through :meth:`~sphyr_hpc.scorer.Scorer.score` unchanged.
-Errors :meth:`~sphyr_hpc.scorer.Scorer.score` raises for bad data are raised
+problem, goes through :meth:`~sphyr_hpc.scoring.scorer.Scorer.score` unchanged.
+Errors :meth:`~sphyr_hpc.scoring.scorer.Scorer.score` raises for bad data are raised
 by :meth:`SampleScorer.score` too.
 """
 

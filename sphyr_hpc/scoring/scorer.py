@@ -3,7 +3,7 @@
 :class:`Scorer` holds everything that is shared between completions of the
 same sample: the solvers of each load case, the solid compliances, the
 analyses and the bounded yardstick cache, and fills in the formulas of
-:mod:`sphyr_hpc.metrics`.  :meth:`Scorer.score` never raises on bad grids: a
+:mod:`sphyr_hpc.core.metrics`.  :meth:`Scorer.score` never raises on bad grids: a
 problem that docs/scoring.md, "Metrics" prescribes metrics for gets them (all
 zero, ``physically_valid`` false) plus an ``invalid_reason`` saying why.
 """
@@ -66,7 +66,7 @@ class Scorer:
     """Scores completions; caches solvers per load case and yardsticks per sample."""
 
     def __init__(self, config=None, cache_size=256, problem_cache_size=64, yardsticks=None):
-        """``yardsticks``: a :class:`~sphyr_hpc.cache.BoundedCache` to share with other scorers (its keys
+        """``yardsticks``: a :class:`~sphyr_hpc.runtime.cache.BoundedCache` to share with other scorers (its keys
         hold penalty and filter radius), else a new one of ``cache_size`` entries."""
         from ..solvers.condensed import one_blas_thread
 
@@ -84,7 +84,7 @@ class Scorer:
         return self._problems.get_or_compute(lc, lambda: _Problem(lc, self.config))
 
     def analysis(self, lc, rho, pinned=None):
-        """:func:`~sphyr_hpc.analysis.analyse` of a natural density array, cached.
+        """:func:`~sphyr_hpc.core.analysis.analyse` of a natural density array, cached.
 
         ``pinned``: ``(free, truth)`` of the sample; a design equal to ``truth``
         outside the ``free`` cells is solved condensed onto them
@@ -109,7 +109,7 @@ class Scorer:
                               computed=self._computed.pop(key, None), on_run=self.on_run),
         )
 
-    # -- a sample's yardstick in pieces (sphyr_hpc/split.py spreads them over ranks) --------------
+    # -- a sample's yardstick in pieces (sphyr_hpc/scoring/pieces.py spreads them over ranks) --------------
     def _main_yardstick(self, case):
         """(key, arguments) of the yardstick every completion of ``case``'s sample is scored against."""
         cfg = self.config
@@ -180,7 +180,7 @@ class Scorer:
 
     def score(self, completion, ground_truth, input_grid=None, gravity=loadcases.DOWN):
         """All metrics of one completion (grids as lists of rows of str), with its failure diagnosis
-        (:func:`~sphyr_hpc.failures.diagnose`: ``failure``, ``checks``, ``floating_clusters``,
+        (:func:`~sphyr_hpc.scoring.diagnosis.diagnose`: ``failure``, ``checks``, ``floating_clusters``,
         ``beats_yardstick``)."""
         case, reason = self.prepare(completion, ground_truth, input_grid, gravity)
         return self.score_case(completion, ground_truth, case, reason)
@@ -189,8 +189,8 @@ class Scorer:
         """:meth:`score` of a completion :meth:`prepare` made ``(case, reason)`` of.
 
         ``reference``: what every completion of the sample shares, when the
-        caller holds it (:class:`~sphyr_hpc.batch.SampleScorer`): the ground
-        truth's material (:func:`~sphyr_hpc.metrics.material`), analysis and yardstick.
+        caller holds it (:class:`~sphyr_hpc.scoring.sample_scorer.SampleScorer`): the ground
+        truth's material (:func:`~sphyr_hpc.core.metrics.material`), analysis and yardstick.
         """
         metrics = self._physical_metrics(completion, ground_truth, case, reason, reference)
         metrics.update(diagnose(completion, ground_truth, case, metrics))

@@ -124,7 +124,7 @@ class RunningSummary:
     def result(self):
         summary = {model: {subject: self.groups[model][subject].entry() for subject in sorted(self.groups[model])}
                    for model in sorted(self.groups)}
-        summary[SUMMARY_KEY] = failure_summary(self.failures)  # per model and overall (sphyr_hpc.failures)
+        summary[SUMMARY_KEY] = failure_summary(self.failures)  # per model and overall (sphyr_hpc.scoring.diagnosis)
         return summary
 
 
@@ -132,7 +132,7 @@ def summarise(rows):
     """{model: {subject: {count, errors, <metric>: mean}}}, sorted by name, and ``failures``.
 
     ``failures`` (not a model) holds the failure categories and the exact-match
-    table per model and over all models (:func:`sphyr_hpc.failures.failure_summary`).
+    table per model and over all models (:func:`sphyr_hpc.scoring.diagnosis.failure_summary`).
     Means are of exact sums (:class:`RunningSummary`).
     """
     running = RunningSummary()

@@ -1,6 +1,6 @@
 """What every linear-elastic system offers the analysis and the optimiser.
 
-A *system* solves K(E) u = f for one :class:`~sphyr_hpc.loadcase.LoadCase`
+A *system* solves K(E) u = f for one :class:`~sphyr_hpc.core.loadcase.LoadCase`
 given element moduli E, and reports what a SIMP run needs of the solution.
 Element fields are *slabs*: this rank's box of elements, row-major and
 flattened (on one rank, the whole natural (nely, nelx) array flattened).

@@ -18,7 +18,7 @@ DOFs on 10x10 (SPhyR's cell, row and column masks; more on larger grids, see
 :func:`usable`) that is several times cheaper than factorising all of K, and
 it is the same solution up to rounding.  Whatever the condensed solve cannot vouch for (a Cholesky that
 breaks down, a residual above the "Finite elements" rules' bound, a design whose compliance
-exceeds ``SINGULARITY_RATIO`` (:mod:`sphyr_hpc.discretisation`) times that of
+exceeds ``SINGULARITY_RATIO`` (:mod:`sphyr_hpc.core.discretisation`) times that of
 the design with every free cell solid: a severed load path) is solved again by the PETSc system in full, so
 The "Finite elements" rules' infinite compliances come from where they always did.
 
@@ -52,6 +52,7 @@ from threadpoolctl import threadpool_limits
 
 from ..core import discretisation as fe
 from ..runtime.cache import BoundedCache
+from ..runtime.process import signals_deferred
 from . import csr
 from .assembly import element_map
 from .base import LinearSystem, residual_acceptable
@@ -84,7 +85,8 @@ def one_blas_thread():
     machine's thread settings (the records of ``score`` are equal for any
     number of ranks and any environment).  MPI ranks fill the cores anyway.
     """
-    threadpool_limits(limits=1, user_api="blas")  # once: the cache remembers the call
+    with signals_deferred():  # an interrupt during the library scan's C callbacks would be lost
+        threadpool_limits(limits=1, user_api="blas")  # once: the cache remembers the call
 
 
 def condensed_dofs(loadcase, free):

@@ -7,7 +7,7 @@ in :meth:`close` (also a context manager):
 
 * ``da``: nodal DMDA, dof 2, sizes (nelx+1, nely+1); its first axis is the
   grid column (x) and its second the grid row (y, *down*), so PETSc's natural
-  ordering is exactly the natural DOF numbering of :mod:`sphyr_hpc.loadcase`.
+  ordering is exactly the natural DOF numbering of :mod:`sphyr_hpc.core.loadcase`.
 * ``da_elem``: element DMDA, sizes (nelx, nely), whose ownership matches the
   elements ``DMDAGetElements`` hands each rank.  Element fields (densities,
   moduli, energies, sensitivities) live on it; locally each rank holds its box
@@ -84,7 +84,7 @@ def _reason_name(PETSc, reason):
 
 
 class ElasticitySystem(SlabFields, LinearSystem):
-    """K(E) u = f for one :class:`~sphyr_hpc.loadcase.LoadCase` on ``comm``."""
+    """K(E) u = f for one :class:`~sphyr_hpc.core.loadcase.LoadCase` on ``comm``."""
 
     def __init__(self, loadcase, comm=None, prefix="sphyr_", nu=fe.NU, solver=None, element_halo=1,
                  assembly=None, options=None):

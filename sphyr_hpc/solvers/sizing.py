@@ -92,5 +92,5 @@ def simp_system(system, exact, mg_min_dofs=MG_MIN_DOFS):
 
 def simp_system_arguments(assembly="elements"):
     """How :func:`simp_system` makes its multigrid system (``ElasticitySystem`` keywords but the
-    prefix): also what ``_petsc.check_options`` probes the ``-sphyr_simp_`` options on."""
+    prefix): also what ``solvers.probe.check_options`` probes the ``-sphyr_simp_`` options on."""
     return {"solver": "mg", "assembly": assembly, "options": SIMP_OPTIONS}

@@ -1,0 +1,61 @@
+"""An interrupt under ``bin/mpirun -n 2``, at any point of a scoring run, ends it the one way.
+
+SIGINT (Ctrl-C) and SIGTERM (a kill, a batch system's end of time) reach every
+rank (bin/mpirun hands them to the ranks: Open MPI's mpirun alone would turn
+both into SIGTERM and exit 1); the command prints one line saying so and how to
+resume, no traceback, and ends with 128 + the signal; run.json never says the
+run finished.  The runs start bin/mpirun themselves, so this file runs in the
+serial suite.
+"""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import EXAMPLE_RESULTS, ROOT
+
+MPIRUN = str(ROOT / "bin" / "mpirun")
+
+
+def _wait_for(condition, timeout=300):
+    deadline = time.time() + timeout
+    while time.time() < deadline and not condition():
+        time.sleep(0.005)
+    assert condition(), "the run never reached the phase"
+
+
+def _lines(path):
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+PHASES = {
+    # The start: MPI and the library loaded, the inputs read, the output folder just locked; no record yet.
+    "start": lambda out: _wait_for(lambda: (out / ".sphyr_hpc.lock").exists()),
+    # Records are being scored and appended.
+    "mid-run": lambda out: _wait_for(lambda: _lines(out / "results.jsonl") >= 10),
+    # Every record is scored and summary.json written; leaderboard.png and report.html are being drawn.
+    "finishing": lambda out: _wait_for(lambda: (out / "summary.json").exists()),
+}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("phase", list(PHASES))
+def test_an_interrupt_on_two_ranks_ends_the_run_with_one_message_and_128_plus_the_signal(phase, sig, tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.Popen([MPIRUN, "-n", "2", sys.executable, "-m", "sphyr_hpc.score", str(EXAMPLE_RESULTS),
+                             "--out", str(out), "--quiet"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    PHASES[phase](out)
+    if proc.poll() is not None:
+        pytest.skip(f"the run ended before the signal ({phase}): a machine this fast needs a larger input")
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig, err[-3000:]
+    assert "Traceback" not in err
+    assert err.count(f"python -m sphyr_hpc.score: interrupted ({sig.name})") == 1, err[-3000:]
+    if (out / "run.json").exists():
+        assert json.loads((out / "run.json").read_text())["finished"] is False
