@@ -67,6 +67,18 @@ def _lock_output(out):
     return handle
 
 
+def _kept(log_path):
+    """The complete records of a results.jsonl (what --resume keeps)."""
+    try:
+        return len(read_rows(log_path)[0])
+    except OSError:
+        return "(unknown number of)"
+
+
+def _failed_folder(err, out):
+    return Path(err.filename).parent if getattr(err, "filename", None) else out
+
+
 class ScoringRun:
     """One scoring run on ``comm``: :meth:`run` returns the exit status (the same on every rank)."""
 
@@ -117,18 +129,9 @@ class ScoringRun:
         """Every rank, after a failed append on one of them: one line from rank 0 naming the folder, the
         records kept (every complete line of results.jsonl, which --resume keeps) and what to do."""
         if self.rank == 0:
-            say(PROG, write_failed(self._failed_folder(err), err, self._kept()))
+            say(PROG, write_failed(_failed_folder(err, self.out), err, _kept(self.log.path)))
             self.lock.close()
         return WRITE_FAILED_STATUS
-
-    def _kept(self):
-        try:
-            return len(read_rows(self.log.path)[0])
-        except OSError:
-            return "(unknown number of)"
-
-    def _failed_folder(self, err):
-        return Path(err.filename).parent if getattr(err, "filename", None) else self.out
 
     def _write_failed(self, err):
         """A write at the end of the run failed on this rank (the others may wait in a collective): the
@@ -136,7 +139,7 @@ class ScoringRun:
         so the line is printed once."""
         if self.rank != 0 and self.comm.size > 1:
             time.sleep(PEER_GRACE_SECONDS)
-        say(PROG, write_failed(self._failed_folder(err), err, self._kept()))
+        say(PROG, write_failed(_failed_folder(err, self.out), err, _kept(self.log.path)))
         if self.comm.size > 1:
             self.comm.Abort(WRITE_FAILED_STATUS)
         return WRITE_FAILED_STATUS
@@ -223,15 +226,8 @@ class ScoringRun:
             if i in gathered:
                 scorer.supply(cases[i], gathered.pop(i))
             for sample, sample_scorer in sample_scorers(scorer, tasks[i]):
-                row = score_sample(sample, scorer, args.fields, args.fields_format, sample_scorer)
-                if certified is not None and "error" not in row:
-                    row.update(certified_metrics(row, certified.get(
-                        sample_id(sample.ground_truth, sample.input_grid, sample.gravity))))
-                    self.certified += row["certified_optimal_compliance"] is not None
-                if row.get("completion_status") == "missing":
-                    self.unanswered.append(f"{row['model']}\t{row['subject']}\t{row['index']}\t{row['error']}")
-                elif "error" in row:
-                    say(PROG, f"error: {row['error']}")
+                row = self._noted(score_sample(sample, scorer, args.fields, args.fields_format, sample_scorer),
+                                  sample, certified)
                 try:
                     offset, length = self.log.append(row)
                 except OSError as err:
@@ -264,6 +260,19 @@ class ScoringRun:
             bar.close()
         comm.Barrier()
         return running, places, len(position)
+
+    def _noted(self, row, sample, certified):
+        """``row`` with its certified metrics (--certified), counted; a record without a completion
+        is listed for unanswered.txt, another error said on stderr."""
+        if certified is not None and "error" not in row:
+            row.update(certified_metrics(row, certified.get(
+                sample_id(sample.ground_truth, sample.input_grid, sample.gravity))))
+            self.certified += row["certified_optimal_compliance"] is not None
+        if row.get("completion_status") == "missing":
+            self.unanswered.append(f"{row['model']}\t{row['subject']}\t{row['index']}\t{row['error']}")
+        elif "error" in row:
+            say(PROG, f"error: {row['error']}")
+        return row
 
     @property
     def drawer(self):
