@@ -157,8 +157,8 @@ class _IterationLog:
 
 
     def _of_total(self, iteration, now):
-        """``/300 (ETA <= 3:58)``: the iteration limit and the time left at most (the run may converge
-        sooner), from the mean iteration so far; empty without a limit."""
+        """``/300 (ETA <= 3:58)``: the iteration limit and the time left should the run reach it (it may
+        converge sooner) at the mean pace so far; empty without a limit."""
         if not self.total:
             return ""
         left = (now - self.started) / iteration * max(self.total - iteration, 0)
