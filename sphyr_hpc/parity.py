@@ -206,4 +206,6 @@ COMMAND = cli.Command(prog="python -m sphyr_hpc.parity", build_parser=build_pars
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .runtime.launcher import exit_status  # bin/mpirun: the status without OpenMPI's banner
+
+    sys.exit(exit_status(main()))
