@@ -470,8 +470,9 @@ FULL_DISK = ("import errno, os, sys\n"
              "    written.append(row)\n"
              "    return append(self, row)\n"
              "results_log.ResultsLog.append = full_after_some\n"
+             "from sphyr_hpc.runtime.launcher import exit_status\n"
              "from sphyr_hpc.score import main\n"
-             "sys.exit(main(sys.argv[1:]))\n")
+             "sys.exit(exit_status(main(sys.argv[1:])))  # as python -m sphyr_hpc.score ends\n")
 
 
 @pytest.mark.parametrize("ranks", [1, 2])
@@ -557,3 +558,10 @@ def test_an_output_check_leaves_no_trace(tmp_path):
     check_writable(Output(tmp_path / "kept.json"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.json"]
     assert (tmp_path / "kept.json").read_text() == "kept"
+
+
+def test_bin_mpirun_still_shows_mpiruns_own_errors(tmp_path):
+    run = subprocess.run([MPIRUN, "-n", "2", str(tmp_path / "no-such-program")], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, env=dict(os.environ))
+    assert run.returncode != 0
+    assert "unable to launch the specified application" in run.stdout + run.stderr
