@@ -2,7 +2,7 @@
 # Score SPhyR result folders on a Slurm cluster: one MPI job, every rank takes work as it frees up
 # (whole samples, and the pieces of large samples' yardsticks), records appended to $OUT/results.jsonl.
 #
-#   cd sphyr_hpc && sbatch examples/slurm_score.sh     # RESULTS=results OUT=out by default
+#   cd sphyr_hpc && sbatch examples/slurm_score.sh     # the bundled examples/results -> out-slurm/
 #   RESULTS=/scratch/me/sphyr-results OUT=/scratch/me/scored sbatch examples/slurm_score.sh
 #
 # Interrupted (time limit, preemption, node failure)?  Submit the same script again: it always passes
@@ -25,11 +25,17 @@
 #SBATCH --output=slurm-%j.out
 set -euo pipefail
 
-RESULTS=${RESULTS:-results}
-OUT=${OUT:-out}
 # The checkout with its .venv (bin/setup): by default the folder sbatch was run from (Slurm runs a
 # copy of this script from its spool folder, so the script's own location says nothing).
 SPHYR_HPC=${SPHYR_HPC:-${SLURM_SUBMIT_DIR:-$PWD}}
+# What to score (result files or folders of model folders of them) and where: by default the
+# repository's bundled examples, so the script runs as printed; give RESULTS for your own.
+RESULTS=${RESULTS:-$SPHYR_HPC/examples/results}
+OUT=${OUT:-out-slurm}
+if [ ! -e "$RESULTS" ]; then
+  echo "examples/slurm_score.sh: no such file or folder: RESULTS=$RESULTS (give RESULTS=/path/to/result-folders)" >&2
+  exit 2
+fi
 PYTHON=${PYTHON:-$SPHYR_HPC/.venv/bin/python}
 
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1

@@ -49,6 +49,7 @@ Importing this module does not start MPI or PETSc; the first score does.
 
 import math
 import numbers
+import warnings
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping, NamedTuple, Optional
 
@@ -253,7 +254,19 @@ def get_structural_metrics(output_grid, gt_grid, input_grid=None, gravity_dir=(1
 
     ``output_grid`` is the completion, ``gt_grid`` the dataset answer (loads,
     supports and the reference budget come from it), ``input_grid`` the masked
-    grid shown to the model.  ``include_own_budget_reference`` adds
+    grid shown to the model (the dataset record's ``input_grid``): its ``V``
+    cells are the ones the yardstick re-optimises, every other cell is pinned
+    to the answer.
+
+    ``input_grid=None`` means "no mask known": every cell that is not ``L`` or
+    ``S`` counts as masked, so the yardstick re-optimises the whole design and
+    even the dataset answer scores below 1 (``1_random_cell_easy`` record 0:
+    0.821 instead of 1.000).  That is the published scorer's rule without an
+    input grid (docs/scoring.md, "Metrics"), rarely what is meant, so it is
+    said by a :class:`UserWarning` (once per calling line); pass the record's
+    ``input_grid`` to score a completion as ``score`` does.
+
+    ``include_own_budget_reference`` adds
     ``own_budget_optimal_compliance`` and ``design_efficiency``: a second
     yardstick at the completion's own material budget (one per budget).
     ``store`` (keyword only, beside the published signature): the yardstick store
@@ -266,6 +279,10 @@ def get_structural_metrics(output_grid, gt_grid, input_grid=None, gravity_dir=(1
     or radius) raise ``ValueError``.
     """
     gravity = _check_parameters(gravity_dir, penal, filter_radius)
+    if input_grid is None:
+        warnings.warn("get_structural_metrics(input_grid=None): every cell that is not L or S counts as masked "
+                      "(the whole design is re-optimised, so even the dataset answer scores below 1); pass the "
+                      "record's input_grid to score as the score command does", UserWarning, stacklevel=2)
     completion, completion_problem = _rows(output_grid)
     truth, truth_problem = _rows(gt_grid)
     masked, _ = _rows(input_grid) if input_grid is not None else (None, None)
@@ -273,7 +290,8 @@ def get_structural_metrics(output_grid, gt_grid, input_grid=None, gravity_dir=(1
     scorer.stored = _stored_for(store)
     metrics = _score(scorer, completion, truth, masked, gravity)
     why = (f"gt_grid: {truth_problem}" if truth_problem else
-           f"output_grid: {completion_problem}" if completion_problem else None)
+           f"output_grid: {completion_problem}" if completion_problem else
+           None if completion else grids.unread_format(output_grid))
     return replace(metrics, invalid_reason=why) if why else metrics
 
 

@@ -44,6 +44,7 @@ from pathlib import Path
 
 from . import cli
 from .cli import Output, Parser, UsageError, positive_int
+from .runtime.messages import no_such
 
 
 def _positive_float(text):
@@ -75,7 +76,7 @@ def build_parser():
 def _check(args):
     missing = [p for p in args.dataset if not Path(p).is_file()]
     if missing:
-        raise UsageError(f"dataset file not found: {', '.join(missing)}")
+        raise UsageError(no_such(missing))
 
 
 def _run(args, context):
@@ -93,4 +94,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .runtime.launcher import exit_status  # bin/mpirun: the status without OpenMPI's banner
+
+    sys.exit(exit_status(main()))

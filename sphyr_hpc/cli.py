@@ -45,14 +45,26 @@ __all__ = ["Command", "Context", "Formatter", "Output", "Parser", "UsageError", 
 class Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Defaults shown (argparse's formatter); descriptions and epilogs kept as written.
 
-    An option without a value (a flag, or None) has nothing to show; a help
-    text that already names its default is left alone.
+    Shown only where it is true and says something: not for a flag (its
+    default is "off", whatever argparse stores: a ``store_false`` flag's True,
+    or a flag sharing its destination with another), not for a required
+    option, not for None or an empty list (nothing to show), and not twice (a
+    help text that names its default itself, where it depends on the input:
+    "(default: from the file name)").  Text is plain: the reStructuredText
+    double backquotes of the docstrings the descriptions come from are dropped.
     """
 
+    FLAGS = (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._StoreConstAction,
+             argparse._CountAction)
+
     def _get_help_string(self, action):
-        if action.default in (None, False, [], ()) or "(default" in (action.help or ""):
+        if (action.default in (None, False, [], ()) or isinstance(action, self.FLAGS) or action.required
+                or "(default" in (action.help or "")):
             return action.help
         return super()._get_help_string(action)
+
+    def _fill_text(self, text, width, indent):
+        return super()._fill_text(text.replace("``", ""), width, indent)
 
 
 class Parser(argparse.ArgumentParser):

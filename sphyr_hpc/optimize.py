@@ -146,4 +146,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .runtime.launcher import exit_status  # bin/mpirun: the status without OpenMPI's banner
+
+    sys.exit(exit_status(main()))

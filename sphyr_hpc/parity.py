@@ -38,6 +38,7 @@ from .core.metrics import RATIO_TOLERANCE
 from .io.jsonl import read_rows
 from .io.records import find_result_files, subject_of
 from .io.results_log import row_key
+from .runtime.messages import no_such
 
 RELATIVE_TOLERANCE = 1e-6
 DISPLACEMENT_TOLERANCE = 1e-4
@@ -167,7 +168,7 @@ def build_parser():
 def _check(args):
     missing = [p for p in [args.results] + args.published if not Path(p).exists()]
     if missing:
-        raise UsageError(f"no such file or folder: {', '.join(missing)}")
+        raise UsageError(no_such(missing, folders=True))
 
 
 def main(argv=None):
@@ -213,4 +214,6 @@ COMMAND = cli.Command(prog="python -m sphyr_hpc.parity", build_parser=build_pars
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .runtime.launcher import exit_status  # bin/mpirun: the status without OpenMPI's banner
+
+    sys.exit(exit_status(main()))

@@ -21,7 +21,7 @@ from .cli import Output, Parser, UsageError
 def build_parser():
     parser = Parser(prog="python -m sphyr_hpc.report", description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", metavar="OUT_DIR", help="a score output folder holding results.jsonl")
-    parser.add_argument("--title", help="the page title; None: from the run (its models, dataset or folders)")
+    parser.add_argument("--title", help="the page title (default: from the run: its models, dataset or folders)")
     parser.add_argument("--compare", metavar="OUT_B",
                         help="another score output folder: write OUT_DIR/compare.html (OUT_B minus OUT_DIR) "
                              "instead of the report")
@@ -76,4 +76,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .runtime.launcher import exit_status  # bin/mpirun: the status without OpenMPI's banner
+
+    sys.exit(exit_status(main()))

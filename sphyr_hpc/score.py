@@ -55,7 +55,9 @@ Exit status: 0 when every record was scored; 1 when some record or input file
 could not be (each is named on stderr, and records in results.jsonl); 2 on a
 usage error (before any work: also an output folder that cannot be written);
 3 when an unexpected error on one rank aborted the job (what was written stays
-valid for ``--resume``); 130/143 when interrupted by SIGINT/SIGTERM (likewise).
+valid for ``--resume``); 4 when results.jsonl or another output could not be
+written (a full disk: one line names the folder and the records kept;
+``--resume`` finishes once space is freed); 130/143 when interrupted by SIGINT/SIGTERM (likewise).
 The run itself is :mod:`sphyr_hpc.jobs.score`'s.
 """
 
@@ -95,7 +97,8 @@ def build_parser():
                "(-sphyr_ksp_type cg -sphyr_pc_type gamg, -sphyr_ksp_view: shown once per distinct solver);\n"
                "an option no solver reads, or a value PETSc rejects, is a usage error.\n"
                "Exit status: 0 all scored, 1 some record or file could not be, 2 usage error,\n"
-               "3 unexpected error (--resume finishes the job), 130/143 interrupted by SIGINT/SIGTERM (likewise).",
+               "3 unexpected error (--resume finishes the job), 4 an output could not be written (a full disk:\n"
+               "likewise, once space is freed), 130/143 interrupted by SIGINT/SIGTERM (likewise).",
     )
     parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="result files, or folders of model folders of them (default: the bundled examples)")
@@ -110,6 +113,8 @@ def build_parser():
                                                      "printed at the end")
     parser.add_argument("--resume", action="store_true",
                         help="keep the records already in OUT/results.jsonl and score the rest (same inputs only)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the results an earlier run left in OUT (without it, such an OUT is refused)")
     parser.add_argument("--gravity", type=_gravity, default=None,
                         help="load direction dr,dc for every record (default: from the folder name, else 1,0 = down)")
     parser.add_argument("--design-efficiency", action="store_true",
@@ -167,4 +172,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .runtime.launcher import exit_status  # bin/mpirun: the status without OpenMPI's banner
+
+    sys.exit(exit_status(main()))

@@ -24,8 +24,8 @@ Each probe is scored by one shared :class:`~sphyr_hpc.scoring.scorer.Scorer` aga
 the record's ground truth and input grid (so all five probes of a record share
 one cached yardstick), and the table prints, per probe, the mean
 topology_score, structural_efficiency, material_efficiency,
-compliance_efficiency_vs_ground_truth, volume_fraction and load_carrying
-(``None`` counts as 0).  A metric worth trusting ranks the dataset answer
+compliance_efficiency_vs_ground_truth, volume_ratio and load_carrying
+(``None`` counts as 0), under the column names of ``score``'s leaderboard.  A metric worth trusting ranks the dataset answer
 first, the flipped probes below it in order, and both degenerate answers below
 the dataset answer.  The last line counts the records whose dataset answer
 beats the reference optimiser (``structural_efficiency_raw > 1.0005``): the
@@ -48,6 +48,7 @@ import sys
 
 from . import cli
 from .cli import Parser, UsageError, positive_int
+from .runtime.messages import no_such
 
 PROG = "python -m sphyr_hpc.validate"
 
@@ -67,9 +68,9 @@ def build_parser(prog=PROG):
                         help="score the first N records")
     level = parser.add_mutually_exclusive_group()
     level.add_argument("--hard", dest="hard", action="store_true", default=None,
-                       help="hard probes (one-decimal densities) whatever the file name (default: from the "
-                            "file name)")
-    level.add_argument("--easy", dest="hard", action="store_false", help="easy probes (0/1)")
+                       help="hard probes (one-decimal densities) whatever the file name (default: hard when the "
+                            "file name ends with 'hard', else easy)")
+    level.add_argument("--easy", dest="hard", action="store_false", help="easy probes (0/1) whatever the file name")
     yardstick_store.add_arguments(parser)
     return parser
 
@@ -78,7 +79,7 @@ def _check(args):
     import os
 
     if not os.path.isfile(args.dataset):
-        raise UsageError(f"dataset file not found: {args.dataset} (see --help)")
+        raise UsageError(no_such([args.dataset]))
 
 
 def _run(args, context):
@@ -100,4 +101,6 @@ def main(argv=None, prog=PROG):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .runtime.launcher import exit_status  # bin/mpirun: the status without OpenMPI's banner
+
+    sys.exit(exit_status(main()))

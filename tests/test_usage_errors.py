@@ -216,6 +216,302 @@ def test_optimize_output_of_the_wrong_kind_is_a_usage_error(option, kind, tmp_pa
     assert f"{option} {target} is a {kind}" in err
 
 
+# -- issue 25: a new user's first hour -------------------------------------------------------------
+MY_MODEL = ROOT / "examples" / "completions" / "my-model.jsonl"
+ROW_EASY = ROOT / "examples" / "data" / "v1" / "3_random_row_easy.jsonl"
+
+
+def test_a_jsonl_file_given_as_path_says_to_use_dataset_and_completions(tmp_path, capsys):
+    err = _usage_error(capsys, V1_FULL_EASY, "--out", tmp_path / "out")
+    assert "is a JSONL file" in err and "--dataset" in err and "--completions" in err
+    assert err.startswith("python -m sphyr_hpc.score: error: ")
+    assert not (tmp_path / "out").exists()
+
+
+def test_jsonl_content_in_a_json_file_gets_the_same_hint(tmp_path, capsys):
+    named = tmp_path / "model" / "full_easy.json"
+    named.parent.mkdir()
+    named.write_text(V1_FULL_EASY.read_text())
+    assert main([str(named), "--out", str(tmp_path / "out"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "Extra data" in err and "--dataset D.jsonl --completions C.jsonl" in err
+
+
+@pytest.mark.parametrize("module, argv, message", [
+    ("score", ["nowhere.json"], "no such file or folder: nowhere.json"),
+    ("validate", ["--dataset", "nowhere.jsonl"], "no such file: nowhere.jsonl"),
+    ("certify", ["--dataset", "nowhere.jsonl"], "no such file: nowhere.jsonl"),
+    ("optimize", ["nowhere.json"], "no such file: nowhere.json"),
+    ("generate", ["--grid", "nowhere.txt", "--out", "x.json"], "no such file: nowhere.txt"),
+])
+def test_a_missing_input_is_named_in_the_same_words_by_every_command(module, argv, message, tmp_path, capsys):
+    import importlib
+
+    status = importlib.import_module(f"sphyr_hpc.{module}").main(argv)
+    err = capsys.readouterr().err
+    assert status == 2 and "Traceback" not in err
+    assert err.strip() == f"python -m sphyr_hpc.{module}: error: {message}", err
+
+
+def _completions(tmp_path, completion):
+    record = json.loads(V1_FULL_EASY.read_text().splitlines()[0])
+    dataset = tmp_path / "full_easy.jsonl"
+    dataset.write_text(json.dumps(record) + "\n")
+    completions = tmp_path / "model.jsonl"
+    completions.write_text(json.dumps({"index": record["index"], "completion": completion}) + "\n")
+    return record, dataset, completions
+
+
+@pytest.mark.parametrize("kind", ["json list text", "commas", "prose"])
+def test_an_unread_completion_format_says_what_was_found_and_what_is_read(kind, tmp_path):
+    record, dataset, completions = _completions(tmp_path, "")
+    truth = record["ground_truth"]
+    truth = [r.split() if isinstance(r, str) else r for r in truth]
+    completion = {"json list text": json.dumps(truth), "commas": "\n".join(",".join(r) for r in truth),
+                  "prose": "I cannot solve this."}[kind]
+    completions.write_text(json.dumps({"index": record["index"], "completion": completion}) + "\n")
+    assert main(["--dataset", str(dataset), "--completions", str(completions), "--out", str(tmp_path / "out"),
+                 "--quiet", "--no-report"]) == 0
+    row = json.loads((tmp_path / "out" / "results.jsonl").read_text())
+    assert row["topology_score"] == 0 and row["failure"] == "no_grid"  # scores unchanged: the published rule
+    reason = row["invalid_reason"]
+    if kind == "prose":
+        assert reason == "completion has no grid, ground truth is 10x10"
+    else:
+        assert reason.startswith("completion has no grid: found ")
+        assert ("JSON text of a list of rows" if kind == "json list text" else "10 comma-separated rows") in reason
+        assert "the scorer reads rows of L, S, V or numbers separated by spaces, one row per line" in reason
+
+
+def test_unread_formats_in_the_python_api_get_the_same_reason():
+    from sphyr_hpc import get_structural_metrics
+
+    record = json.loads(V1_FULL_EASY.read_text().splitlines()[0])
+    metrics = get_structural_metrics(json.dumps(record["ground_truth"]), record["ground_truth"], record["input_grid"])
+    assert metrics.topology_score == 0 and "JSON text of a list of rows" in metrics.invalid_reason
+
+
+def test_an_index_given_as_a_string_is_named_precisely(tmp_path):
+    record, dataset, completions = _completions(tmp_path, "L L")
+    completions.write_text(json.dumps({"index": str(record["index"]), "completion": "L L"}) + "\n")
+    run = _python("--dataset", dataset, "--completions", completions, "--out", tmp_path / "out", "--quiet")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert (f"{completions}:1: 'index' is the string \"{record['index']}\", not an integer: "
+            f"write \"index\": {record['index']}") in run.stderr
+
+
+def test_unanswered_records_are_one_line_and_a_list_in_out(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["--dataset", str(V1_FULL_EASY), "--completions", str(MY_MODEL), "--out", str(out),
+                 "--quiet", "--no-report"]) == 1
+    err = capsys.readouterr().err
+    assert "has no completion" not in err  # no line per record
+    assert err.strip().splitlines() == [
+        f"python -m sphyr_hpc.score: 23 of 29 records have no completion (each counts 0 in its model's means); "
+        f"their list is in {out / 'unanswered.txt'}"]
+    listed = (out / "unanswered.txt").read_text().splitlines()
+    assert listed[0] == "model\tsubject\tindex\twhere" and len(listed) == 24
+    assert listed[1].startswith("my-model\tfull_easy\t6\t")
+    # --resume keeps counting the earlier run's unanswered records.
+    assert main(["--dataset", str(V1_FULL_EASY), "--completions", str(MY_MODEL), "--out", str(out),
+                 "--quiet", "--no-report", "--resume"]) == 1
+    assert "23 of 29 records have no completion" in capsys.readouterr().err
+    assert len((out / "unanswered.txt").read_text().splitlines()) == 24
+
+
+def test_an_exit_1_run_under_bin_mpirun_ends_with_its_own_summary_not_openmpis_banner(tmp_path):
+    run = subprocess.run([MPIRUN, "-n", "2", sys.executable, "-m", "sphyr_hpc.score", "--dataset", str(V1_FULL_EASY),
+                          "--completions", str(MY_MODEL), "--out", str(tmp_path / "out"), "--quiet", "--no-report"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert run.returncode == 1
+    assert "Primary job" not in run.stderr and "mpirun detected" not in run.stderr
+    assert run.stderr.strip().splitlines()[-1].startswith("python -m sphyr_hpc.score: 23 of 29 records have no "
+                                                           "completion")
+
+
+def test_an_out_holding_earlier_results_is_refused_offering_resume_new_folder_or_overwrite(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main([str(ONE_FILE), "--out", str(out), "--quiet", "--no-report"]) == 0
+    before = (out / "results.jsonl").read_text()
+    capsys.readouterr()
+    err = _usage_error(capsys, ONE_FILE, "--out", out)
+    assert f"--out {out} already holds an earlier run's results (5 records" in err
+    assert "--resume" in err and "--overwrite" in err and "new --out folder" in err
+    assert (out / "results.jsonl").read_text() == before
+    assert main([str(ONE_FILE), "--out", str(out), "--quiet", "--no-report", "--overwrite"]) == 0
+    assert main([str(ONE_FILE), "--out", str(out), "--quiet", "--no-report", "--resume"]) == 0
+
+
+def test_resume_of_a_finished_run_draws_no_empty_progress_bar(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main([str(ONE_FILE), "--out", str(out), "--no-report", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main([str(ONE_FILE), "--out", str(out), "--no-report", "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "step" not in err and "0/0" not in err
+
+
+COMMANDS = ("score", "validate", "certify", "report", "optimize", "generate", "scaling", "parity")
+
+
+@pytest.mark.parametrize("module", COMMANDS)
+def test_help_is_plain_text_and_shows_only_defaults_that_are_true(module):
+    import importlib
+
+    text = importlib.import_module(f"sphyr_hpc.{module}").build_parser().format_help()
+    assert "``" not in text
+    for meaningless in ("(default: None)", "(default: True)", "(default: False)", "(default: [])"):
+        assert meaningless not in text, meaningless
+    for line in text.split("\n  -"):
+        assert line.count("(default") <= 1, line
+    if module in ("validate", "certify"):
+        dataset = text.split("--dataset", 2)[2].split("\n  -")[0]
+        assert "default" not in dataset  # required: nothing to default to
+
+
+def test_validate_help_says_the_probe_level_comes_from_the_file_name():
+    from sphyr_hpc import validate
+
+    text = " ".join(validate.build_parser().format_help().split())
+    assert "(default: hard when the file name ends with 'hard', else easy)" in text
+
+
+def test_optimize_iteration_lines_show_the_total_and_an_eta(capsys):
+    from sphyr_hpc import optimize
+
+    assert optimize.main(["--preset", "mbb", "--size", "30x10", "--iterations", "4", "--tolerance", "0"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("it ")]
+    assert len(lines) == 4 and lines[0].startswith("it    1/4 (ETA <= 0:0") and lines[-1].startswith("it    4/4")
+
+
+def test_scaling_lines_count_the_runs_and_say_the_time_left():
+    from sphyr_hpc.jobs.scaling import _Eta
+
+    eta = _Eta([1.0, 1.0, 2.0])
+    assert eta.step().endswith("elapsed, about 0:00 left")
+    assert "elapsed" in eta.step() and eta.done == 2
+
+
+def test_setup_installs_what_scoring_needs_and_the_tests_set_up_the_rest():
+    setup = (ROOT / "bin" / "setup").read_text()
+    scoring = setup.split("PACKAGES=(", 1)[1].split(")", 1)[0].split()
+    tests = setup.split("TEST_PACKAGES=(", 1)[1].split(")", 1)[0].split()
+    assert not {"paraview", "python3-paraview", "xvfb", "chromium", "python3-pytest"} & set(scoring)
+    assert {"paraview", "python3-paraview", "xvfb", "chromium", "python3-pytest"} <= set(tests)
+    assert {"python3-petsc4py", "python3-mpi4py", "openmpi-bin", "python3-scipy"} <= set(scoring)
+    assert "bin/setup --test" in (ROOT / "bin" / "test").read_text()
+    assert "bin/setup && bin/test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_score_certified_says_how_many_records_had_a_certificate(tmp_path, capsys):
+    from sphyr_hpc import certify
+
+    assert certify.main(["--dataset", str(ROW_EASY), "--samples", "2", "--out", str(tmp_path / "cert"),
+                         "--quiet"]) == 0
+    completions = ROOT / "examples" / "completions" / "3_random_row_easy" / "my-model.jsonl"
+    capsys.readouterr()
+    assert main(["--dataset", str(ROW_EASY), "--completions", str(completions), "--certified",
+                 str(tmp_path / "cert"), "--out", str(tmp_path / "out"), "--quiet", "--no-report"]) == 0
+    err = capsys.readouterr().err
+    assert (f"--certified {tmp_path / 'cert'}: 2 of 29 scored records had a certificate (certified_* fields); "
+            f"the others' are null") in err
+
+
+def test_the_readme_certify_example_certifies_its_samples(tmp_path):
+    from sphyr_hpc import certify
+
+    assert certify.main(["--dataset", str(ROW_EASY), "--samples", "6", "--node-budget", "2000",
+                         "--out", str(tmp_path / "cert"), "--quiet"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "cert" / "certify.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["optimal"] * 6
+
+
+def _fake_srun(tmp_path):
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text('#!/bin/bash\nexec "$@"\n')  # one rank, no Slurm
+    (bin_dir / "srun").chmod(0o755)
+    return dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", SPHYR_HPC=str(ROOT),
+                PYTHON=sys.executable)
+
+
+def test_the_slurm_script_runs_as_printed_on_the_bundled_examples(tmp_path):
+    env = _fake_srun(tmp_path)
+    run = subprocess.run(["bash", str(ROOT / "examples" / "slurm_score.sh")], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=600, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert len((tmp_path / "out-slurm" / "results.jsonl").read_text().splitlines()) == 144
+
+
+def test_the_slurm_script_names_a_missing_results_folder(tmp_path):
+    env = dict(_fake_srun(tmp_path), RESULTS=str(tmp_path / "nowhere"))
+    run = subprocess.run(["bash", str(ROOT / "examples" / "slurm_score.sh")], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=60, env=env)
+    assert run.returncode == 2
+    assert run.stderr.strip() == (f"examples/slurm_score.sh: no such file or folder: RESULTS={tmp_path / 'nowhere'} "
+                                  f"(give RESULTS=/path/to/result-folders)")
+
+
+def test_validate_names_its_columns_as_score_does(capsys):
+    from sphyr_hpc import validate
+
+    assert validate.main(["--dataset", str(V1_FULL_EASY), "--samples", "1"]) == 0
+    header = capsys.readouterr().out
+    assert "struct" in header and "vol ratio" in header
+    assert "stiffness" not in header and "volume " not in header
+
+
+FULL_DISK = ("import errno, os, sys\n"
+             "from sphyr_hpc.io import results_log\n"
+             "append, written = results_log.ResultsLog.append, []\n"
+             "def full_after_some(self, row):\n"
+             "    if len(written) >= {after}:\n"
+             "        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))\n"
+             "    written.append(row)\n"
+             "    return append(self, row)\n"
+             "results_log.ResultsLog.append = full_after_some\n"
+             "from sphyr_hpc.runtime.launcher import exit_status\n"
+             "from sphyr_hpc.score import main\n"
+             "sys.exit(exit_status(main(sys.argv[1:])))  # as python -m sphyr_hpc.score ends\n")
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_full_disk_mid_run_is_one_line_naming_the_folder_what_is_kept_and_resume(ranks, tmp_path):
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-c", FULL_DISK.format(after=5), str(EXAMPLE_RESULTS), "--out", str(out), "--quiet"]
+    if ranks > 1:
+        cmd = [MPIRUN, "-n", str(ranks), *cmd]
+    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert run.returncode == 4, run.stderr
+    assert "Traceback" not in run.stderr and "MPI_ABORT" not in run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1, run.stderr
+    kept = len((out / "results.jsonl").read_text().splitlines())
+    assert 5 <= kept <= 5 * ranks
+    assert lines[0] == (f"python -m sphyr_hpc.score: cannot write to {out} (No space left on device); the {kept} "
+                        f"records already in {out}/results.jsonl are kept: free some space (or fix the folder), "
+                        f"then run the same command with --resume to finish")
+    assert main([str(EXAMPLE_RESULTS), "--out", str(out), "--quiet", "--no-report", "--resume"]) == 0
+    assert len((out / "results.jsonl").read_text().splitlines()) == 144
+
+
+def test_get_structural_metrics_says_what_no_input_grid_means():
+    import warnings
+
+    import sphyr_hpc
+
+    doc = sphyr_hpc.get_structural_metrics.__doc__
+    assert "input_grid=None" in doc and "every cell that is not" in doc and "0.821" in doc
+    record = json.loads((ROOT / "examples" / "data" / "v1" / "1_random_cell_easy.jsonl").read_text().splitlines()[0])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        blind = sphyr_hpc.get_structural_metrics(record["ground_truth"], record["ground_truth"])
+        masked = sphyr_hpc.get_structural_metrics(record["ground_truth"], record["ground_truth"], record["input_grid"])
+    assert [str(w.message).split(":")[0] for w in caught] == ["get_structural_metrics(input_grid=None)"]
+    assert round(blind.topology_score, 3) == 0.821 and round(masked.topology_score, 3) == 1.0
+
+
 # -- outputs that cannot be written: one line naming the path, exit status 2, before any work --------
 UNWRITABLE = "/proc/sphyr_hpc_no_such_folder"  # /proc refuses new files, also to root
 DATASET = ROOT / "examples" / "data" / "v1" / "full_easy.jsonl"
@@ -262,3 +558,10 @@ def test_an_output_check_leaves_no_trace(tmp_path):
     check_writable(Output(tmp_path / "kept.json"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.json"]
     assert (tmp_path / "kept.json").read_text() == "kept"
+
+
+def test_bin_mpirun_still_shows_mpiruns_own_errors(tmp_path):
+    run = subprocess.run([MPIRUN, "-n", "2", str(tmp_path / "no-such-program")], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, env=dict(os.environ))
+    assert run.returncode != 0
+    assert "unable to launch the specified application" in run.stdout + run.stderr

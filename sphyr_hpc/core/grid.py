@@ -87,6 +87,32 @@ def extract_grid_from_text(text):
     return best
 
 
+# What the scorer reads, in the words of a reason (docs/scoring.md, "Grids"; the published scorer's rule).
+READS = "the scorer reads rows of L, S, V or numbers separated by spaces, one row per line"
+
+
+def unread_format(text):
+    """Why text that holds no grid was not read, when it is a grid in a common other format; else None.
+
+    Models often answer with JSON text of a list of rows (``[["L", "S"], ...]``)
+    or with comma-separated rows (``L,S,V``).  Following the published scorer,
+    neither is a grid (the completion scores as one with no grid); the reason
+    says what was found and what is read, so the zero is not a mystery.
+    """
+    if not isinstance(text, str):
+        return None
+    stripped = text.strip()
+    found = None
+    if "[[" in stripped.replace(" ", "") and "]" in stripped:
+        found = "JSON text of a list of rows ([[...], ...])"
+    else:
+        lines = [line for line in stripped.splitlines() if "," in line]
+        cells = [cell.strip().strip("[]\"'") for line in lines for cell in line.split(",")]
+        if lines and cells and sum(map(bool, cells)) and all(is_cell_token(c) for c in cells if c):
+            found = f"{len(lines)} comma-separated row{'s' if len(lines) > 1 else ''}"
+    return f"completion has no grid: found {found}; {READS}" if found else None
+
+
 def prompt_input_grid(prompt):
     """The masked input grid quoted in a SPhyR prompt ([] if there is none)."""
     if not prompt or PROMPT_GRID_MARKER not in prompt:

@@ -25,6 +25,7 @@ and its grid shared, read-only, by every record that quotes it: reading
 costs one parse per sample and one per completion, not three per record.
 """
 
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -84,6 +85,8 @@ class Sample:
         (raw, where), sample = self.deferred, replace(self, deferred=None)
         try:
             sample.completion = grids.as_grid(raw)
+            if not sample.completion:
+                sample.invalid_reason = grids.unread_format(raw) or sample.invalid_reason
         except grids.GridError as err:
             sample.fail(f"{where}: completion: {err}", "unreadable")
         except (RecursionError, MemoryError) as err:  # a cell nested as deep as the JSON decoder allowed
@@ -188,6 +191,8 @@ def _parse_grids(sample, values, where, limits, defer_completion):
     else:
         try:
             sample.completion = grids.as_grid(values["completion"])
+            if not sample.completion:
+                sample.invalid_reason = grids.unread_format(values["completion"])
         except grids.GridError as err:
             sample.fail(f"{where['completion']}: completion: {err}", "unreadable")
             return sample
@@ -219,6 +224,12 @@ def sample_from_record(record, model, subject, index, source, gravity, limits=In
     return parse_grids(sample, {f: record[f] for f in fields}, dict.fromkeys(fields, where), limits, defer_completion)
 
 
+def _one_object_per_line(text):
+    """True when ``text``'s first line is a JSON object on its own: a JSONL file named like a result file."""
+    first, _ = decode_json(text.lstrip().split("\n", 1)[0])
+    return isinstance(first, dict)
+
+
 def read_result_file(path, gravity=None, limits=InputLimits(), defer_completion=False):
     """Samples of one result file, or a :class:`FileProblem` if it cannot be read.
 
@@ -230,6 +241,8 @@ def read_result_file(path, gravity=None, limits=InputLimits(), defer_completion=
     data, reason = read_bytes(path, limits)
     text, reason = utf8(data) if data is not None else (None, reason)
     records, reason = decode_json(text) if text is not None else (None, reason)
+    if reason and reason.startswith("not valid JSON: Extra data") and _one_object_per_line(text):
+        reason += " (one JSON object per line is JSONL: score it with --dataset D.jsonl --completions C.jsonl)"
     if reason:
         return FileProblem(str(path), reason)
     if not isinstance(records, list):
@@ -237,6 +250,18 @@ def read_result_file(path, gravity=None, limits=InputLimits(), defer_completion=
     g = gravity if gravity is not None else gravity_from_folder(model)
     source = str(path)
     return [sample_from_record(r, model, subject, i, source, g, limits, defer_completion) for i, r in enumerate(records)]
+
+
+def _index_problem(record):
+    """Why a JSONL record's ``index`` is not one, and what to write instead."""
+    if "index" not in record:
+        return "record has no 'index' (records pair by their integer index)"
+    index = record["index"]
+    if isinstance(index, str) and index.strip().lstrip("+-").isdigit():
+        return f"'index' is the string {json.dumps(index)}, not an integer: write \"index\": {int(index)}"
+    if isinstance(index, float) and index.is_integer():
+        return f"'index' is the number {index!r}, not an integer: write \"index\": {int(index)}"
+    return f"'index' is {json.dumps(index)[:40]} ({type(index).__name__}), not an integer"
 
 
 def read_dataset_completions(dataset, completions, model=None, gravity=None, limits=InputLimits(),
@@ -269,7 +294,7 @@ def read_dataset_completions(dataset, completions, model=None, gravity=None, lim
             elif not isinstance(obj, dict):
                 problems.append(FileProblem(where, f"a record must be a JSON object, not {type(obj).__name__}"))
             elif not isinstance(obj.get("index"), int) or isinstance(obj.get("index"), bool):
-                problems.append(FileProblem(where, "record has no integer 'index'"))
+                problems.append(FileProblem(where, _index_problem(obj)))
             elif obj["index"] in records:
                 problems.append(FileProblem(where, f"duplicate index {obj['index']}"))
             else:

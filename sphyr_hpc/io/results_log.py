@@ -1,6 +1,7 @@
 """``results.jsonl``: the append-only log of a scoring run, and the order of its rows."""
 
 import json
+import errno
 import os
 from pathlib import Path
 
@@ -53,7 +54,8 @@ class ResultsLog:
         data = (_ROW_ENCODER.encode(row) + "\n").encode("utf-8")
         written = os.write(self._fd, data)
         if written != len(data):  # regular files do not short-write short of a full disk
-            raise OSError(f"short write to {self.path}")
+            raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)}: {written} of {len(data)} bytes written",
+                          str(self.path))
         # O_APPEND moves this descriptor's offset to the end of its own write, atomically.
         return os.lseek(self._fd, 0, os.SEEK_CUR) - written, written
 

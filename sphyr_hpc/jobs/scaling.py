@@ -20,6 +20,7 @@ from ..io.atomic import write_text_atomic
 from ..optimiser import problems
 from ..optimiser.problems import ProblemError
 from ..reporting.scaling import baseline, plot
+from ..runtime.messages import no_such
 from ..runtime.process import UsageError
 
 REPO_MPIRUN = Path(__file__).resolve().parent.parent.parent / "bin" / "mpirun"
@@ -185,7 +186,7 @@ def check_settings(args):
         for nelx, nely in sizes:
             problems.preset(args.preset, nelx, nely, args.volfrac)
         if args.design and not os.path.exists(args.design):
-            raise ProblemError(f"--design {args.design}: no such file")
+            raise ProblemError(f"--design: {no_such([args.design])}")
         mpirun_command(args.mpirun)
     except ProblemError as err:
         raise UsageError(str(err)) from None
@@ -206,6 +207,25 @@ def plot_prefix(args):
     return args.plots or str(Path(args.json).with_suffix(""))
 
 
+def _clock(seconds):
+    return f"{int(seconds // 60)}:{int(seconds % 60):02d}"
+
+
+class _Eta:
+    """Elapsed time and an estimate of the time left after each of a study's runs, whose costs are
+    taken as elements per rank (a run's time grows about so, start-up aside: an estimate, said so)."""
+
+    def __init__(self, costs):
+        self.costs, self.done, self.started = costs, 0, time.perf_counter()
+
+    def step(self):
+        self.done += 1
+        elapsed = time.perf_counter() - self.started
+        spent = sum(self.costs[:self.done])
+        left = elapsed / spent * sum(self.costs[self.done:]) if spent else 0.0
+        return f"{_clock(elapsed)} elapsed, about {_clock(left)} left"
+
+
 def run_scaling(args, petsc_args):
     """Run the study the (checked) arguments describe; the exit status."""
     def log(line):
@@ -224,15 +244,17 @@ def run_scaling(args, petsc_args):
     with tempfile.TemporaryDirectory(prefix="sphyr_scaling_") as workdir:
         smallest = min(sizes, key=lambda s: s[0] * s[1])
         design = make_design(args, smallest, workdir, env, log)
-        for size in sizes:
-            for r in ranks:
-                entry = run_one(args, size, r, design, mpirun, env, workdir, petsc_args, log)
-                entries.append(entry)
-                if "error" in entry:
-                    log(f"  {size[0]}x{size[1]} on {r}: FAILED {entry['error'][-300:]}")
-                else:
-                    log(f"  {size[0]}x{size[1]} on {r}: {entry['seconds_per_iteration']:.3f} s/iteration, "
-                        f"{entry['ksp_iterations']:.1f} KSP its/solve, {entry['peak_memory_mb']:.0f} MB/rank")
+        runs = [(size, r) for size in sizes for r in ranks]
+        eta = _Eta([size[0] * size[1] / r for size, r in runs])
+        for number, (size, r) in enumerate(runs, 1):
+            entry = run_one(args, size, r, design, mpirun, env, workdir, petsc_args, log)
+            entries.append(entry)
+            done = f"  [{number}/{len(runs)}, {eta.step()}]"
+            if "error" in entry:
+                log(f"{done} {size[0]}x{size[1]} on {r}: FAILED {entry['error'][-300:]}")
+            else:
+                log(f"{done} {size[0]}x{size[1]} on {r}: {entry['seconds_per_iteration']:.3f} s/iteration, "
+                    f"{entry['ksp_iterations']:.1f} KSP its/solve, {entry['peak_memory_mb']:.0f} MB/rank")
     meta["load_average_end"] = list(os.getloadavg())
     write_text_atomic(args.json, json.dumps(entries, indent=1) + "\n")
     write_text_atomic(md_path(args), markdown(entries, meta))

@@ -11,16 +11,17 @@ interrupted, aborted) never says it finished.
 """
 
 import json
-import sys
 import time
 from pathlib import Path
 
 from ..io.atomic import write_text_atomic
+from ..io.jsonl import read_rows
 from ..io.results_log import ResultsLog, row_key
 from ..io.yardstick_store import store_of_arguments
 from ..reporting.html import PICTURES, REPORT_NAME
 from ..reporting.leaderboard import plot_leaderboard, warm_up
-from ..runtime.process import PROCESS_STARTED, UsageError
+from ..runtime.messages import WRITE_FAILED_STATUS, certified_count, prog_of, say, unanswered, write_failed
+from ..runtime.process import PEER_GRACE_SECONDS, PROCESS_STARTED, UsageError
 from ..runtime.progress import progress_bar
 from ..runtime.tasks import run_dynamic, wait_idle
 from ..scoring import pieces as split
@@ -36,6 +37,13 @@ from .report import Report
 from .score_inputs import check_resume, input_paths, inputs_of, load_inputs
 
 LOCK_NAME = ".sphyr_hpc.lock"
+PROG = prog_of("score")
+# The records a model left without a completion, one per line (model, subject, index, where): written
+# to --out instead of one stderr line each.
+UNANSWERED_NAME = "unanswered.txt"
+# Added to the "items done" counter when a rank stops writing: more than any run's items, so rank 0's
+# progress stops waiting for the ones that will not come.
+STOPPED = 1 << 40
 
 
 def _lock_output(out):
@@ -58,9 +66,21 @@ def _lock_output(out):
         if err.errno not in (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP):
             raise
         # A file system without locks (Lustre mounted without -o flock, some NFS): the run goes on.
-        print(f"warning: {out} is on a file system without file locks ({err.strerror}): nothing stops "
-              f"another run from writing there at the same time", file=sys.stderr)
+        say(PROG, f"warning: {out} is on a file system without file locks ({err.strerror}): nothing stops "
+                  f"another run from writing there at the same time")
     return handle
+
+
+def _kept(log_path):
+    """The complete records of a results.jsonl (what --resume keeps)."""
+    try:
+        return len(read_rows(log_path)[0])
+    except OSError:
+        return "(unknown number of)"
+
+
+def _failed_folder(err, out):
+    return Path(err.filename).parent if getattr(err, "filename", None) else out
 
 
 class ScoringRun:
@@ -71,6 +91,9 @@ class ScoringRun:
         self.out = Path(args.out)
         self.log = ResultsLog(self.out / "results.jsonl")
         self.lock = None
+        self.unanswered = []  # this rank's records without a completion (UNANSWERED_NAME)
+        self.certified = 0  # this rank's records given a certified optimum (--certified)
+        self.write_error = None  # the OSError of a failed append to results.jsonl on this rank
         self.times = {"started": time.perf_counter()}  # sphyr_hpc, MPI and PETSc are loaded: start-up ends
 
     def run(self):
@@ -88,10 +111,42 @@ class ScoringRun:
         tasks = make_tasks(pending)
         self.times["read"] = time.perf_counter()
         if self.rank == 0 and self.args.resume and not self.args.quiet:
-            print(f"resuming: {len(done)} records already in {self.log.path}, {len(pending)} to score",
-                  file=sys.stderr)
-        running, places, total = self._score(pending, tasks)
-        return self._finish(pending, running, places, total)
+            say(PROG, f"resuming: {len(done)} records already in {self.log.path}, {len(pending)} to score")
+        try:
+            running, places, total = self._score(pending, tasks)
+            failed = [err for err in self.comm.allgather(self.write_error) if err is not None]
+            if failed:
+                return self._stopped_writing(failed[0])
+            return self._finish(pending, running, places, total)
+        except OSError as err:  # writing the end of the run (rank 0 or the drawer alone): see _write_failed
+            return self._write_failed(err)
+
+    def _stop_writing(self, err, counters, n_tasks):
+        """An append to results.jsonl failed on this rank (a full disk, a quota, a folder gone): no rank
+        takes another task, and rank 0's progress stops waiting for the records that will not come.
+        Collective from here on like a finished run, so no rank is aborted (:meth:`_stopped_writing`)."""
+        self.write_error = err
+        counters.stop(n_tasks)
+        counters.add_done(STOPPED)
+
+    def _stopped_writing(self, err):
+        """Every rank, after a failed append on one of them: one line from rank 0 naming the folder, the
+        records kept (every complete line of results.jsonl, which --resume keeps) and what to do."""
+        if self.rank == 0:
+            say(PROG, write_failed(_failed_folder(err, self.out), err, _kept(self.log.path)))
+            self.lock.close()
+        return WRITE_FAILED_STATUS
+
+    def _write_failed(self, err):
+        """A write at the end of the run failed on this rank (the others may wait in a collective): the
+        same line, then every rank ended.  Another rank that hits it too waits for rank 0's abort first,
+        so the line is printed once."""
+        if self.rank != 0 and self.comm.size > 1:
+            time.sleep(PEER_GRACE_SECONDS)
+        say(PROG, write_failed(_failed_folder(err, self.out), err, _kept(self.log.path)))
+        if self.comm.size > 1:
+            self.comm.Abort(WRITE_FAILED_STATUS)
+        return WRITE_FAILED_STATUS
 
     def _lock(self):
         """The output folder locked by rank 0 for this run (False: another run holds it, said on stderr)."""
@@ -99,8 +154,8 @@ class ScoringRun:
         if self.comm.bcast(self.lock is not None if self.rank == 0 else None, root=0):
             return True
         if self.rank == 0:
-            print(f"error: another run is writing to {self.out} (it holds {self.out / LOCK_NAME}); "
-                  f"wait for it to end or kill it before --resume", file=sys.stderr)
+            say(PROG, f"error: another run is writing to {self.out} (it holds {self.out / LOCK_NAME}); "
+                  f"wait for it to end or kill it before --resume")
         return False
 
     def _open_log(self, problems):
@@ -115,7 +170,7 @@ class ScoringRun:
                 done = err
             else:
                 for problem in problems:
-                    print(f"error: {problem.path}: {problem.reason}", file=sys.stderr)
+                    say(PROG, f"error: {problem.path}: {problem.reason}")
                 if self.args.resume:
                     done = {row_key(row) for row in self.log.recover()}
                 else:
@@ -148,9 +203,10 @@ class ScoringRun:
                     for i, group in enumerate(tasks)]
         phase = {"offset": 0, "total": sum(p.runs for p in pieces)}
         bar = progress_bar(phase["total"] + sum(promised), args.quiet) if self.rank == 0 else None
+        self.bar = bar
 
         def progress(count):
-            bar.update(phase["offset"] + count - bar.n)
+            bar.update(min(phase["offset"] + count, bar.total) - bar.n)
             return count >= phase["total"]
 
         refresh = progress if bar is not None else None
@@ -171,18 +227,19 @@ class ScoringRun:
         places = []
 
         def run(i, counters):
+            if self.write_error is not None:  # claimed before this rank stopped: left for --resume
+                return
             steps.start(counters, promised[i])
             if i in gathered:
                 scorer.supply(cases[i], gathered.pop(i))
             self.stored.dataset = ",".join(sorted({sample.subject for sample in tasks[i]}))  # provenance
             for sample, sample_scorer in sample_scorers(scorer, tasks[i]):
-                row = score_sample(sample, scorer, args.fields, args.fields_format, sample_scorer)
-                if certified is not None and "error" not in row:
-                    row.update(certified_metrics(row, certified.get(
-                        sample_id(sample.ground_truth, sample.input_grid, sample.gravity))))
-                if "error" in row:
-                    print(f"error: {row['error']}", file=sys.stderr)
-                offset, length = self.log.append(row)
+                row = self._noted(score_sample(sample, scorer, args.fields, args.fields_format, sample_scorer),
+                                  sample, certified)
+                try:
+                    offset, length = self.log.append(row)
+                except OSError as err:
+                    return self._stop_writing(err, counters, len(tasks))
                 if owner[sample.key] is sample:  # not a row the sorted file drops
                     running.add(row)
                     places.append((position[sample.key], offset, length))
@@ -223,6 +280,19 @@ class ScoringRun:
         counts["store"] = str(store.root) if store is not None else None
         return counts
 
+    def _noted(self, row, sample, certified):
+        """``row`` with its certified metrics (--certified), counted; a record without a completion
+        is listed for unanswered.txt, another error said on stderr."""
+        if certified is not None and "error" not in row:
+            row.update(certified_metrics(row, certified.get(
+                sample_id(sample.ground_truth, sample.input_grid, sample.gravity))))
+            self.certified += row["certified_optimal_compliance"] is not None
+        if row.get("completion_status") == "missing":
+            self.unanswered.append(f"{row['model']}\t{row['subject']}\t{row['index']}\t{row['error']}")
+        elif "error" in row:
+            say(PROG, f"error: {row['error']}")
+        return row
+
     @property
     def drawer(self):
         """The rank that draws leaderboard.png and writes report.html: the last one."""
@@ -231,7 +301,11 @@ class ScoringRun:
     def _finish(self, pending, running, places, total):
         """results.jsonl sorted, summary.json, the pictures and report, then run.json "finished"."""
         comm, rank, out = self.comm, self.rank, self.out
+        if self.args.resume:  # rank 0 counts every row of the log again while sorting it
+            self.certified = 0
         running = self._sort_log(running, places, total)
+        unanswered_lines = self._write_unanswered()
+        certified = sum(comm.gather(self.certified, root=0) or [])
         summary = None
         if rank == 0:
             summary = running.result()
@@ -270,6 +344,10 @@ class ScoringRun:
             print(format_counts(self.yardsticks, self.stored.store))
             print("\n".join(format_leaderboard(board)))
             print("\n" + "\n".join(format_failures(summary[SUMMARY_KEY])))
+            if self.args.certified:
+                say(PROG, certified_count(self.args.certified, certified, scored))
+            if unanswered_lines:
+                say(PROG, unanswered(len(unanswered_lines), records, out / UNANSWERED_NAME))
             print(f"\nleaderboard: {out / 'leaderboard.png'}")
             if self.args.report:
                 print(f"report: {out / REPORT_NAME} (a page per model in {out / PICTURES})")
@@ -277,6 +355,21 @@ class ScoringRun:
             self._write_finished(running, len(pending), report_seconds)
             self.lock.close()
         return comm.bcast(status, root=0)
+
+    def _write_unanswered(self):
+        """Rank 0: the records without a completion, sorted, in OUT/unanswered.txt (removed when there
+        are none); returns their lines (the other ranks: None).  With --resume the earlier run's are
+        counted too (rank 0 reads them back while sorting the log)."""
+        parts = self.comm.gather(self.unanswered, root=0)
+        if self.rank != 0:
+            return None
+        lines = sorted(set(sum(parts, [])), key=lambda line: line.split("\t")[:2] + [int(line.split("\t")[2])])
+        path = self.out / UNANSWERED_NAME
+        if lines:
+            write_text_atomic(path, "model\tsubject\tindex\twhere\n" + "\n".join(lines) + "\n")
+        elif path.exists():
+            path.unlink()
+        return lines
 
     def _sort_log(self, running, places, total):
         """results.jsonl sorted, and rank 0's summary of all of it.
@@ -290,6 +383,9 @@ class ScoringRun:
                 running = ReportData()
                 for row in self.log.finalise():
                     running.add(row)
+                    self.certified += row.get("certified_optimal_compliance") is not None
+                    if row.get("completion_status") == "missing":
+                        self.unanswered.append(f"{row['model']}\t{row['subject']}\t{row['index']}\t{row['error']}")
             return running
         self.log.assemble(self.comm, places, total)
         parts = self.comm.gather(running, root=0)

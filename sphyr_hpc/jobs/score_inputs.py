@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..io import limits as input_limits
 from ..io.records import FileProblem, find_result_files, read_dataset_completions, read_result_file
+from ..runtime.messages import existing_results, jsonl_given_as_path, no_such
 from ..runtime.process import UsageError
 
 # The bundled example records: the repository's examples/ folder, which sphyr_hpc/_examples links
@@ -38,7 +39,10 @@ def check_inputs(args):
     missing = [str(p) for p in paths + ([args.dataset] if args.dataset else []) + args.completions
                if not Path(p).exists()]
     if missing:
-        raise UsageError(f"no such file or folder: {', '.join(missing)}")
+        raise UsageError(no_such(missing, folders=True))
+    jsonl = [p for p in args.paths if Path(p).is_file() and str(p).endswith(".jsonl")]
+    if jsonl:
+        raise UsageError(jsonl_given_as_path(jsonl[0]))
     if args.certified and not (Path(args.certified) / "certify.jsonl").is_file():
         raise UsageError(f"no certify.jsonl in {args.certified} (made by python -m sphyr_hpc.certify --out DIR)")
     check_output_folders(args, paths)
@@ -76,11 +80,24 @@ def check_output_folders(args, paths):
         if folder.exists() and not folder.is_dir():
             raise UsageError(f"{option} {folder} is a file; {option} names a folder (give a new or existing "
                              f"folder)")
+        if option == "--out" and not (args.resume or getattr(args, "overwrite", False)):
+            records = _records_in(folder / "results.jsonl")
+            if records:
+                raise UsageError(existing_results(folder, records))
         resolved = folder.resolve()
         for source in inputs:
             if source.is_dir() and (resolved == source or source in resolved.parents):
                 raise UsageError(f"{option} {folder} is inside the input folder {source}: the next run would read "
                                  f"its outputs as results; choose a folder outside it")
+
+
+def _records_in(path):
+    """Non-blank lines of an earlier run's results.jsonl (0 when there is none)."""
+    try:
+        with open(path, "rb") as handle:
+            return sum(1 for line in handle if line.strip())
+    except OSError:
+        return 0
 
 
 def inputs_of(args, paths):

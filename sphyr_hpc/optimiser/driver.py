@@ -94,7 +94,7 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
         initial = problems.resize_nearest(initial, lc.shape)
     writer = _fields_writer(fields_dir, problem, system, fields_every, log, fields_format) if fields_dir else None
     penalty = simp.penalty_schedule(penal, continuation)
-    on_iteration = _IterationLog(system, mpi, lc, penalty, log, callback, writer)
+    on_iteration = _IterationLog(system, mpi, lc, penalty, log, callback, writer, total=iterations)
     try:
         result = simp.run_simp(system, density_filter, volume_fraction, free, pinned, penal=penal,
                                max_iterations=iterations, tolerance=tolerance, move_limit=move, initial=initial,
@@ -124,11 +124,11 @@ class _IterationLog:
     """What happens after every SIMP iteration: the history row (with the PETSc log events' seconds),
     the log line, the multigrid hierarchy after the first set-up, the callback and the fields step."""
 
-    def __init__(self, system, mpi, loadcase, penalty, log, callback, writer):
+    def __init__(self, system, mpi, loadcase, penalty, log, callback, writer, total=None):
         self.system, self.mpi, self.loadcase, self.penalty = system, mpi, loadcase, penalty
-        self.log, self.callback, self.writer = log, callback, writer
+        self.log, self.callback, self.writer, self.total = log, callback, writer, total
         self.history = []
-        self.last = time.perf_counter()
+        self.last = self.started = time.perf_counter()
         self.events = {n: timing.seconds(n) for n in timing.EVENTS}
 
     def __call__(self, iteration, compliance, physical, change):
@@ -146,14 +146,23 @@ class _IterationLog:
         if iteration == 1 and system.hierarchy:
             for line in format_hierarchy(*system.hierarchy, system.multigrid.levels if system.multigrid else None):
                 log(line)
-        log(f"it {iteration:4d}  c {compliance:.6e}  vol {volume:.4f}  change {change:.4f}  p {row['penal']:.2f}  "
-            f"ksp {row['ksp_iterations']:3d}  {row['seconds']:.2f} s")
+        log(f"it {iteration:4d}{self._of_total(iteration, now)}  c {compliance:.6e}  vol {volume:.4f}  "
+            f"change {change:.4f}  p {row['penal']:.2f}  ksp {row['ksp_iterations']:3d}  {row['seconds']:.2f} s")
         if self.callback is not None:
             self.callback(iteration, system, physical, compliance, change)
         if self.writer is not None:
             self.writer.write_step(iteration, physical, compliance=compliance, change=change)
         self.last = time.perf_counter()
         self.events = {n: timing.seconds(n) for n in timing.EVENTS}
+
+
+    def _of_total(self, iteration, now):
+        """``/300 (ETA <= 3:58)``: the iteration limit and the time left should the run reach it (it may
+        converge sooner) at the mean pace so far; empty without a limit."""
+        if not self.total:
+            return ""
+        left = (now - self.started) / iteration * max(self.total - iteration, 0)
+        return f"/{self.total} (ETA <= {int(left // 60)}:{int(left % 60):02d})"
 
 
 def _outcome(problem, system, mpi, result, history, volume_fraction, setup_seconds):

@@ -67,6 +67,7 @@ from ..io.atomic import write_text_atomic
 from ..io.jsonl import read_jsonl
 from ..core.loadcase import DOWN, LoadCase
 from ..core.loadcase import parse_gravity as loadcase_parse_gravity
+from ..runtime.messages import no_such
 
 FORMAT = "sphyr_hpc.problem"
 VERSION = 1
@@ -365,6 +366,8 @@ def dataset_problem(path, index, upscale=1, gravity=None, volume_fraction=None, 
             if problem:
                 raise ProblemError(f"{path}:{number}: {problem}")
             records.append(record)
+    except FileNotFoundError:
+        raise ProblemError(no_such([path])) from None
     except OSError as err:
         raise ProblemError(f"{path}: cannot read ({err.strerror or err})") from None
     chosen = [r for r in records if isinstance(r, dict) and r.get("index") == index]
@@ -387,6 +390,8 @@ def read_problem(path, upscale=1, gravity=None, volume_fraction=None):
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProblemError(no_such([path])) from None
     except OSError as err:
         raise ProblemError(f"{path}: cannot read ({err.strerror or err})") from None
     if path.suffix.lower() == ".json":

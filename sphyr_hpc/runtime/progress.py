@@ -4,9 +4,9 @@ import sys
 
 
 def progress_bar(total, quiet=False, unit="step"):
-    """A tqdm bar of ``total`` ``unit``s on stderr; None with ``quiet`` (nothing drawn, nothing polled,
+    """A tqdm bar of ``total`` ``unit``s on stderr; None with ``quiet`` or nothing to count (nothing drawn, nothing polled,
     tqdm not even imported)."""
-    if quiet:
+    if quiet or not total:  # nothing to do (a finished run resumed): no "0step" bar
         return None
     from tqdm import tqdm
 
