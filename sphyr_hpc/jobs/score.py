@@ -176,7 +176,7 @@ class ScoringRun:
                 else:
                     self.log.reset()
                     done = set()
-                self._write_run_json({"inputs": self.sources, "finished": False})
+                self.write_run_json({"inputs": self.sources, "finished": False})
         done = self.comm.bcast(done, root=0)
         if isinstance(done, UsageError):
             if self.lock is not None:
@@ -184,15 +184,13 @@ class ScoringRun:
             raise done
         return done
 
-    def _write_run_json(self, content):
+    def write_run_json(self, content):
         write_text_atomic(self.out / "run.json", json.dumps(content, indent=2) + "\n")
 
     def _score(self, pending, tasks):
         """Every pending record scored and appended to the log: ``(running summary, places, total)``."""
         args, comm = self.args, self.comm
-        self.stored = StoredYardsticks(store_of_arguments(args), warn=False)  # the yardstick store (docs/store.md)
-        scorer = Scorer(ScoringConfig(design_efficiency=args.design_efficiency, mg_min_dofs=args.multigrid_dofs),
-                        store=self.stored)
+        self.stored, scorer = _scorer(args)
         certified = None
         if args.certified:
             certified = comm.bcast(read_certified(args.certified) if self.rank == 0 else None, root=0)
@@ -262,23 +260,13 @@ class ScoringRun:
             phase["total"] = sum(promised)
         run_dynamic(comm, len(tasks), run, refresh)
         self.times["scored"] = time.perf_counter()
-        self.yardsticks = self._yardstick_counts()
+        self.yardsticks = _yardstick_counts(comm, self.stored)
         self.log.close()
         scorer.close()
         if bar is not None:
             bar.close()
         comm.Barrier()
         return running, places, len(position)
-
-    def _yardstick_counts(self):
-        """How many yardsticks every rank read from the store and computed (on every rank); rank 0
-        prints one warning line for every rank's problems with the store."""
-        counts, warning = merged(self.comm, self.stored)
-        if warning is not None and self.rank == 0:
-            print(warning, file=sys.stderr, flush=True)
-        store = self.stored.store
-        counts["store"] = str(store.root) if store is not None else None
-        return counts
 
     def _noted(self, row, sample, certified):
         """``row`` with its certified metrics (--certified), counted; a record without a completion
@@ -352,7 +340,7 @@ class ScoringRun:
             if self.args.report:
                 print(f"report: {out / REPORT_NAME} (a page per model in {out / PICTURES})")
             status = 1 if self.problems_count + records - scored else 0
-            self._write_finished(running, len(pending), report_seconds)
+            _write_finished(self, running, len(pending), report_seconds)
             self.lock.close()
         return comm.bcast(status, root=0)
 
@@ -395,33 +383,51 @@ class ScoringRun:
                 running.merge(part)
         return running
 
-    def _write_finished(self, running, scored_this_run, report_seconds):
-        t = self.times
-        now = time.perf_counter()
-        scoring_seconds = t["scored"] - t["scoring"]
-        records, scored = running.records, running.scored
-        self._write_run_json({
-            "ranks": self.comm.size, "records": records, "scored": scored, "errors": records - scored,
-            "scored_this_run": scored_this_run, "resumed": bool(self.args.resume), "inputs": self.sources,
-            "finished": True,
-            "yardsticks": self.yardsticks,  # from the store and computed, this run (docs/store.md)
-            "peak_mb_per_rank": {"before_the_end": [b for _, b, _ in self.end], "at_the_end": [a for _, _, a in self.end]},
-            # The scoring phase (every rank at work) and the whole command as this process saw it, up
-            # to this file; phases, which add up to process: rank 0's start-up (imports, MPI), reading
-            # the inputs and grouping them, waiting for every rank before scoring, scoring, the summary
-            # (results.jsonl assembled, summary.json), then pictures and the report (leaderboard.png,
-            # report.html, on the last rank; null: --no-report) and printing; process - scoring is the serial part.
-            "seconds": {"scoring": round(scoring_seconds, 3),
-                        "process": round(now - PROCESS_STARTED, 3),
-                        "report": None if report_seconds is None else round(report_seconds, 3),
-                        "end_cpu_per_rank": [c for c, _, _ in self.end],
-                        "phases": {"start_up": round(t["started"] - PROCESS_STARTED, 3),
-                                   "reading": round(t["read"] - t["started"], 3),
-                                   "waiting": round(t["scoring"] - t["read"], 3),
-                                   "scoring": round(scoring_seconds, 3),
-                                   "summary": round(t["summarised"] - t["scored"], 3),
-                                   "pictures_and_report": round(now - t["summarised"], 3)}},
-        })
+def _write_finished(run, running, scored_this_run, report_seconds):
+    """Rank 0: run.json saying the run finished, with its counts and the seconds of every phase."""
+    t = run.times
+    now = time.perf_counter()
+    scoring_seconds = t["scored"] - t["scoring"]
+    records, scored = running.records, running.scored
+    run.write_run_json({
+        "ranks": run.comm.size, "records": records, "scored": scored, "errors": records - scored,
+        "scored_this_run": scored_this_run, "resumed": bool(run.args.resume), "inputs": run.sources,
+        "finished": True,
+        "yardsticks": run.yardsticks,  # from the store and computed, this run (docs/store.md)
+        "peak_mb_per_rank": {"before_the_end": [b for _, b, _ in run.end], "at_the_end": [a for _, _, a in run.end]},
+        # The scoring phase (every rank at work) and the whole command as this process saw it, up
+        # to this file; phases, which add up to process: rank 0's start-up (imports, MPI), reading
+        # the inputs and grouping them, waiting for every rank before scoring, scoring, the summary
+        # (results.jsonl assembled, summary.json), then pictures and the report (leaderboard.png,
+        # report.html, on the last rank; null: --no-report) and printing; process - scoring is the serial part.
+        "seconds": {"scoring": round(scoring_seconds, 3),
+                    "process": round(now - PROCESS_STARTED, 3),
+                    "report": None if report_seconds is None else round(report_seconds, 3),
+                    "end_cpu_per_rank": [c for c, _, _ in run.end],
+                    "phases": {"start_up": round(t["started"] - PROCESS_STARTED, 3),
+                               "reading": round(t["read"] - t["started"], 3),
+                               "waiting": round(t["scoring"] - t["read"], 3),
+                               "scoring": round(scoring_seconds, 3),
+                               "summary": round(t["summarised"] - t["scored"], 3),
+                               "pictures_and_report": round(now - t["summarised"], 3)}},
+    })
+
+
+def _yardstick_counts(comm, stored):
+    """How many yardsticks every rank read from the store and computed (on every rank); rank 0 says
+    one warning line for every rank's problems with the store."""
+    counts, warning = merged(comm, stored)
+    if warning is not None and comm.rank == 0:
+        say(PROG, warning)
+    counts["store"] = str(stored.store.root) if stored.store is not None else None
+    return counts
+
+
+def _scorer(args):
+    """The yardstick store (docs/store.md) and the scorer that uses it."""
+    stored = StoredYardsticks(store_of_arguments(args), warn=False)
+    return stored, Scorer(ScoringConfig(design_efficiency=args.design_efficiency, mg_min_dofs=args.multigrid_dofs),
+                          store=stored)
 
 
 def _peak_mb():
