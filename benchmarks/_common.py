@@ -13,6 +13,11 @@ if str(ROOT) not in sys.path:
 
 from sphyr_hpc.io.atomic import write_text_atomic  # noqa: E402
 
+# A benchmark times the work, so no run it starts reads a yardstick stored by an earlier run (the
+# second round of a side-by-side would otherwise time a warm store).  benchmarks/store.py, which
+# measures the store, names its stores with --store.  A setting of your own wins.
+os.environ.setdefault("SPHYR_HPC_STORE", "none")
+
 # shared/data/sphyr beside the checkout (a clone) or beside the folder that holds it (a worktree).
 SPHYR_DATA = next((p / "shared" / "data" / "sphyr" for p in (ROOT.parent, ROOT.parent.parent)
                    if (p / "shared" / "data" / "sphyr").is_dir()), ROOT.parent / "shared" / "data" / "sphyr")
