@@ -327,8 +327,9 @@ class ScoringRun:
         status = None
         if rank == 0:
             records, scored = running.records, running.scored
-            print(f"\n{records} records ({scored} scored, {records - scored} errors) on {comm.size} rank(s) "
-                  f"-> {self.log.path}")
+            missing = len(unanswered_lines or ())
+            print(f"\n{records} records ({scored} scored, {missing} without a completion, {records - scored - missing} "
+                  f"errors) on {comm.size} rank(s) -> {self.log.path}")
             print(format_counts(self.yardsticks, self.stored.store))
             print("\n".join(format_leaderboard(board)))
             print("\n" + "\n".join(format_failures(summary[SUMMARY_KEY])))
