@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, machine, now, write_results
+from _common import ROOT, commit_of, machine, now, write_results
 
 REFERENCE_BLAS = ("/usr/lib/x86_64-linux-gnu/blas", "/usr/lib/x86_64-linux-gnu/lapack")
 # (name, OPENBLAS_CORETYPE, CPU flags it needs)
@@ -148,8 +148,8 @@ def markdown(report):
     lines = [
         "# Parity under several BLAS kernels",
         "",
-        f"{report['date']}, {report['machine']['platform']}, {report['machine']['cpus']} CPUs, "
-        f"CPU: {report['cpu']}. Made by `benchmarks/parity_kernels.py`.",
+        f"{report['date']}, commit {report.get('commit', '?')}, {report['machine']['platform']}, "
+        f"{report['machine']['cpus']} CPUs, CPU: {report['cpu']}. Made by `benchmarks/parity_kernels.py`.",
         "",
         "Each row runs the whole serial test suite (`pytest tests/`; the MPI tests skip on one rank) and "
         "`python -m sphyr_hpc.score examples/results` checked by `python -m sphyr_hpc.parity`, "
@@ -200,7 +200,8 @@ def main(argv=None):
     ran = [r for r in rows if "skipped" not in r]
     all_pass = bool(ran) and all(
         r["suite"]["exit"] == 0 and r["score_cli"]["parity_exit"] == 0 for r in ran)
-    report = {"date": now(), "machine": machine(load_before), "cpu": model, "kernels": rows, "all_pass": all_pass}
+    report = {"date": now(), "commit": commit_of(ROOT), "machine": machine(load_before), "cpu": model,
+              "kernels": rows, "all_pass": all_pass}
     write_results(args.out, report, markdown(report))
     print(markdown(report))
     return 0 if all_pass else 1
