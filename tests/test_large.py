@@ -169,7 +169,7 @@ def test_generate_writes_grid_files_the_other_commands_read(tmp_path, capsys):
     (["--preset", "mbb", "--size", "20x10", "--upscale", "0"], "positive integer"),
     (["--preset", "mbb", "--size", "20x10", "--continuation", "3,0"], "--continuation"),
     (["--preset", "mbb", "--size", "20x10", "--radius", "0"], "--radius"),
-    (["no/such/file.json"], "cannot read"),
+    (["no/such/file.json"], "no such file"),
     ([], "give exactly one of"),
 ])
 def test_bad_options_sizes_and_presets_give_clear_errors(argv, message, capsys):
