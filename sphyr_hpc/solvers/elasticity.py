@@ -124,9 +124,10 @@ class ElasticitySystem(SlabFields, LinearSystem):
             self._assembly = StencilAssembly(PETSc, self.da, self.da_elem, loadcase.shape, self.fixed_local,
                                              self.ke)
             self._nnz = self._assembly.nnz
+            self.da.setMatType(self._mat_type())
             self.K = self.da.createMatrix()
             self.K.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
-            self.K.setOption(PETSc.Mat.Option.USE_INODES, multigrid.USE_INODES)
+            multigrid.tune_operator(self.K)
         self._setup_vectors()
         self.ksp = _create_ksp(self, solver, options or {})
 
@@ -158,6 +159,16 @@ class ElasticitySystem(SlabFields, LinearSystem):
         else:
             self.K = self.da.createMatrix()
             self.K.setOption(self.PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
+
+    def _mat_type(self):
+        """K's storage with stencil assembly: ``-<prefix>mat_type``, else SBAIJ for geometric multigrid
+        with its coarse operators from the moduli, AIJ otherwise (GAMG; PCMG's own P^T A P products)."""
+        options = self.PETSc.Options(self.prefix)
+        default = "aij"
+        if self.solver == "mg" and not options.hasName("pc_mg_galerkin") \
+                and options.getString("pc_type", "mg") == "mg":
+            default = multigrid.MAT_TYPE
+        return options.getString("mat_type", default)
 
     def _block_cholesky(self):
         """Whether to factorise the SBAIJ copy P (see the module docstring)."""
@@ -203,6 +214,8 @@ class ElasticitySystem(SlabFields, LinearSystem):
         with timing.timed(timing.ASSEMBLY):
             if self.assembly == "stencil":
                 self._assembly.assemble(self.K, moduli)
+                if self.multigrid is not None and self.multigrid.coarse is not None:
+                    self.multigrid.coarse.update(moduli)
             elif self._values is not None:
                 self._assembly.values(moduli, out=self._values)  # K's own values, in place
                 self.K.assemble()  # a new state (refactorise) and stale cached data dropped (SOR's diagonal)

@@ -80,6 +80,22 @@ MAX_IT = 500
 # matrices (benchmarks/results/large_grids.md), so the multigrid operators use
 # the plain one.  The scorer's direct solves keep PETSc's default.
 USE_INODES = False
+# Storage of the large-grid operators (``-<prefix>mat_type``; levels ``-<prefix>mg_levels_mat_type``,
+# coarsest ``-<prefix>mg_coarse_mat_type``): the upper block triangle in 2x2 node blocks moves
+# 0.47x the bytes of AIJ per MatMult (5 of 9 blocks, one index a block).  The coarsest level is
+# factorised (LU, redundant on several ranks), which wants AIJ.
+MAT_TYPE = "sbaij"
+COARSE_MAT_TYPE = "aij"
+
+
+def tune_operator(A):
+    """Kernel options of a multigrid operator by its storage: AIJ the plain CSR kernel (USE_INODES),
+    SBAIJ keeps the upper triangle of what is set (lower-triangle entries are dropped, not errors)."""
+    kind = A.getType()
+    if kind.endswith("sbaij"):
+        A.setOption(A.Option.IGNORE_LOWER_TRIANGULAR, True)
+    elif kind in ("aij", "seqaij", "mpiaij"):
+        A.setOption(A.Option.USE_INODES, USE_INODES)
 
 
 # -- the hierarchy (pure numpy: no PETSc needed) ------------------------------------------------
@@ -305,7 +321,8 @@ def configure_mg(ksp, system):
     levels = hierarchy(nelx, nely, lx, ly, coarse_max_dofs=coarse_max, max_levels=max_levels)
     if len(levels) == 1:
         # Small enough for the coarse solver itself (PCMG would smooth a 1-level "hierarchy").
-        pc.setType(PETSc.PC.Type.LU)
+        # SBAIJ holds one triangle: Cholesky (PETSc's LU takes no SBAIJ).
+        pc.setType(PETSc.PC.Type.CHOLESKY if "sbaij" in system.K.getType() else PETSc.PC.Type.LU)
         if system.comm.getSize() > 1:
             pc.setFactorSolverType(PETSc.Mat.SolverType.MUMPS)
         return MultigridSetup({}, levels)
@@ -314,7 +331,19 @@ def configure_mg(ksp, system):
     for level, P in enumerate(interpolations, start=1):
         pc.setMGInterpolation(level, P)
     coarse = None
-    if system.in_place:
+    from_moduli = not PETSc.Options(prefix).hasName("pc_mg_galerkin")
+    if from_moduli and not system.in_place:
+        # Any number of ranks: coarse element matrices level by level, on coarse DMDAs (no PtAP).
+        from .grid_galerkin import GridGalerkin
+
+        opts = PETSc.Options(prefix)
+        smoothed = opts.getString("mg_levels_mat_type", system.K.getType().replace("mpi", "").replace("seq", ""))
+        coarsest = opts.getString("mg_coarse_mat_type", COARSE_MAT_TYPE)
+        types = [smoothed] * (len(levels) - 2) + [coarsest]
+        coarse = GridGalerkin(PETSc, system, levels, types, tune=tune_operator)
+        for level, A in enumerate(reversed(coarse.mats)):  # coarsest first, as PCMG numbers them
+            (pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)).setOperators(A)
+    elif from_moduli:
         # One rank, K assembled in place: the coarse operators from the element moduli too.
         from .galerkin import ElementGalerkin
 
@@ -351,8 +380,9 @@ def plain_csr_kernels(ksp):
         return
     for level in range(1, pc.getMGLevels()):
         A = pc.getMGSmoother(level).getOperators()[0]
-        A.setOption(A.Option.USE_INODES, USE_INODES)
-        A.assemble()
+        if A.getType() in ("aij", "seqaij", "mpiaij"):
+            A.setOption(A.Option.USE_INODES, USE_INODES)
+            A.assemble()
 
 
 def rigid_body_modes(system):
