@@ -84,7 +84,7 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
     started = time.perf_counter()
     system = ElasticitySystem(lc, comm=comm, prefix=prefix, solver=solver,
                               element_halo=max(1, filter_reach(radius)))
-    density_filter = DensityFilter(system, radius)
+    density_filter = DensityFilter(system, radius, kind=_filter_type(PETSc, prefix))
     setup_seconds = time.perf_counter() - started
     log(f"{problem.name}: {lc.nelx}x{lc.nely} elements, {lc.n_dofs} DOFs, volume fraction "
         f"{volume_fraction:.4g}, {int(free.sum())} free cells, {mpi.size} rank(s), solver {system.solver} "
@@ -118,6 +118,17 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
         density_filter.close()
         if not keep_system:
             system.close()
+
+
+def _filter_type(PETSc, prefix):
+    """``-<prefix>filter_type``: the density filter as a stencil (the default: no matrix held) or
+    as a PETSc matrix (``matrix``, what runs before this option had)."""
+    from .filter import FILTER_TYPES
+
+    kind = PETSc.Options(prefix).getString("filter_type", "stencil")
+    if kind not in FILTER_TYPES:
+        raise ValueError(f"-{prefix}filter_type {kind}: expected one of {', '.join(FILTER_TYPES)}")
+    return kind
 
 
 class _IterationLog:

@@ -33,6 +33,34 @@ import numpy as np
 
 from .assembly import _POS
 
+# Level 1 is computed this many coarse element rows at a time (see GridGalerkin.update).
+BAND_ROWS = 32
+
+
+def _band(parent_slice, child_slice, a, b):
+    """The part of a (parent rows, child rows) pair with parent rows in [a, b), band-relative
+    parents: (parent slice - a, child slice), or None."""
+    start, stop = max(parent_slice.start, a), min(parent_slice.stop, b)
+    if start >= stop:
+        return None
+    step = child_slice.step
+    c0 = child_slice.start + step * (start - parent_slice.start)
+    return slice(start - a, stop - a), slice(c0, c0 + step * (stop - start - 1) + 1, step)
+
+
+def _child_band(parent_slice, child_slice, a, b):
+    """The part of a (parent rows, child rows) pair whose child rows lie in [a, b): (parent
+    slice, child slice - a), or None."""
+    step = child_slice.step
+    n = parent_slice.stop - parent_slice.start
+    first = max(0, -(-(a - child_slice.start) // step))  # first k with start + k*step >= a
+    last = min(n, -(-(b - child_slice.start) // step))   # first k with start + k*step >= b
+    if first >= last:
+        return None
+    c0 = child_slice.start + step * first - a
+    return (slice(parent_slice.start + first, parent_slice.start + last),
+            slice(c0, c0 + step * (last - first - 1) + 1, step))
+
 
 def _q_matrix(wy, wx):
     """Q (8x8): a child's DOFs from its parent's, for 1-D weights ``wy``/``wx`` (child corner x parent corner)."""
@@ -132,7 +160,11 @@ class GridGalerkin:
             self._steps.append(ops)
             box = (py, px)
             shape = (py[1] - py[0], px[1] - px[0])
-            self.G.append(np.zeros(shape + (64,)))
+            if depth == 1:
+                self._level1_shape = shape
+                self.G.append(None)  # held a band at a time (update)
+            else:
+                self.G.append(np.zeros(shape + (64,)))
             dm = PETSc.DMDA().create(
                 dim=2, dof=2, sizes=(level.nelx + 1, level.nely + 1), proc_sizes=da.getProcSizes(),
                 ownership_ranges=(np.diff(level.x_starts).tolist(), np.diff(level.y_starts).tolist()),
@@ -204,26 +236,53 @@ class GridGalerkin:
         return (np.asarray(parents), np.asarray(children), np.asarray(As), np.asarray(Bs))
 
     def update(self, moduli):
-        """Every coarse operator for the element moduli of this rank's slab (collective)."""
+        """Every coarse operator for the element moduli of this rank's slab (collective).
+
+        Level 1, the largest, is computed and added into its matrix a band of
+        :data:`BAND_ROWS` coarse element rows at a time (each band's part of
+        level 2 added on the way), so only a band of its element matrices is
+        ever held; the coarser levels are held whole (a quarter and less).
+        """
         PETSc = self.PETSc
-        child = np.asarray(moduli, dtype=float).reshape(self._slab_shape)
-        for depth, (ops, G, A, rows) in enumerate(zip(self._steps, self.G, self.mats, self._rows)):
+        add = PETSc.InsertMode.ADD_VALUES
+        moduli = np.asarray(moduli, dtype=float).reshape(self._slab_shape)
+        for G in self.G[1:]:
             G.fill(0.0)
-            if depth == 0:
-                for sy, cy, sx, cx, table in ops:
-                    G[sy, sx] += child[cy, cx][:, :, None] * table
-                if self._fixed is not None:
-                    parents, children, a, b = self._fixed
-                    np.add.at(G.reshape(-1, 64), parents, child.reshape(-1)[children][:, None] * a + b)
-            else:
-                for sy, cy, sx, cx, kron in ops:
-                    G[sy, sx] += child[cy, cx] @ kron
+        A1, rows1 = self.mats[0], self._rows[0]
+        ny, nx = self._level1_shape
+        A1.zeroEntries()
+        for a in range(0, ny, BAND_ROWS):
+            b = min(a + BAND_ROWS, ny)
+            band = np.zeros((b - a, nx, 64))
+            for sy, cy, sx, cx, table in self._steps[0]:
+                sub = _band(sy, cy, a, b)
+                if sub is not None:
+                    psl, csl = sub
+                    band[psl, sx] += moduli[csl, cx][:, :, None] * table
+            if self._fixed is not None:
+                parents, children, fa, fb = self._fixed
+                inside = (parents >= a * nx) & (parents < b * nx)
+                np.add.at(band.reshape(-1, 64), parents[inside] - a * nx,
+                          moduli.reshape(-1)[children[inside]][:, None] * fa[inside] + fb[inside])
+            A1.setValuesBlockedLocalRCV(rows1[a * nx:b * nx], rows1[a * nx:b * nx], band.reshape(-1, 64), addv=add)
+            if len(self.mats) > 1:  # this band's part of level 2 (its children rows a..b of level 1)
+                for sy, cy, sx, cx, kron in self._steps[1]:
+                    sub = _child_band(sy, cy, a, b)
+                    if sub is not None:
+                        psl, csl = sub
+                        self.G[1][psl, sx] += band[csl, cx] @ kron
+            del band
+        A1.assemble()
+        for depth in range(1, len(self.mats)):
+            G, A, rows = self.G[depth], self.mats[depth], self._rows[depth]
+            if depth >= 2:
+                for sy, cy, sx, cx, kron in self._steps[depth]:
+                    G[sy, sx] += self.G[depth - 1][cy, cx] @ kron
             A.zeroEntries()
-            A.setValuesBlockedLocalRCV(rows, rows, G.reshape(-1, 64), addv=PETSc.InsertMode.ADD_VALUES)
+            A.setValuesBlockedLocalRCV(rows, rows, G.reshape(-1, 64), addv=add)
             A.assemble()
-            child = G
 
     def close(self):
-        for obj in self.mats + self.dms:
+        for obj in self.mats + self.dms:  # noqa: RUF005
             obj.destroy()
         self.mats, self.dms, self.G = [], [], []
