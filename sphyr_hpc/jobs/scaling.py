@@ -140,6 +140,8 @@ def run_one(args, size, ranks, design, mpirun, env, workdir, petsc_args, log):
         entry.update({"copy_gb_per_second": b["copy_bytes_per_second"] / 1e9,
                       "mg_cg_gb_per_second": (b["mg_cg_bytes_per_second"] or 0.0) / 1e9,
                       "bandwidth_fraction": b["fraction_of_copy"]})
+        if b.get("phases"):
+            entry["phases"] = b["phases"]
     return entry
 
 
@@ -170,7 +172,33 @@ def markdown(entries, meta):
             f"{e['solve_seconds']:.3f} | {e['update_seconds']:.3f} | {e['peak_memory_mb']:.0f} | "
             f"{e['memory_gb_per_million_dofs']:.2f} | {speedup} | {eff} | {bw} | "
             f"{e['load_average_start'][0]:.2f}/{e['load_average_end'][0]:.2f} |")
+    lines += phase_table(entries)
     return "\n".join(lines) + "\n"
+
+
+PHASES = ("assembly", "setup", "solve", "update", "iteration")
+
+
+def phase_table(entries):
+    """Markdown lines: per run, the bytes each phase must move, the bound at the copy bandwidth,
+    the measured seconds and measured / bound (sphyr_hpc.optimiser.measure)."""
+    rows = [e for e in entries if e.get("phases")]
+    if not rows:
+        return []
+    lines = ["", "Bytes each phase of a SIMP iteration must move (all ranks; the storage the run used), the bound "
+             "they set at the copy bandwidth measured in that run (numpy copy, all ranks at once), and measured / "
+             "bound (a model: `sphyr_hpc/optimiser/measure.py`):", "",
+             "| size | ranks | copy GB/s | " + " | ".join(f"{p}: GB / bound s / s / ratio" for p in PHASES) + " |",
+             "|---|---|---|" + "---|" * len(PHASES)]
+    for e in rows:
+        cells = []
+        for name in PHASES:
+            p = e["phases"][name]
+            ratio = f"{p['measured_over_bound']:.1f}" if p.get("measured_over_bound") else "-"
+            cells.append(f"{p['bytes'] / 1e9:.2f} / {p['bound_seconds']:.3f} / {p['seconds']:.3f} / {ratio}")
+        lines.append(f"| {e['nelx']}x{e['nely']} | {e['ranks']} | {e.get('copy_gb_per_second', 0):.1f} | "
+                     + " | ".join(cells) + " |")
+    return lines
 
 
 def check_settings(args):

@@ -101,6 +101,7 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
                                callback=on_iteration, volume_sums="linear", continuation=continuation,
                                gather=False)
         out = _outcome(problem, system, mpi, result, on_iteration.history, volume_fraction, setup_seconds)
+        out["free_cells"] = int(free.sum())
         if writer is not None:
             writer.write_step(result.iterations, result.densities, compliance=result.compliance, force=True)
             out["fields"] = str(writer.path)

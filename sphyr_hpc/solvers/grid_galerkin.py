@@ -37,6 +37,11 @@ from .assembly import _POS
 BAND_ROWS = 32
 
 
+def _product(children, kron, shape):
+    """``children @ kron`` for a strided (rows, cols, 64) view, as one BLAS product on a contiguous copy."""
+    return (np.ascontiguousarray(children).reshape(-1, 64) @ kron).reshape(shape)
+
+
 def _band(parent_slice, child_slice, a, b):
     """The part of a (parent rows, child rows) pair with parent rows in [a, b), band-relative
     parents: (parent slice - a, child slice), or None."""
@@ -124,7 +129,7 @@ class _Axis:
                     continue
                 start = int(self.first[va]) + s - c0
                 ops.append((slice(va - p0, vb - p0), slice(start, start + n * (vb - va - 1) + 1, n),
-                            self.weights[ra][s]))
+                            self.weights[ra][s], (rb - ra, ra), s))
         return (p0, p1), ops
 
 
@@ -150,10 +155,24 @@ class GridGalerkin:
             ay = _Axis(child.y_pos, level.y_pos)
             ax = _Axis(child.x_pos, level.x_pos)
             (py, opy), (px, opx) = ay.slices(*box[0]), ax.slices(*box[1])
-            ops = [(sy, cy, sx, cx, _q_matrix(wy, wx)) for sy, cy, wy in opy for sx, cx, wx in opx]
+            ops = [(sy, cy, sx, cx, _q_matrix(wy, wx)) for sy, cy, wy, _, _ in opy for sx, cx, wx, _, _ in opx]
             if depth == 1:
                 k0 = system.ke
-                ops = [(sy, cy, sx, cx, (q.T @ k0 @ q).ravel()) for sy, cy, sx, cx, q in ops]
+                # The longest run of each axis: its parents (almost all) get one (n x 4) @ (4 x 64) product.
+                main_y = max((r for _, _, _, r, _ in opy), default=None)
+                main_x = max((r for _, _, _, r, _ in opx), default=None)
+                self._main = []
+                rest = []
+                for (sy, cy, wy, ry, ty), (sx, cx, wx, rx, tx) in ((a, b) for a in opy for b in opx):
+                    table = (_q_matrix(wy, wx).T @ k0 @ _q_matrix(wy, wx)).ravel()
+                    if ry == main_y and rx == main_x:
+                        self._main.append((sy, cy, sx, cx, 2 * ty + tx, table))
+                    else:
+                        rest.append((sy, cy, sx, cx, table))
+                self._main_table = np.zeros((4, 64))
+                for *_, slot, table in self._main:
+                    self._main_table[slot] = table
+                ops = rest
                 self._fixed = self._fixed_corrections(system, fine, ay, ax, box, py, px)
             else:
                 ops = [(sy, cy, sx, cx, np.kron(q, q)) for sy, cy, sx, cx, q in ops]
@@ -253,8 +272,15 @@ class GridGalerkin:
         A1.zeroEntries()
         for a in range(0, ny, BAND_ROWS):
             b = min(a + BAND_ROWS, ny)
-            band = np.zeros((b - a, nx, 64))
-            for sy, cy, sx, cx, table in self._steps[0]:
+            slots = np.zeros((b - a, nx, 4))  # the main parents' children's moduli, by position
+            for sy, cy, sx, cx, slot, _ in self._main:
+                sub = _band(sy, cy, a, b)
+                if sub is not None:
+                    psl, csl = sub
+                    slots[psl, sx, slot] = moduli[csl, cx]
+            band = (slots.reshape(-1, 4) @ self._main_table).reshape(b - a, nx, 64)
+            del slots
+            for sy, cy, sx, cx, table in self._steps[0]:  # the other parents (last rows and columns)
                 sub = _band(sy, cy, a, b)
                 if sub is not None:
                     psl, csl = sub
@@ -270,14 +296,15 @@ class GridGalerkin:
                     sub = _child_band(sy, cy, a, b)
                     if sub is not None:
                         psl, csl = sub
-                        self.G[1][psl, sx] += band[csl, cx] @ kron
+                        G1 = self.G[1]
+                        G1[psl, sx] += _product(band[csl, cx], kron, G1[psl, sx].shape)
             del band
         A1.assemble()
         for depth in range(1, len(self.mats)):
             G, A, rows = self.G[depth], self.mats[depth], self._rows[depth]
             if depth >= 2:
                 for sy, cy, sx, cx, kron in self._steps[depth]:
-                    G[sy, sx] += self.G[depth - 1][cy, cx] @ kron
+                    G[sy, sx] += _product(self.G[depth - 1][cy, cx], kron, G[sy, sx].shape)
             A.zeroEntries()
             A.setValuesBlockedLocalRCV(rows, rows, G.reshape(-1, 64), addv=add)
             A.assemble()
