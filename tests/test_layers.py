@@ -6,6 +6,7 @@ import-cycle tool, which counts every import, also one inside a function.
 """
 
 import ast
+import os
 import shutil
 import subprocess
 import sys
@@ -65,7 +66,10 @@ def test_python_m_sphyr_hpc_lists_every_command():
         assert f"\n  {name} " in run.stdout
 
 
-@pytest.mark.skipif(shutil.which("sphyr-score") is None, reason="the console scripts are not installed")
+SCRIPT = shutil.which("sphyr-score", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+@pytest.mark.skipif(SCRIPT is None, reason="the console scripts are not installed (pip install -e . installs them)")
 def test_a_console_script_is_the_command():
-    run = subprocess.run(["sphyr-score", "--help"], capture_output=True, text=True, timeout=60)
+    run = subprocess.run([SCRIPT, "--help"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and "python -m sphyr_hpc.score" in run.stdout

@@ -55,7 +55,13 @@ def interrupted(err):
     return err if isinstance(err, Interrupted) else Interrupted(signal.SIGINT)
 
 
+_held = {"depth": 0, "signum": None}  # signals_deferred: how deep, and the signal that arrived meanwhile
+
+
 def _raise(signum, frame):
+    if _held["depth"]:
+        _held["signum"] = _held["signum"] or signum
+        return
     raise Interrupted(signum)
 
 
@@ -121,3 +127,21 @@ def guarded(comm, compute, prog):
             raise
         end_unexpected(prog, comm)
         raise
+
+
+@contextmanager
+def signals_deferred():
+    """An interrupt that arrives inside the block is raised when the block ends (under :func:`interrupts`).
+
+    For code that calls back into Python from C (threadpoolctl's library scan through
+    ``dl_iterate_phdr``): an exception raised inside such a callback is only printed as
+    "Exception ignored" and lost, instead of ending the command.
+    """
+    _held["depth"] += 1
+    try:
+        yield
+    finally:
+        _held["depth"] -= 1
+        signum, _held["signum"] = _held["signum"], None
+        if signum is not None and _held["depth"] == 0:
+            raise Interrupted(signum)

@@ -52,6 +52,7 @@ from threadpoolctl import threadpool_limits
 
 from ..core import discretisation as fe
 from ..runtime.cache import BoundedCache
+from ..runtime.process import signals_deferred
 from . import csr
 from .assembly import element_map
 from .base import LinearSystem, residual_acceptable
@@ -84,7 +85,8 @@ def one_blas_thread():
     machine's thread settings (the records of ``score`` are equal for any
     number of ranks and any environment).  MPI ranks fill the cores anyway.
     """
-    threadpool_limits(limits=1, user_api="blas")  # once: the cache remembers the call
+    with signals_deferred():  # an interrupt during the library scan's C callbacks would be lost
+        threadpool_limits(limits=1, user_api="blas")  # once: the cache remembers the call
 
 
 def condensed_dofs(loadcase, free):
