@@ -53,7 +53,7 @@ from ..runtime.petsc import inserted_options, petsc, seqsbaij_values, view_once
 from ..core import discretisation as fe
 from ..runtime import events as timing
 from . import multigrid
-from .assembly import ElementAssembly, StencilAssembly
+from .assembly import ElementAssembly, ElementBlockAssembly, StencilAssembly
 from .direct import BlockCopy, configure_direct, factor_solve
 from .layout import ElementLayout, PartitionError, SlabFields, node_dmda  # noqa: F401  (PartitionError: re-exported)
 from .base import RESIDUAL_TOLERANCE, LinearSystem, residual_acceptable
@@ -124,8 +124,13 @@ class ElasticitySystem(SlabFields, LinearSystem):
         if assembly == "elements":
             self._setup_assembly()
         else:
-            self._assembly = StencilAssembly(PETSc, self.da, self.da_elem, loadcase.shape, self.fixed_local,
-                                             self.ke)
+            if self._block_assembly():
+                (exs, exe), (eys, eye) = self.da_elem.getRanges()
+                self._assembly = ElementBlockAssembly(PETSc, loadcase, self.local_edofs[:, 0::2] // 2,
+                                                      ((eys, eye), (exs, exe)), loadcase.fixed_dofs(), self.ke)
+            else:
+                self._assembly = StencilAssembly(PETSc, self.da, self.da_elem, loadcase.shape, self.fixed_local,
+                                                 self.ke)
             self._nnz = self._assembly.nnz
             self.da.setMatType(self._mat_type())
             self.K = self.da.createMatrix()
@@ -162,6 +167,15 @@ class ElasticitySystem(SlabFields, LinearSystem):
         else:
             self.K = self.da.createMatrix()
             self.K.setOption(self.PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
+
+    def _block_assembly(self):
+        """Stencil assembly as element blocks (``-<prefix>mat_assembly blocks``, the default with
+        geometric multigrid) or as node rows (``stencil``, what ran before)."""
+        default = "blocks" if self.solver == "mg" else "stencil"
+        kind = self.PETSc.Options(self.prefix).getString("mat_assembly", default)
+        if kind not in ("blocks", "stencil"):
+            raise ValueError(f"-{self.prefix}mat_assembly {kind}: expected blocks or stencil")
+        return kind == "blocks"
 
     def _mat_type(self):
         """K's storage with stencil assembly: ``-<prefix>mat_type``, else SBAIJ for geometric multigrid
