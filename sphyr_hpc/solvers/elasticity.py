@@ -12,7 +12,8 @@ in :meth:`close` (also a context manager):
   elements ``DMDAGetElements`` hands each rank.  Element fields (densities,
   moduli, energies, sensitivities) live on it; locally each rank holds its box
   of elements row-major, called its *slab* below.
-* ``K`` (AIJ from the DMDA), ``ksp`` (options prefix ``prefix``), vectors
+* ``K`` (from the DMDA: SBAIJ with geometric multigrid, ``-<prefix>mat_type``
+  to choose; AIJ otherwise), ``ksp`` (options prefix ``prefix``), vectors
   ``f`` (forces, zero on fixed DOFs), ``u`` (displacements), ``r`` (residual).
 
 Assembly
@@ -21,8 +22,11 @@ Assembly
 ``assembly="elements"`` (the default with the direct solver) as one sparse
 product into CSR values that, on one rank, are K's own
 (``MatCreateSeqAIJWithArrays``: assembled in place); ``assembly="stencil"``
-(the default with CG + multigrid/GAMG) node row by node row, without an index
-map.  Dirichlet conditions are symmetric either way; the residual of the
+(the default with GAMG; ``-<prefix>mat_assembly stencil`` with geometric
+multigrid) node row by node row, without an index map; with geometric
+multigrid by default element by element in 2x2 node blocks
+(:class:`~sphyr_hpc.solvers.assembly.ElementBlockAssembly`), and the coarse
+operators with it (:mod:`sphyr_hpc.solvers.grid_galerkin`).  Dirichlet conditions are symmetric either way; the residual of the
 modified system equals the residual on the free DOFs of the original one.
 
 Solver

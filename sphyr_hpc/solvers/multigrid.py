@@ -37,17 +37,22 @@ local-to-global map.
 
 Operators and smoothing (defaults; every one can be overridden under the
 system's options prefix, e.g. ``-sphyr_mg_levels_ksp_max_it 3``): Galerkin
-coarse operators ``P^T A P`` recomputed whenever ``A`` changes (the symbolic
-product is reused; a one-rank system assembled in place assembles them from
-the element moduli instead, :mod:`sphyr_hpc.solvers.galerkin`), W-cycles, Chebyshev(2)/Jacobi smoothing with eigenvalue estimates
+coarse operators ``P^T A P`` recomputed whenever ``A`` changes, assembled from
+the element moduli on coarse DMDAs on any number of ranks
+(:mod:`sphyr_hpc.solvers.grid_galerkin`; a one-rank system assembled in place
+uses :mod:`sphyr_hpc.solvers.galerkin`), stored as SBAIJ like K (coarsest:
+AIJ; ``-<prefix>mg_levels_mat_type``, ``-<prefix>mg_coarse_mat_type``);
+``-<prefix>pc_mg_galerkin both`` gives PCMG's own products on AIJ instead,
+as before.  W-cycles, Chebyshev(2)/Jacobi smoothing with eigenvalue estimates
 (10 CG steps) recomputed for every new operator, LU on the coarsest level (``redundant``
 LU on several ranks).  ``-<prefix>pc_mg_levels N`` caps the number of levels
 and ``-<prefix>mg_coarse_max_dofs N`` sets the coarse-grid size target.
 
-Memory: PETSc keeps the intermediate products of the Galerkin ``P^T A P`` for
-reuse; on 2 ranks at 1024x512 elements that is ~200 MB a rank (peak 740 MB a
-rank).  ``-matptap_via allatonce`` keeps none (peak 574 MB a rank) but made
-an iteration 0.66 s slower (2.13 s instead of 1.46 s), so it is not the default.
+Memory: with ``-<prefix>pc_mg_galerkin both`` PETSc keeps the intermediate
+products of ``P^T A P`` for reuse (on 2 ranks at 1024x512 elements ~200 MB a
+rank, peak 740 MB a rank); the operators from the moduli hold none (peak
+528 MB a rank there, SBAIJ, before the other memory changes of the same
+branch).
 
 GAMG (``solver="gamg"``)
 ------------------------
