@@ -94,9 +94,13 @@ COARSE_MAT_TYPE = "aij"
 
 
 def tune_operator(A):
-    """Kernel options of a multigrid operator by its storage: AIJ the plain CSR kernel (USE_INODES),
-    SBAIJ keeps the upper triangle of what is set (lower-triangle entries are dropped, not errors)."""
+    """Options of a multigrid operator: its off-process entries a subset of the first assembly's;
+    by its storage, AIJ the plain CSR kernel (USE_INODES), SBAIJ keeps the upper triangle of what is
+    set (lower-triangle entries are dropped, not errors)."""
     kind = A.getType()
+    # Element assembly adds the same off-process entries every time: PETSc may keep the first
+    # assembly's communication pattern instead of a new two-sided rendezvous at every one.
+    A.setOption(A.Option.SUBSET_OFF_PROC_ENTRIES, True)
     if kind.endswith("sbaij"):
         A.setOption(A.Option.IGNORE_LOWER_TRIANGULAR, True)
     elif kind in ("aij", "seqaij", "mpiaij"):
