@@ -261,6 +261,11 @@ def run_scaling(args, petsc_args):
                 else:
                     log(f"  {size[0]}x{size[1]} on {r}: {entry['seconds_per_iteration']:.3f} s/iteration, "
                         f"{entry['ksp_iterations']:.1f} KSP its/solve, {entry['peak_memory_mb']:.0f} MB/rank")
+                    for name, p in (entry.get("phases") or {}).items():
+                        ratio = p.get("measured_over_bound")
+                        log(f"    {name:9s} {p['bytes'] / 1e9:7.2f} GB to move, bound {p['bound_seconds']:.3f} s at "
+                            f"{entry.get('copy_gb_per_second', 0):.1f} GB/s, measured {p['seconds']:.3f} s"
+                            + (f", measured/bound {ratio:.1f}" if ratio else ""))
     meta["load_average_end"] = list(os.getloadavg())
     write_text_atomic(args.json, json.dumps(entries, indent=1) + "\n")
     write_text_atomic(md_path(args), markdown(entries, meta))
