@@ -310,6 +310,6 @@ class GridGalerkin:
             A.assemble()
 
     def close(self):
-        for obj in self.mats + self.dms:  # noqa: RUF005
+        for obj in self.mats + self.dms:
             obj.destroy()
         self.mats, self.dms, self.G = [], [], []
