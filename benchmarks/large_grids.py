@@ -10,7 +10,10 @@ Runs, in one go (from the repository root, serially: it starts mpirun itself)::
    ranks, N SIMP iterations each, every run warm-started from a 100-iteration
    design at 128x64 so the timed iterations solve 0/1 designs with voids.
    Each run also measures a 400 MB numpy copy per rank (all ranks at once)
-   and the fraction of that bandwidth the MG-CG solve moved.
+   and the fraction of that bandwidth the MG-CG solve moved, and prints per
+   phase (assembly, PC set-up, MG-CG solve, update) the bytes it must move in
+   the storage the run used, the bound at the copy bandwidth and measured /
+   bound (``sphyr_hpc/optimiser/measure.py``).
 2. The multigrid hierarchy PCMG builds on the non-power-of-two grids 300x100
    and 1000x500 (2 ranks): levels, unknowns, nonzeros, operator complexity.
 3. MatMult with and without PETSc's inode kernels (the reason the multigrid
@@ -178,6 +181,13 @@ def checks(entries):
             out["bandwidth_fraction_1024x512_2_ranks"] = e2["bandwidth_fraction"]
     if e1 and e2:
         out["efficiency_1024x512_1_to_2_ranks"] = e1["seconds_per_iteration"] / (2 * e2["seconds_per_iteration"])
+    big = ok.get((2048, 1024, 2))
+    if big:
+        out["seconds_per_iteration_2048x1024_2_ranks"] = big["seconds_per_iteration"]
+        out["gb_per_million_dofs_2048x1024_2_ranks_all_ranks"] = big["memory_gb_per_million_dofs"]
+        if big.get("phases"):
+            out["measured_over_bound_2048x1024_2_ranks"] = {k: v["measured_over_bound"]
+                                                            for k, v in big["phases"].items()}
     e320 = ok.get((320, 160, 1))
     if e320:
         out["speedup_vs_published_320x160_1_rank"] = (PUBLISHED_SECONDS_PER_ITERATION_320x160
@@ -219,6 +229,13 @@ def markdown(report):
     row("GB per 1M DOFs, 1024x512, 2 ranks (largest rank)", "<= 1.5",
         c.get("gb_per_million_dofs_1024x512_2_ranks_per_rank_max"), "{:.3f}")
     row("parallel efficiency 1 -> 2 ranks, 1024x512", ">= 0.80", c.get("efficiency_1024x512_1_to_2_ranks"), "{:.3f}")
+    row("s per SIMP iteration, 2048x1024, 2 ranks", "(issue 26: 2.5x faster than 78a41a3)",
+        c.get("seconds_per_iteration_2048x1024_2_ranks"), "{:.3f}")
+    row("GB per 1M DOFs, 2048x1024, 2 ranks (sum of both ranks' peaks)", "<= 0.6",
+        c.get("gb_per_million_dofs_2048x1024_2_ranks_all_ranks"), "{:.3f}")
+    ratios = c.get("measured_over_bound_2048x1024_2_ranks")
+    row("measured / bound per phase, 2048x1024, 2 ranks", "<= 2 (issue 26)",
+        ", ".join(f"{k} {v:.1f}" for k, v in ratios.items() if v) if ratios else None, "{}")
     for ranks in (1, 2):
         its = c.get(f"ksp_iterations_by_size_{ranks}_ranks", [])
         row(f"MG-CG iterations per solve (mean), {ranks} rank(s), 128x64 .. 2048x1024", "<= 20",

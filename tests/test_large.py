@@ -588,3 +588,88 @@ def test_optimize_main_on_2_ranks_reports_a_too_small_grid_and_runs_a_real_one(t
     statuses = collective(lambda: optimize.main(["--preset", "mbb", "--size", "40x20", "--iterations", "3",
                                                   "--solver", "mg", "--quiet"]))
     assert statuses == [0, 0]
+
+
+def _grid_galerkin_differences(nely, nelx, mat_type, band_rows, monkeypatch):
+    """Relative Frobenius differences between every coarse operator assembled from the moduli
+    (solvers/grid_galerkin.py, default large-grid path) and P^T A P of the level above."""
+    from sphyr_hpc.solvers import grid_galerkin
+
+    monkeypatch.setattr(grid_galerkin, "BAND_ROWS", band_rows)
+    PETSc = petsc()
+    lc = problems.preset("mbb", nelx, nely, 0.4).loadcase()
+    rng = np.random.default_rng(nelx)
+    moduli = np.where(rng.random(lc.shape) < 0.3, 1e-3, rng.random(lc.shape) + 0.1)
+    prefix = f"large_grid_gal_{mat_type}_"
+    clear = _options(prefix, mg_coarse_max_dofs=100, mat_type=mat_type)
+    try:
+        with ElasticitySystem(lc, prefix=prefix, solver="mg") as mg:
+            assert mg.multigrid.coarse is not None and not mg.in_place
+            assert mat_type in mg.K.getType()
+            mg.solve(mg.slab_of(np.ones(lc.shape)))  # the operators compared are those of the second design
+            mg.solve(mg.slab_of(moduli))
+            pc = mg.ksp.getPC()
+            out = []
+            A = mg.K.convert("aij")
+            for level in range(pc.getMGLevels() - 1, 0, -1):
+                galerkin = A.ptap(pc.getMGInterpolation(level))
+                ours = (pc.getMGCoarseSolve() if level == 1 else pc.getMGSmoother(level - 1)).getOperators()[0]
+                difference = galerkin.copy()
+                difference.axpy(-1.0, ours.convert("aij"), structure=PETSc.Mat.Structure.DIFFERENT_NONZERO_PATTERN)
+                out.append(difference.norm(PETSc.NormType.FROBENIUS) / galerkin.norm(PETSc.NormType.FROBENIUS))
+                A = galerkin
+            return out
+    finally:
+        clear()
+
+
+@ONE_RANK
+@pytest.mark.parametrize("nely, nelx", [(32, 64), (13, 27), (20, 61)])
+@pytest.mark.parametrize("mat_type", ["sbaij", "baij", "aij"])
+def test_coarse_operators_from_the_moduli_on_coarse_dmdas_equal_the_galerkin_products(nely, nelx, mat_type,
+                                                                                      monkeypatch):
+    # The large-grid path (stencil-assembled K in any storage): coarse element matrices level by level,
+    # level 1 a band at a time (3 rows here, so several bands), supports and voids, odd grids.
+    differences = _grid_galerkin_differences(nely, nelx, mat_type, 3, monkeypatch)
+    assert len(differences) >= 2 and max(differences) <= 1e-13
+
+
+@two_ranks
+@pytest.mark.parametrize("mat_type", ["sbaij", "aij"])
+def test_coarse_operators_from_the_moduli_equal_the_galerkin_products_on_2_ranks(mat_type, monkeypatch):
+    # Coarse elements astride the two ranks are held by both, each with its own children's part.
+    results = collective(lambda: _grid_galerkin_differences(21, 61, mat_type, 2, monkeypatch))
+    for differences in results:
+        assert len(differences) >= 2 and max(differences) <= 1e-13
+    WORLD.Barrier()
+
+
+def _filters_agree(nelx, nely, radius):
+    PETSc = petsc()
+    lc = problems.preset("mbb", nelx, nely).loadcase()
+    with ElasticitySystem(lc, solver="mg", element_halo=3, prefix="large_filter_kinds_") as system:
+        matrix, stencil = DensityFilter(system, radius), DensityFilter(system, radius, kind="stencil")
+        try:
+            x = np.random.default_rng(nelx).random(matrix.Hs.size)
+            free = (x > 0.3).astype(float)
+            scale = max(1.0, float(np.abs(matrix.apply(x)).max()))
+            return max(float(np.abs(matrix.Hs - stencil.Hs).max()) / float(matrix.Hs.max()),
+                       float(np.abs(matrix.apply(x) - stencil.apply(x)).max()) / scale,
+                       float(np.abs(matrix.chain(x, free) - stencil.chain(x, free)).max()) / scale)
+        finally:
+            matrix.close()
+            stencil.close()
+    del PETSc
+
+
+@ONE_RANK
+@pytest.mark.parametrize("nelx, nely, radius", [(40, 20, 1.5), (33, 17, 2.5), (30, 30, 3.1)])
+def test_the_stencil_filter_equals_the_filter_matrix(nelx, nely, radius):
+    assert _filters_agree(nelx, nely, radius) <= 1e-14
+
+
+@two_ranks
+def test_the_stencil_filter_equals_the_filter_matrix_on_2_ranks():
+    for difference in collective(lambda: _filters_agree(33, 17, 2.5)):
+        assert difference <= 1e-14
+    WORLD.Barrier()

@@ -13,6 +13,7 @@ from mpi4py import MPI
 
 from ..io.atomic import write_json_atomic
 from ..optimiser.driver import copy_bandwidth, mg_cg_bytes_per_iteration, optimise, rank0_logger, run_summary
+from ..optimiser.measure import bounds, phase_bytes
 from ..optimiser.problems import ProblemError
 from ..reporting.density import save_png
 from ..runtime.petsc import OptionsError, explain_petsc_error, petsc, unknown_options_message, unused_options
@@ -96,8 +97,12 @@ def _measure_bandwidth(out, mpi):
     system = out.pop("system", None)
     if system is None:
         return
+    summary = out["summary"]
     try:
         bytes_per_it = mg_cg_bytes_per_iteration(system)
+        phases = phase_bytes(system, summary["ksp_iterations_mean"], out.get("free_cells", system.loadcase.n_elements))
+        if phases is not None:  # the model's count (storage of every level, vector passes)
+            bytes_per_it = phases["mg_cg_iteration"]
     finally:
         system.close()
     bandwidth = copy_bandwidth(mpi)
@@ -107,6 +112,11 @@ def _measure_bandwidth(out, mpi):
     out["bandwidth"] = {"copy_bytes_per_second": bandwidth, "mg_cg_bytes_per_iteration": bytes_per_it,
                         "mg_cg_bytes_per_second": achieved,
                         "fraction_of_copy": achieved / bandwidth if achieved else None}
+    if phases is not None:
+        seconds = {name: summary[f"sphyr_{name}_seconds"] for name in ("assembly", "setup", "solve", "update")}
+        seconds["iteration"] = summary["seconds"]
+        out["bandwidth"]["phases"] = bounds(phases, seconds, bandwidth)
+        out["bandwidth"]["mg_cg_iteration_bytes_model"] = phases["mg_cg_iteration"]
 
 
 def _report(args, problem, out, density):
@@ -124,6 +134,9 @@ def _report(args, problem, out, density):
         b = out["bandwidth"]
         print(f"bandwidth: numpy copy {b['copy_bytes_per_second'] / 1e9:.1f} GB/s, MG-CG MatMults "
               f"{b['mg_cg_bytes_per_second'] / 1e9:.1f} GB/s ({100 * b['fraction_of_copy']:.0f}%)", flush=True)
+    for name, p in out.get("bandwidth", {}).get("phases", {}).items():
+        print(f"  {name:9s} {p['bytes'] / 1e9:8.2f} GB  bound {p['bound_seconds']:.3f} s  measured "
+              f"{p['seconds']:.3f} s  measured/bound {p['measured_over_bound']:.1f}", flush=True)
     if args.png:
         title = (f"{problem.name} {problem.nelx}x{problem.nely}, c = {out['compliance']:.4g}, "
                  f"vf = {out['volume_fraction']:.3f}")

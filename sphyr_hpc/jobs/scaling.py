@@ -141,6 +141,8 @@ def run_one(args, size, ranks, design, mpirun, env, workdir, petsc_args, log):
         entry.update({"copy_gb_per_second": b["copy_bytes_per_second"] / 1e9,
                       "mg_cg_gb_per_second": (b["mg_cg_bytes_per_second"] or 0.0) / 1e9,
                       "bandwidth_fraction": b["fraction_of_copy"]})
+        if b.get("phases"):
+            entry["phases"] = b["phases"]
     return entry
 
 
@@ -171,7 +173,33 @@ def markdown(entries, meta):
             f"{e['solve_seconds']:.3f} | {e['update_seconds']:.3f} | {e['peak_memory_mb']:.0f} | "
             f"{e['memory_gb_per_million_dofs']:.2f} | {speedup} | {eff} | {bw} | "
             f"{e['load_average_start'][0]:.2f}/{e['load_average_end'][0]:.2f} |")
+    lines += phase_table(entries)
     return "\n".join(lines) + "\n"
+
+
+PHASES = ("assembly", "setup", "solve", "update", "iteration")
+
+
+def phase_table(entries):
+    """Markdown lines: per run, the bytes each phase must move, the bound at the copy bandwidth,
+    the measured seconds and measured / bound (sphyr_hpc.optimiser.measure)."""
+    rows = [e for e in entries if e.get("phases")]
+    if not rows:
+        return []
+    lines = ["", "Bytes each phase of a SIMP iteration must move (all ranks; the storage the run used), the bound "
+             "they set at the copy bandwidth measured in that run (numpy copy, all ranks at once), and measured / "
+             "bound (a model: `sphyr_hpc/optimiser/measure.py`):", "",
+             "| size | ranks | copy GB/s | " + " | ".join(f"{p}: GB / bound s / s / ratio" for p in PHASES) + " |",
+             "|---|---|---|" + "---|" * len(PHASES)]
+    for e in rows:
+        cells = []
+        for name in PHASES:
+            p = e["phases"][name]
+            ratio = f"{p['measured_over_bound']:.1f}" if p.get("measured_over_bound") else "-"
+            cells.append(f"{p['bytes'] / 1e9:.2f} / {p['bound_seconds']:.3f} / {p['seconds']:.3f} / {ratio}")
+        lines.append(f"| {e['nelx']}x{e['nely']} | {e['ranks']} | {e.get('copy_gb_per_second', 0):.1f} | "
+                     + " | ".join(cells) + " |")
+    return lines
 
 
 def check_settings(args):
@@ -252,9 +280,14 @@ def run_scaling(args, petsc_args):
             done = f"  [{number}/{len(runs)}, {eta.step()}]"
             if "error" in entry:
                 log(f"{done} {size[0]}x{size[1]} on {r}: FAILED {entry['error'][-300:]}")
-            else:
-                log(f"{done} {size[0]}x{size[1]} on {r}: {entry['seconds_per_iteration']:.3f} s/iteration, "
-                    f"{entry['ksp_iterations']:.1f} KSP its/solve, {entry['peak_memory_mb']:.0f} MB/rank")
+                continue
+            log(f"{done} {size[0]}x{size[1]} on {r}: {entry['seconds_per_iteration']:.3f} s/iteration, "
+                f"{entry['ksp_iterations']:.1f} KSP its/solve, {entry['peak_memory_mb']:.0f} MB/rank")
+            for name, p in (entry.get("phases") or {}).items():
+                ratio = p.get("measured_over_bound")
+                log(f"    {name:9s} {p['bytes'] / 1e9:7.2f} GB to move, bound {p['bound_seconds']:.3f} s at "
+                    f"{entry.get('copy_gb_per_second', 0):.1f} GB/s, measured {p['seconds']:.3f} s"
+                    + (f", measured/bound {ratio:.1f}" if ratio else ""))
     meta["load_average_end"] = list(os.getloadavg())
     write_text_atomic(args.json, json.dumps(entries, indent=1) + "\n")
     write_text_atomic(md_path(args), markdown(entries, meta))

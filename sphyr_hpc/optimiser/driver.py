@@ -84,7 +84,7 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
     started = time.perf_counter()
     system = ElasticitySystem(lc, comm=comm, prefix=prefix, solver=solver,
                               element_halo=max(1, filter_reach(radius)))
-    density_filter = DensityFilter(system, radius)
+    density_filter = DensityFilter(system, radius, kind=_filter_type(PETSc, prefix))
     setup_seconds = time.perf_counter() - started
     log(f"{problem.name}: {lc.nelx}x{lc.nely} elements, {lc.n_dofs} DOFs, volume fraction "
         f"{volume_fraction:.4g}, {int(free.sum())} free cells, {mpi.size} rank(s), solver {system.solver} "
@@ -101,6 +101,7 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
                                callback=on_iteration, volume_sums="linear", continuation=continuation,
                                gather=False)
         out = _outcome(problem, system, mpi, result, on_iteration.history, volume_fraction, setup_seconds)
+        out["free_cells"] = int(free.sum())
         if writer is not None:
             writer.write_step(result.iterations, result.densities, compliance=result.compliance, force=True)
             out["fields"] = str(writer.path)
@@ -118,6 +119,17 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
         density_filter.close()
         if not keep_system:
             system.close()
+
+
+def _filter_type(PETSc, prefix):
+    """``-<prefix>filter_type``: the density filter as a stencil (the default: no matrix held) or
+    as a PETSc matrix (``matrix``, what runs before this option had)."""
+    from .filter import FILTER_TYPES
+
+    kind = PETSc.Options(prefix).getString("filter_type", "stencil")
+    if kind not in FILTER_TYPES:
+        raise ValueError(f"-{prefix}filter_type {kind}: expected one of {', '.join(FILTER_TYPES)}")
+    return kind
 
 
 class _IterationLog:

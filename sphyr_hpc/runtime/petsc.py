@@ -107,7 +107,40 @@ def petsc(argv=None):
         from petsc4py import PETSc
 
         _PETSc = PETSc
+        return_freed_memory()
     return _PETSc
+
+
+# glibc's mallopt parameters (malloc.h).
+_M_MMAP_THRESHOLD, _M_MMAP_MAX = -3, -4
+# Arrays of at least this many bytes get pages of their own, given back to the system when freed.
+MMAP_THRESHOLD = 1 << 20
+
+
+def return_freed_memory():
+    """Let freed large arrays go back to the system again (glibc; a no-op elsewhere).
+
+    After MPI and PETSc start, glibc's malloc no longer maps large blocks on
+    their own pages (M_MMAP_MAX is 0: Open MPI's memory hooks ask for it), so
+    every temporary of a set-up stays in the heap and in the process's
+    resident memory for good: at 1024x512 elements on one rank, 150 MB for the
+    interpolations' temporaries alone.  This restores glibc's default (65536
+    mappings) with a fixed 1 MB threshold.  Large arrays are not registered
+    with a network card here (one node, shared memory); set
+    ``SPHYR_KEEP_MALLOC=1`` to leave malloc as MPI set it.
+    """
+    import os
+
+    if os.environ.get("SPHYR_KEEP_MALLOC"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return
+    libc.mallopt(_M_MMAP_MAX, 65536)
+    libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
 
 
 # -- the options database of one command --------------------------------------------------------

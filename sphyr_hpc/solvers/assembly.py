@@ -270,3 +270,73 @@ class StencilAssembly:
             if vec is not None:
                 vec.destroy()
                 setattr(self, name, None)
+
+
+# Element-block assembly sets this many elements' 8x8 matrices at a time (4 MB of values).
+BLOCK_ELEMENTS = 8192
+
+
+class ElementBlockAssembly:
+    """K as the sum of its elements' 8x8 matrices, added in 2x2 node blocks (``MatSetValuesBlockedLocal``).
+
+    Every element of this rank's slab adds ``E_e K0`` at its 4 nodes (ghosted
+    local node numbers of the nodal DMDA), :data:`BLOCK_ELEMENTS` at a time;
+    rows owned by a neighbour go through PETSc's stash.  Elements touching a
+    fixed DOF add ``E_e K_e`` (fixed rows and columns dropped) instead, and
+    each fixed DOF's diagonal 1 is added by one element (the one below and
+    right of its node, moved inside the grid): the symmetric Dirichlet
+    conditions of :class:`StencilAssembly`, the same matrix up to rounding
+    (sums in another order).  One search a 2x2 block instead of one an entry:
+    ~1.5x faster than the stencil rows into SBAIJ (1024x512 elements, one rank).
+    """
+
+    def __init__(self, PETSc, loadcase, element_nodes, slab, fixed_dofs, ke):
+        self.PETSc = PETSc
+        nely, nelx = loadcase.shape
+        self._nodes = np.ascontiguousarray(element_nodes, dtype=PETSc.IntType)
+        (ey0, ey1), (ex0, ex1) = slab
+        self._ke = ke.ravel().copy()
+        fixed = np.zeros(2 * (nely + 1) * (nelx + 1), dtype=bool)
+        fixed[fixed_dofs] = True
+        fixed = fixed.reshape(nely + 1, nelx + 1, 2)
+        special = {}
+        for r, c, d in zip(*np.nonzero(fixed)):
+            for ar, ac in _POS:  # every slab element touching the fixed DOF
+                er, ec = r - ar, c - ac
+                if ey0 <= er < ey1 and ex0 <= ec < ex1:
+                    special.setdefault((er, ec), [])
+            er, ec = min(r, nely - 1), min(c, nelx - 1)  # the element that adds its diagonal 1
+            if ey0 <= er < ey1 and ex0 <= ec < ex1:
+                special.setdefault((er, ec), []).append(2 * _POS.index((r - er, c - ec)) + d)
+        index, scale, constant = [], [], []
+        for (er, ec), diagonal in sorted(special.items()):
+            dofs = [((er + ar) * (nelx + 1) + ec + ac) * 2 + d for ar, ac in _POS for d in (0, 1)]
+            free = ~fixed.reshape(-1)[dofs]
+            index.append((er - ey0) * (ex1 - ex0) + (ec - ex0))
+            scale.append((ke * (free[:, None] & free[None, :])).ravel())
+            unit = np.zeros((8, 8))
+            unit[diagonal, diagonal] = 1.0
+            constant.append(unit.ravel())
+        self._special = np.asarray(index, dtype=np.int64)
+        self._scale = np.asarray(scale).reshape(-1, 64)
+        self._constant = np.asarray(constant).reshape(-1, 64)
+        self.nnz = None
+
+    def assemble(self, K, moduli):
+        """Set K (a DMDA matrix, block size 2) to the stiffness of the element moduli (this rank's slab)."""
+        moduli = np.asarray(moduli, dtype=float).reshape(-1)
+        add = self.PETSc.InsertMode.ADD_VALUES
+        K.zeroEntries()
+        n = moduli.size
+        for a in range(0, n, BLOCK_ELEMENTS):
+            b = min(a + BLOCK_ELEMENTS, n)
+            values = np.multiply.outer(moduli[a:b], self._ke)
+            lo, hi = np.searchsorted(self._special, (a, b))
+            if hi > lo:
+                rows = self._special[lo:hi]
+                values[rows - a] = moduli[rows][:, None] * self._scale[lo:hi] + self._constant[lo:hi]
+            K.setValuesBlockedLocalRCV(self._nodes[a:b], self._nodes[a:b], values, addv=add)
+        K.assemble()
+
+    def close(self):
+        pass

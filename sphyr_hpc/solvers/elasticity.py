@@ -12,7 +12,8 @@ in :meth:`close` (also a context manager):
   elements ``DMDAGetElements`` hands each rank.  Element fields (densities,
   moduli, energies, sensitivities) live on it; locally each rank holds its box
   of elements row-major, called its *slab* below.
-* ``K`` (AIJ from the DMDA), ``ksp`` (options prefix ``prefix``), vectors
+* ``K`` (from the DMDA: SBAIJ with geometric multigrid, ``-<prefix>mat_type``
+  to choose; AIJ otherwise), ``ksp`` (options prefix ``prefix``), vectors
   ``f`` (forces, zero on fixed DOFs), ``u`` (displacements), ``r`` (residual).
 
 Assembly
@@ -21,8 +22,11 @@ Assembly
 ``assembly="elements"`` (the default with the direct solver) as one sparse
 product into CSR values that, on one rank, are K's own
 (``MatCreateSeqAIJWithArrays``: assembled in place); ``assembly="stencil"``
-(the default with CG + multigrid/GAMG) node row by node row, without an index
-map.  Dirichlet conditions are symmetric either way; the residual of the
+(the default with GAMG; ``-<prefix>mat_assembly stencil`` with geometric
+multigrid) node row by node row, without an index map; with geometric
+multigrid by default element by element in 2x2 node blocks
+(:class:`~sphyr_hpc.solvers.assembly.ElementBlockAssembly`), and the coarse
+operators with it (:mod:`sphyr_hpc.solvers.grid_galerkin`).  Dirichlet conditions are symmetric either way; the residual of the
 modified system equals the residual on the free DOFs of the original one.
 
 Solver
@@ -57,7 +61,7 @@ from ..runtime.petsc import inserted_options, petsc, seqsbaij_values, view_once
 from ..core import discretisation as fe
 from ..runtime import events as timing
 from . import multigrid
-from .assembly import ElementAssembly, StencilAssembly
+from .assembly import ElementAssembly, ElementBlockAssembly, StencilAssembly
 from .direct import BlockCopy, configure_direct, factor_solve
 from .layout import ElementLayout, PartitionError, SlabFields, node_dmda  # noqa: F401  (PartitionError: re-exported)
 from .base import RESIDUAL_TOLERANCE, LinearSystem, residual_acceptable
@@ -75,6 +79,9 @@ BLOCK_CHOLESKY_OPTION = "block_cholesky"
 # Options under the prefix that ask for a factorisation of K itself (SBAIJ allows no reordering).
 _FACTOR_OPTIONS = ("pc_type", "pc_factor_mat_ordering_type", "pc_factor_mat_solver_type")
 SOLVERS = ("direct", "mg", "gamg")
+# Element energies are computed this many elements at a time (two 4 MB temporaries, not two of
+# 64 bytes an element: 130 MB at 2048x1024 elements a rank).
+ENERGY_BLOCK = 65536
 ASSEMBLIES = ("elements", "stencil")
 
 
@@ -127,12 +134,12 @@ class ElasticitySystem(SlabFields, LinearSystem):
         if assembly == "elements":
             self._setup_assembly()
         else:
-            self._assembly = StencilAssembly(PETSc, self.da, self.da_elem, loadcase.shape, self.fixed_local,
-                                             self.ke)
+            self._assembly = _grid_assembly(self)
             self._nnz = self._assembly.nnz
+            self.da.setMatType(_mat_type(PETSc, self.prefix, self.solver))
             self.K = self.da.createMatrix()
             self.K.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
-            self.K.setOption(PETSc.Mat.Option.USE_INODES, multigrid.USE_INODES)
+            multigrid.tune_operator(self.K)
         self._setup_vectors()
         self.ksp = _create_ksp(self, solver, options or {})
 
@@ -210,6 +217,8 @@ class ElasticitySystem(SlabFields, LinearSystem):
         with timing.timed(timing.ASSEMBLY):
             if self.assembly == "stencil":
                 self._assembly.assemble(self.K, moduli)
+                if self.multigrid is not None and self.multigrid.coarse is not None:
+                    self.multigrid.coarse.update(moduli)
             elif self._values is not None:
                 self._assembly.values(moduli, out=self._values)  # K's own values, in place
                 self.K.assemble()  # a new state (refactorise) and stale cached data dropped (SOR's diagonal)
@@ -343,8 +352,7 @@ class ElasticitySystem(SlabFields, LinearSystem):
 
     def unit_energies(self):
         """u_e^T K0 u_e of every element of this rank's slab."""
-        ue = self.local_displacements()[self.local_edofs]
-        return np.einsum("ij,ij->i", ue @ self.ke, ue)  # one matrix product, then row dots
+        return unit_energies(self.local_displacements(), self.local_edofs, self.ke)
 
     def max_displacement(self):
         """Largest nodal displacement magnitude (collective)."""
@@ -419,3 +427,46 @@ def _create_ksp(system, solver, options):
         system.mg_cycle = opts.getString("pc_mg_cycle_type", "v").lower()
         ksp.setFromOptions()
     return ksp
+
+
+def _grid_assembly(system):
+    """The stencil assembly of a DMDA system: as element blocks or as node rows (_block_assembly)."""
+    PETSc, loadcase = system.PETSc, system.loadcase
+    if _block_assembly(PETSc, system.prefix, system.solver):
+        (exs, exe), (eys, eye) = system.da_elem.getRanges()
+        return ElementBlockAssembly(PETSc, loadcase, system.local_edofs[:, 0::2] // 2, ((eys, eye), (exs, exe)),
+                                    loadcase.fixed_dofs(), system.ke)
+    return StencilAssembly(PETSc, system.da, system.da_elem, loadcase.shape, system.fixed_local, system.ke)
+
+
+def _block_assembly(PETSc, prefix, solver):
+    """Stencil assembly as element blocks (``-<prefix>mat_assembly blocks``, the default with
+    geometric multigrid) or as node rows (``stencil``, what ran before)."""
+    default = "blocks" if solver == "mg" else "stencil"
+    kind = PETSc.Options(prefix).getString("mat_assembly", default)
+    if kind not in ("blocks", "stencil"):
+        raise ValueError(f"-{prefix}mat_assembly {kind}: expected blocks or stencil")
+    return kind == "blocks"
+
+
+def _mat_type(PETSc, prefix, solver):
+    """K's storage with stencil assembly: ``-<prefix>mat_type``, else SBAIJ for geometric multigrid
+    with its coarse operators from the moduli, AIJ otherwise (GAMG; PCMG's own P^T A P products)."""
+    options = PETSc.Options(prefix)
+    default = "aij"
+    if solver == "mg" and not options.hasName("pc_mg_galerkin") and options.getString("pc_type", "mg") == "mg":
+        default = multigrid.MAT_TYPE
+    return options.getString("mat_type", default)
+
+
+def unit_energies(u, edofs, ke):
+    """u_e^T K0 u_e of every element (local displacements ``u``, element DOFs ``edofs``)."""
+    n = edofs.shape[0]
+    if n <= ENERGY_BLOCK:
+        ue = u[edofs]
+        return np.einsum("ij,ij->i", ue @ ke, ue)  # one matrix product, then row dots
+    out = np.empty(n)
+    for a in range(0, n, ENERGY_BLOCK):  # a block at a time: no (n, 8) temporaries
+        ue = u[edofs[a:a + ENERGY_BLOCK]]
+        out[a:a + ENERGY_BLOCK] = np.einsum("ij,ij->i", ue @ ke, ue)
+    return out

@@ -37,17 +37,22 @@ local-to-global map.
 
 Operators and smoothing (defaults; every one can be overridden under the
 system's options prefix, e.g. ``-sphyr_mg_levels_ksp_max_it 3``): Galerkin
-coarse operators ``P^T A P`` recomputed whenever ``A`` changes (the symbolic
-product is reused; a one-rank system assembled in place assembles them from
-the element moduli instead, :mod:`sphyr_hpc.solvers.galerkin`), W-cycles, Chebyshev(2)/Jacobi smoothing with eigenvalue estimates
+coarse operators ``P^T A P`` recomputed whenever ``A`` changes, assembled from
+the element moduli on coarse DMDAs on any number of ranks
+(:mod:`sphyr_hpc.solvers.grid_galerkin`; a one-rank system assembled in place
+uses :mod:`sphyr_hpc.solvers.galerkin`), stored as SBAIJ like K (coarsest:
+AIJ; ``-<prefix>mg_levels_mat_type``, ``-<prefix>mg_coarse_mat_type``);
+``-<prefix>pc_mg_galerkin both`` gives PCMG's own products on AIJ instead,
+as before.  W-cycles, Chebyshev(2)/Jacobi smoothing with eigenvalue estimates
 (10 CG steps) recomputed for every new operator, LU on the coarsest level (``redundant``
 LU on several ranks).  ``-<prefix>pc_mg_levels N`` caps the number of levels
 and ``-<prefix>mg_coarse_max_dofs N`` sets the coarse-grid size target.
 
-Memory: PETSc keeps the intermediate products of the Galerkin ``P^T A P`` for
-reuse; on 2 ranks at 1024x512 elements that is ~200 MB a rank (peak 740 MB a
-rank).  ``-matptap_via allatonce`` keeps none (peak 574 MB a rank) but made
-an iteration 0.66 s slower (2.13 s instead of 1.46 s), so it is not the default.
+Memory: with ``-<prefix>pc_mg_galerkin both`` PETSc keeps the intermediate
+products of ``P^T A P`` for reuse (on 2 ranks at 1024x512 elements ~200 MB a
+rank, peak 740 MB a rank); the operators from the moduli hold none (peak
+528 MB a rank there, SBAIJ, before the other memory changes of the same
+branch).
 
 GAMG (``solver="gamg"``)
 ------------------------
@@ -80,6 +85,26 @@ MAX_IT = 500
 # matrices (benchmarks/results/large_grids.md), so the multigrid operators use
 # the plain one.  The scorer's direct solves keep PETSc's default.
 USE_INODES = False
+# Storage of the large-grid operators (``-<prefix>mat_type``; levels ``-<prefix>mg_levels_mat_type``,
+# coarsest ``-<prefix>mg_coarse_mat_type``): the upper block triangle in 2x2 node blocks moves
+# 0.47x the bytes of AIJ per MatMult (5 of 9 blocks, one index a block).  The coarsest level is
+# factorised (LU, redundant on several ranks), which wants AIJ.
+MAT_TYPE = "sbaij"
+COARSE_MAT_TYPE = "aij"
+
+
+def tune_operator(A):
+    """Options of a multigrid operator: its off-process entries a subset of the first assembly's;
+    by its storage, AIJ the plain CSR kernel (USE_INODES), SBAIJ keeps the upper triangle of what is
+    set (lower-triangle entries are dropped, not errors)."""
+    kind = A.getType()
+    # Element assembly adds the same off-process entries every time: PETSc may keep the first
+    # assembly's communication pattern instead of a new two-sided rendezvous at every one.
+    A.setOption(A.Option.SUBSET_OFF_PROC_ENTRIES, True)
+    if kind.endswith("sbaij"):
+        A.setOption(A.Option.IGNORE_LOWER_TRIANGULAR, True)
+    elif kind in ("aij", "seqaij", "mpiaij"):
+        A.setOption(A.Option.USE_INODES, USE_INODES)
 
 
 # -- the hierarchy (pure numpy: no PETSc needed) ------------------------------------------------
@@ -305,7 +330,8 @@ def configure_mg(ksp, system):
     levels = hierarchy(nelx, nely, lx, ly, coarse_max_dofs=coarse_max, max_levels=max_levels)
     if len(levels) == 1:
         # Small enough for the coarse solver itself (PCMG would smooth a 1-level "hierarchy").
-        pc.setType(PETSc.PC.Type.LU)
+        # SBAIJ holds one triangle: Cholesky (PETSc's LU takes no SBAIJ).
+        pc.setType(PETSc.PC.Type.CHOLESKY if "sbaij" in system.K.getType() else PETSc.PC.Type.LU)
         if system.comm.getSize() > 1:
             pc.setFactorSolverType(PETSc.Mat.SolverType.MUMPS)
         return MultigridSetup({}, levels)
@@ -314,7 +340,19 @@ def configure_mg(ksp, system):
     for level, P in enumerate(interpolations, start=1):
         pc.setMGInterpolation(level, P)
     coarse = None
-    if system.in_place:
+    from_moduli = not PETSc.Options(prefix).hasName("pc_mg_galerkin")
+    if from_moduli and not system.in_place:
+        # Any number of ranks: coarse element matrices level by level, on coarse DMDAs (no PtAP).
+        from .grid_galerkin import GridGalerkin
+
+        opts = PETSc.Options(prefix)
+        smoothed = opts.getString("mg_levels_mat_type", system.K.getType().replace("mpi", "").replace("seq", ""))
+        coarsest = opts.getString("mg_coarse_mat_type", COARSE_MAT_TYPE)
+        types = [smoothed] * (len(levels) - 2) + [coarsest]
+        coarse = GridGalerkin(PETSc, system, levels, types, tune=tune_operator)
+        for level, A in enumerate(reversed(coarse.mats)):  # coarsest first, as PCMG numbers them
+            (pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)).setOperators(A)
+    elif from_moduli:
         # One rank, K assembled in place: the coarse operators from the element moduli too.
         from .galerkin import ElementGalerkin
 
@@ -351,8 +389,9 @@ def plain_csr_kernels(ksp):
         return
     for level in range(1, pc.getMGLevels()):
         A = pc.getMGSmoother(level).getOperators()[0]
-        A.setOption(A.Option.USE_INODES, USE_INODES)
-        A.assemble()
+        if A.getType() in ("aij", "seqaij", "mpiaij"):
+            A.setOption(A.Option.USE_INODES, USE_INODES)
+            A.assemble()
 
 
 def rigid_body_modes(system):
