@@ -47,9 +47,9 @@ def _run_json(out_dir):
     return run if isinstance(run, dict) else {}
 
 
-def run_title(out_dir, models):
-    """'SPhyR report: my-model on full_easy.jsonl': the models and what run.json says they answered."""
-    inputs = _run_json(out_dir).get("inputs") or {}
+def run_title(out_dir, models, run=None):
+    """'SPhyR report: my-model on full_easy.jsonl': the models and what run.json (``run``, if already read) says they answered."""
+    inputs = (_run_json(out_dir) if run is None else run).get("inputs") or {}
     who = f"{plural(len(models), 'model')} ({_names(models)})" if len(models) != 1 else models[0] if models else "no model"
     if inputs.get("dataset"):
         source = f" on {Path(inputs['dataset']).name}"
@@ -91,9 +91,10 @@ class Report:
         summary = summary if summary is not None else data.result()
         board = leaderboard(summary)
         models = [e["model"] for e in board]
+        run = _run_json(out_dir) if title is None or yardsticks is None else {}  # read once
         if yardsticks is None:
-            yardsticks = _run_json(out_dir).get("yardsticks")
-        return cls(Path(out_dir), data, summary, board, title or run_title(out_dir, models), _page_names(models),
+            yardsticks = run.get("yardsticks")
+        return cls(Path(out_dir), data, summary, board, title or run_title(out_dir, models, run), _page_names(models),
                    yardsticks=yardsticks)
 
     @property
