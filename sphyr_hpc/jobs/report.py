@@ -103,7 +103,7 @@ class Report:
 
     def parts(self, weights):
         """The report split for ranks: part p writes the pages of the models dealt to it, in turns of
-        ``weights[p]`` models (the rank that also draws the charts takes fewer), with only their data."""
+        ``weights[p]`` models (the rank that also draws the charts takes fewer, or none), with only their data."""
         turns = [p for p, weight in enumerate(weights) for _ in range(weight)]
         shares = [[m for i, m in enumerate(self.models) if turns[i % len(turns)] == p] for p in range(len(weights))]
         return [replace(self, data=self.data.slim(share), own=share) for share in shares]
@@ -118,8 +118,9 @@ class Report:
             paths.append(path)
         return paths
 
-    def write_main(self):
-        """The charts and report.html (last: a report.html names only pages already written); the paths."""
+    def render_main(self):
+        """The charts, written (report.html is what names them), and report.html's text, not written
+        yet: (text, chart paths)."""
         models, summary = self.models, self.summary
         fsum = summary[failures.SUMMARY_KEY]
         topo = {m: {s: e["topology_score"] for s, e in summary[m].items()} for m in models}
@@ -136,6 +137,12 @@ class Report:
             paths.append(self.out_dir / PICTURES / name)
         page = render_report(self.title, self.data, summary, self.board, charts,
                              {m: f"{PICTURES}/{self.pages[m]}" for m in models}, self.yardsticks)
+        return page, paths
+
+    def write_main(self, rendered=None):
+        """report.html (last: it names only pages already written) from :meth:`render_main`'s result
+        (``rendered``, else rendered now); the paths, report.html's first."""
+        page, paths = rendered if rendered is not None else self.render_main()
         write_text_atomic(self.out_dir / REPORT_NAME, page)
         return [self.out_dir / REPORT_NAME] + paths
 

