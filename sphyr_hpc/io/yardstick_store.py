@@ -36,6 +36,7 @@ never trusts an entry that fails, :class:`DamagedEntry` says why.
 
 import hashlib
 import json
+import math
 import os
 import struct
 import time
@@ -125,7 +126,9 @@ def decode(data, digest=None, algorithm=None):
     try:
         for name, dtype, shape in header["arrays"]:
             dtype = np.dtype(dtype)
-            count = int(np.prod(shape, dtype=np.int64))
+            if not all(type(n) is int and n >= 0 for n in shape):
+                raise DamagedEntry(f"array {name!r} of shape {shape!r}")
+            count = math.prod(shape)
             end = offset + count * dtype.itemsize
             if end > len(data) - CHECKSUM_BYTES:
                 raise DamagedEntry(f"array {name!r} runs past the payload")

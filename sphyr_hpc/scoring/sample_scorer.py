@@ -24,6 +24,7 @@ Errors :meth:`~sphyr_hpc.scoring.scorer.Scorer.score` raises for bad data are ra
 by :meth:`SampleScorer.score` too.
 """
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -120,6 +121,7 @@ def sample_scorers(scorer, samples):
 
 
 # -- the grids a record keeps --------------------------------------------------------------------
+@functools.lru_cache(maxsize=4096)  # an optimum's densities repeat (0.001, 1): one text per value
 def _density_text(value):
     text = f"{float(value):.3f}".rstrip("0").rstrip(".")
     return text if text not in ("", "-0") else "0"
@@ -130,6 +132,7 @@ def record_grids(completion, ground_truth, input_grid, optimum):
     def rows(grid):
         return [" ".join(row) for row in grid] if grid else []
 
-    optimum_rows = [] if optimum is None else [" ".join(map(_density_text, row)) for row in np.asarray(optimum)]
+    optimum_rows = [] if optimum is None else [" ".join(map(_density_text, row))
+                                               for row in np.asarray(optimum, dtype=float).tolist()]
     return {"completion": rows(completion), "ground_truth": rows(ground_truth), "input": rows(input_grid),
             "optimum": optimum_rows}

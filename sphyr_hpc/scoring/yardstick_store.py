@@ -109,8 +109,7 @@ def reference_fingerprint(truth, free, solver_prefix):
     """What a sample's reference analysis depends on besides its entry's key (32 hex digits): the
     ground truth's exact densities (the key rounds them to 1e-6), the free cells, the condensed
     analysis's size limit and the solvers' options prefix."""
-    digest = hashlib.blake2b(digest_size=16)
-    digest.update(json.dumps([ANALYSIS_MAX_DOFS, solver_prefix]).encode("utf-8"))
+    digest = hashlib.blake2b(json.dumps([ANALYSIS_MAX_DOFS, solver_prefix]).encode("utf-8"), digest_size=16)
     for part in (np.asarray(truth, dtype=np.float64), np.asarray(free, dtype=bool)):
         digest.update(repr(part.shape).encode("ascii"))
         digest.update(np.ascontiguousarray(part).tobytes())
