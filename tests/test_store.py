@@ -234,3 +234,123 @@ def test_list_check_and_prune(results, tmp_path, capsys):
     assert len(_entries(store)) == SAMPLES - 2 and not stale.exists()
     assert store_main(["list", "--store", str(store)]) == 0
     assert "entries: 12 " in capsys.readouterr().out
+
+
+# -- the reference analysis an entry keeps besides its yardstick (entry format 2) --------------------
+@pytest.fixture(scope="module")
+def answers(tmp_path_factory):
+    """A model answering the ground truth itself (the only solve of a sample is then its ground
+    truth's) and a random baseline, on SUBJECTS: 13 records each, 14 samples."""
+    root = tmp_path_factory.mktemp("store_answers") / "results"
+    for subject in SUBJECTS:
+        records = json.loads((EXAMPLE_RESULTS / "baseline-random" / f"{subject}.json").read_text())
+        for model, rows in (("truth", [dict(r, completion=r["ground_truth"]) for r in records]),
+                            ("baseline-random", records)):
+            (root / model).mkdir(parents=True, exist_ok=True)
+            (root / model / f"{subject}_results.json").write_text(json.dumps(rows))
+    return root
+
+
+def _rewritten(path, change):
+    """The entry at ``path`` rewritten with ``change(header)`` applied to its header (checksum valid)."""
+    header, arrays = decode(path.read_bytes())
+    header.pop("arrays")
+    change(header)
+    path.write_bytes(encode(header, arrays))
+
+
+def _as_format_1(path):
+    """The entry at ``path`` as an entry of format 1 (the yardstick alone) was written: checksum valid."""
+    import struct
+
+    from sphyr_hpc.io.yardstick_store import CHECKSUM_BYTES, checksum
+
+    _rewritten(path, lambda header: header.pop("reference"))
+    body = bytearray(path.read_bytes()[:-CHECKSUM_BYTES])
+    struct.pack_into("<I", body, 8, 1)
+    path.write_bytes(bytes(body) + checksum(bytes(body)))
+
+
+def test_a_stored_reference_analysis_gives_the_records_a_computed_one_gives(answers, tmp_path, monkeypatch):
+    from sphyr_hpc.scoring import scorer as scorers
+
+    store = tmp_path / "store"
+    plain, _ = _score(answers, tmp_path / "plain", "--no-store")
+    cold, _ = _score(answers, tmp_path / "cold", "--store", str(store))
+    warm, warm_run = _score(answers, tmp_path / "warm", "--store", str(store))
+    assert plain == cold == warm and warm_run["yardsticks"]["from_store"] == SAMPLES
+    rows = [json.loads(line) for line in warm.splitlines()]
+    assert any(r["model"] == "truth" and r["ground_truth_compliance"] == r["compliance"] for r in rows)
+    for entry in _entries(store):
+        header, _ = decode(entry.path.read_bytes())
+        assert set(header["reference"]) == {"fingerprint", "compliance", "volume_fraction", "max_displacement",
+                                            "solid_compliance", "load_carrying"}
+
+    def no_solver(*args):
+        raise AssertionError("a warm run made a solver for completions equal to the ground truth")
+
+    truth_only = tmp_path / "truth_only"
+    shutil.copytree(answers / "truth", truth_only / "truth")
+    expected, _ = _score(truth_only, tmp_path / "truth_plain", "--no-store")
+    monkeypatch.setattr(scorers._Problem, "__init__", no_solver)
+    records, run = _score(truth_only, tmp_path / "truth_warm", "--store", str(store))
+    assert records == expected and run["yardsticks"]["from_store"] == SAMPLES
+
+
+def test_old_format_truncated_and_bad_reference_entries_are_recomputed_and_replaced(answers, tmp_path, capfd):
+    from sphyr_hpc.io.yardstick_store import FORMAT
+
+    store = tmp_path / "store"
+    reference, _ = _score(answers, tmp_path / "cold", "--store", str(store))
+    entries = _entries(store)
+    old, truncated, bad = entries[0].path, entries[1].path, entries[2].path
+    _as_format_1(old)
+    with pytest.raises(DamagedEntry, match="entry format 1"):
+        decode(old.read_bytes())
+    truncated.write_bytes(truncated.read_bytes()[:-30])
+    _rewritten(bad, lambda header: header["reference"].update(compliance="not a float"))
+    capfd.readouterr()
+    records, run = _score(answers, tmp_path / "again", "--store", str(store))
+    assert records == reference
+    assert run["yardsticks"]["replaced"] == 3 and run["yardsticks"]["computed"] == 3
+    warnings = [line for line in capfd.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "recomputed and replaced" in warnings[0]
+    for path in (old, truncated, bad):  # whole entries of this format, with their reference analysis
+        data = path.read_bytes()
+        header, _ = decode(data, path.name[:-4], YARDSTICK_ALGORITHM_VERSION)
+        assert int.from_bytes(data[8:12], "little") == FORMAT and "reference" in header
+    records, run = _score(answers, tmp_path / "warm", "--store", str(store))
+    assert records == reference and run["yardsticks"]["from_store"] == SAMPLES
+
+
+def test_an_entry_without_the_reference_analysis_serves_its_yardstick_and_gets_it(answers, tmp_path):
+    store = tmp_path / "store"
+    reference, _ = _score(answers, tmp_path / "cold", "--store", str(store))
+    for entry in _entries(store):  # as validate, certify or the API's one-record scoring write them
+        _rewritten(entry.path, lambda header: header.pop("reference"))
+    _rewritten(_entries(store)[0].path, lambda header: header.update(reference={"fingerprint": "another"}))
+    records, run = _score(answers, tmp_path / "warm", "--store", str(store))
+    assert records == reference
+    assert run["yardsticks"] == {"from_store": SAMPLES, "computed": 0, "replaced": 0, "store": str(store)}
+    assert all("compliance" in decode(e.path.read_bytes())[0]["reference"] for e in _entries(store))
+    records, run = _score(answers, tmp_path / "again", "--store", str(store))
+    assert records == reference and run["yardsticks"]["from_store"] == SAMPLES
+
+
+def test_the_reference_analysis_is_kept_exactly_and_only_for_its_own_ground_truth():
+    from sphyr_hpc.core.analysis import Analysis
+    from sphyr_hpc.scoring.yardstick_store import analysis_of, reference_fields, reference_fingerprint
+
+    truth = np.array([[1.0, 0.0], [1.0, 1.0]])
+    free = np.array([[False, True], [True, False]])
+    fingerprint = reference_fingerprint(truth, free, "sphyr_")
+    analysis = Analysis(0.1 + 0.2, 0.75, 1.0 / 3.0, False, float("inf"))
+    header = {"reference": json.loads(json.dumps(reference_fields(fingerprint, analysis)))}
+    assert analysis_of(header, fingerprint) == analysis  # every bit, inf included
+    assert analysis_of({}, fingerprint) is None
+    for other in (reference_fingerprint(truth + 1e-9, free, "sphyr_"), reference_fingerprint(truth, ~free, "sphyr_"),
+                  reference_fingerprint(truth, free, "other_")):
+        assert other != fingerprint and analysis_of(header, other) is None
+    header["reference"]["load_carrying"] = "yes"
+    with pytest.raises(DamagedEntry, match="reference analysis"):
+        analysis_of(header, fingerprint)

@@ -24,7 +24,8 @@ SUBJECTS = ("full_easy", "3_random_row_hard", "1_random_cell_easy")
 
 
 def _folder():
-    """One temporary folder, the same on every rank, holding two models' records of SUBJECTS."""
+    """One temporary folder, the same on every rank, holding three models' records of SUBJECTS (two
+baselines and the ground truth's answers)."""
     folder = None
     if WORLD.rank == 0:
         folder = Path(tempfile.mkdtemp(prefix="store_mpi_"))
@@ -33,6 +34,11 @@ def _folder():
             for subject in SUBJECTS:
                 shutil.copy(EXAMPLE_RESULTS / model / f"{subject}.json",
                             folder / "results" / model / f"{subject}_results.json")
+        (folder / "results" / "truth").mkdir()
+        for subject in SUBJECTS:  # the ground truth's answers: their analysis is the stored reference's
+            records = json.loads((EXAMPLE_RESULTS / "baseline-empty" / f"{subject}.json").read_text())
+            (folder / "results" / "truth" / f"{subject}_results.json").write_text(
+                json.dumps([dict(r, completion=r["ground_truth"]) for r in records]))
     return Path(WORLD.bcast(str(folder) if folder else None, root=0))
 
 

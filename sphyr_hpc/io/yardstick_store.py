@@ -2,7 +2,8 @@
 
 An entry is what :mod:`sphyr_hpc.scoring.yardstick_store` keeps of one
 yardstick (the optimum's exact float64 design and compliance, the inputs that
-determined it, its provenance); this module knows files only: where an entry
+determined it, its provenance, and the ground truth's analysis its sample's
+records read); this module knows files only: where an entry
 lives, how it is encoded, how it is written and read, and what a reader must
 refuse.
 
@@ -35,6 +36,7 @@ never trusts an entry that fails, :class:`DamagedEntry` says why.
 
 import hashlib
 import json
+import math
 import os
 import struct
 import time
@@ -46,7 +48,9 @@ import numpy as np
 from .atomic import write_bytes_atomic
 
 MAGIC = b"SPHYRYS\x00"
-FORMAT = 1  # the encoding above; a reader refuses any other
+# The encoding above; a reader refuses any other (an older entry is foreign: recomputed and replaced).
+# 2: the header may also hold the sample's reference analysis (scoring/yardstick_store.py); 1: the yardstick alone.
+FORMAT = 2
 SUFFIX = ".yst"
 ENTRIES = "yardsticks"  # the folder of a store that holds its entries
 CHECKSUM_BYTES = 16
@@ -122,7 +126,9 @@ def decode(data, digest=None, algorithm=None):
     try:
         for name, dtype, shape in header["arrays"]:
             dtype = np.dtype(dtype)
-            count = int(np.prod(shape, dtype=np.int64))
+            if not all(type(n) is int and n >= 0 for n in shape):
+                raise DamagedEntry(f"array {name!r} of shape {shape!r}")
+            count = math.prod(shape)
             end = offset + count * dtype.itemsize
             if end > len(data) - CHECKSUM_BYTES:
                 raise DamagedEntry(f"array {name!r} runs past the payload")

@@ -25,7 +25,7 @@ from ..optimiser.filter import FILTER_RADIUS
 from ..optimiser.yardstick import PENAL_SCHEDULE, YardstickKey, pieces, run_piece, yardstick
 from ..solvers.condensed import analysis_system
 from ..solvers.sizing import MG_MIN_DOFS
-from .yardstick_store import StoredYardsticks
+from .yardstick_store import StoredYardsticks, reference_fingerprint
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,8 @@ class Scorer:
         self._computed = {}  # YardstickKey -> {piece: designs} computed elsewhere (see supply)
         self.on_run = None   # called after every SIMP run of a yardstick (progress)
         self.stored = StoredYardsticks() if store is None else store
+        # Ground truths' analyses read from the store (stored_reference), by (load case, design, free, truth).
+        self._stored_analyses = BoundedCache(cache_size)
 
     def problem(self, lc):
         return self._problems.get_or_compute(lc, lambda: _Problem(lc, self.config))
@@ -94,6 +96,10 @@ class Scorer:
         outside the ``free`` cells is solved condensed onto them
         (:func:`~sphyr_hpc.solvers.condensed.analysis_system`).
         """
+        if pinned is not None and len(self._stored_analyses):
+            known = _reference_key(lc, rho, *pinned)
+            if known in self._stored_analyses:  # the store's: no solve (stored_reference)
+                return self._stored_analyses.get_or_compute(known, None)
         prob = self.problem(lc)
         system = prob.system if pinned is None else analysis_system(prob.system, rho, *pinned)
         # Keyed by the system too: the last digits of a condensed and a full solve differ, and a
@@ -103,9 +109,13 @@ class Scorer:
             (lc, np.asarray(rho, dtype=float).tobytes(), where),
             lambda: analyse(system, rho, prob.solid, self.config.penal))
 
-    def optimum(self, lc, free, pinned, volume_fraction, seeds):
+    def optimum(self, lc, free, pinned, volume_fraction, seeds, reference=None):
+        """The yardstick (from memory, the store, or computed).  ``reference``: the analysis of
+        ``pinned`` (the ground truth's, ``analysis(lc, pinned, (free, pinned))``), kept with it in the
+        store for :meth:`stored_reference`."""
         cfg = self.config
         key = YardstickKey.of(lc, free, pinned, volume_fraction, seeds, cfg.penal, cfg.filter_radius)
+        kept = None if reference is None else (reference_fingerprint(pinned, free, cfg.solver_prefix), reference)
 
         def compute():
             return yardstick(self.problem(lc).system, volume_fraction, free, pinned, seeds=seeds, penal=cfg.penal,
@@ -113,7 +123,29 @@ class Scorer:
                              computed=self._computed.pop(key, None), on_run=self.on_run)
 
         inputs = (lc, free, pinned, volume_fraction, seeds, cfg.penal, cfg.filter_radius)
-        return self.yardsticks.get_or_compute(key, lambda: self.stored.get(key, inputs, cfg.mg_min_dofs, compute))
+        return self.yardsticks.get_or_compute(key, lambda: self.stored.get(key, inputs, cfg.mg_min_dofs, compute,
+                                                                           kept))
+
+    def stored_reference(self, lc, free, truth):
+        """``(analysis, optimum)`` of a sample (ground truth ``truth``, ``free`` cells) when the store
+        holds both (no solve, no solver made: :meth:`analysis` of ``truth`` then answers with the
+        stored analysis); None otherwise (compute them: :meth:`analysis`, :meth:`optimum`)."""
+        cfg = self.config
+
+        def key_of(volume_fraction):
+            return YardstickKey.of(lc, free, truth, volume_fraction, (truth,), cfg.penal, cfg.filter_radius)
+
+        rho = fe.clip(np.asarray(truth, dtype=float), 0.0, 1.0)
+        key = key_of(float(rho.sum()) / rho.size)  # the volume fraction as analyse computes it
+        if key in self.yardsticks:
+            return None
+        found = self.stored.reference(key, cfg.mg_min_dofs, reference_fingerprint(truth, free, cfg.solver_prefix),
+                                      accept=lambda analysis: key_of(analysis.volume_fraction) == key)
+        if found is None:
+            return None
+        result, analysis = found
+        self._stored_analyses.get_or_compute(_reference_key(lc, truth, free, truth), lambda: analysis)
+        return analysis, self.yardsticks.get_or_compute(key, lambda: result)
 
     def has_stored_yardstick(self, case):
         """True when ``case``'s sample yardstick is in memory or in the store (so not worth splitting)."""
@@ -253,4 +285,11 @@ class Scorer:
     def close(self):
         self._problems.clear()  # closes every problem
         self._analyses.clear()
+        self._stored_analyses.clear()
         self._computed.clear()
+
+
+def _reference_key(lc, rho, free, truth):
+    """The key of a stored ground-truth analysis (:meth:`Scorer.stored_reference`)."""
+    return (lc, np.asarray(rho, dtype=float).tobytes(), np.asarray(free, dtype=bool).tobytes(),
+            np.asarray(truth, dtype=float).tobytes())

@@ -18,11 +18,21 @@ sample and the optimiser, so it is computed once, ever, per store
   these and nothing else, so a stored yardstick gives byte-identical records),
   the candidate count and polish flag, the inputs (so ``python -m
   sphyr_hpc.store check`` can recompute it), and its provenance (package and
-  algorithm version, the dataset it was first computed for, when);
+  algorithm version, the dataset it was first computed for, when); and the
+  sample's reference analysis (``reference``: the ground truth's compliance,
+  volume fraction, largest displacement, solid compliance and load-carrying
+  flag, exact float64 as hex, :func:`reference_fields`), so a run that reads
+  the entry solves nothing for the sample.  It is tied to the exact ground
+  truth by a fingerprint (:func:`reference_fingerprint`: the key rounds the
+  densities) and only a score run writes it: an entry without it (or of other
+  inputs) still serves its yardstick, and the run analyses the ground truth
+  and adds it;
 * use: :class:`StoredYardsticks` wraps a yardstick's computation: read the
   entry (validated; a damaged, truncated or foreign one is recomputed and
   replaced, with one warning line per process), else compute and write it,
-  counting which was which for run.json and the report.
+  counting which was which for run.json and the report;
+  :meth:`StoredYardsticks.reference` reads yardstick and reference analysis
+  together.
 """
 
 import functools
@@ -34,9 +44,11 @@ import time
 
 import numpy as np
 
+from ..core.analysis import Analysis
 from ..io.yardstick_store import DamagedEntry, encode
 from ..optimiser import simp
 from ..optimiser.yardstick import PENAL_SCHEDULE, YARDSTICK_ALGORITHM_VERSION, YardstickResult
+from ..solvers.condensed import ANALYSIS_MAX_DOFS
 from ..solvers.sizing import simp_solver
 
 # PETSc options under these prefixes change a yardstick's solves: part of its key when given.
@@ -44,6 +56,8 @@ SOLVER_OPTION_PREFIX = "sphyr_"
 # ``check``: a recomputed compliance agrees with the stored one within the parity rule's relative
 # tolerance (docs/scoring.md, "Parity": 1e-6 x max(1, c / c_gt), and a yardstick is never above c_gt).
 CHECK_RELATIVE_TOLERANCE = 1e-6
+# The reference analysis's floats, kept exactly (float.hex); its ``load_carrying`` is kept as a bool.
+REFERENCE_FLOATS = ("compliance", "volume_fraction", "max_displacement", "solid_compliance")
 
 
 @functools.lru_cache(maxsize=1)
@@ -91,9 +105,49 @@ def yardstick_digest(key, mg_min_dofs, options=()):
     return digest.hexdigest()
 
 
-def entry_bytes(digest, result, inputs, mg_min_dofs, options, dataset):
+def reference_fingerprint(truth, free, solver_prefix):
+    """What a sample's reference analysis depends on besides its entry's key (32 hex digits): the
+    ground truth's exact densities (the key rounds them to 1e-6), the free cells, the condensed
+    analysis's size limit and the solvers' options prefix."""
+    digest = hashlib.blake2b(json.dumps([ANALYSIS_MAX_DOFS, solver_prefix]).encode("utf-8"), digest_size=16)
+    for part in (np.asarray(truth, dtype=np.float64), np.asarray(free, dtype=bool)):
+        digest.update(repr(part.shape).encode("ascii"))
+        digest.update(np.ascontiguousarray(part).tobytes())
+    return digest.hexdigest()
+
+
+def reference_fields(fingerprint, analysis):
+    """The ``reference`` an entry's header keeps of ``analysis`` (an :class:`~sphyr_hpc.core.analysis.Analysis`)."""
+    fields = {name: float(getattr(analysis, name)).hex() for name in REFERENCE_FLOATS}
+    return dict(fields, fingerprint=fingerprint, load_carrying=bool(analysis.load_carrying))
+
+
+def analysis_of(header, fingerprint):
+    """The reference :class:`~sphyr_hpc.core.analysis.Analysis` an entry holds for ``fingerprint``; None
+    when it holds none or one of other inputs; :class:`DamagedEntry` when it cannot be read."""
+    kept = header.get("reference")
+    if kept is None or (isinstance(kept, dict) and kept.get("fingerprint") != fingerprint):
+        return None
+    try:
+        values = {name: float.fromhex(kept[name]) for name in REFERENCE_FLOATS}
+        if not isinstance(kept["load_carrying"], bool):
+            raise TypeError("load_carrying is not a bool")
+        return Analysis(load_carrying=kept["load_carrying"], **values)
+    except (KeyError, TypeError, ValueError) as err:
+        raise DamagedEntry(f"unreadable reference analysis ({err!r})") from None
+
+
+def with_reference(header, arrays, reference):
+    """The bytes of an entry read (``header``, ``arrays``) with ``reference`` (``(fingerprint, analysis)``) added."""
+    header = {name: value for name, value in header.items() if name != "arrays"}
+    header["reference"] = reference_fields(*reference)
+    return encode(header, arrays)
+
+
+def entry_bytes(digest, result, inputs, mg_min_dofs, options, dataset, reference=None):
     """The encoded entry of ``result`` (a :class:`YardstickResult`) computed from ``inputs``
-    (``(loadcase, free, pinned, volume_fraction, seeds, penal, radius)``, as given to the optimiser)."""
+    (``(loadcase, free, pinned, volume_fraction, seeds, penal, radius)``, as given to the optimiser),
+    with ``reference`` (``(fingerprint, analysis)``) when given."""
     lc, free, pinned, vf, seeds, penal, radius = inputs
     header = {"key": digest, "algorithm": YARDSTICK_ALGORITHM_VERSION, "package": package_version(),
               "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "dataset": dataset or "",
@@ -101,6 +155,8 @@ def entry_bytes(digest, result, inputs, mg_min_dofs, options, dataset):
               "radius": float(radius), "mg_min_dofs": mg_min_dofs, "petsc_options": list(options),
               "compliance": float(result.compliance).hex(), "candidates": int(result.candidates),
               "polished": bool(result.polished)}
+    if reference is not None:
+        header["reference"] = reference_fields(*reference)
     arrays = {"densities": np.asarray(result.densities, dtype=np.float64),
               "free": np.asarray(free, dtype=bool), "pinned": np.asarray(pinned, dtype=np.float64),
               "seeds": np.asarray([np.asarray(s, dtype=np.float64).reshape(lc.shape) for s in seeds],
@@ -171,10 +227,12 @@ class StoredYardsticks:
         """True when the store holds an entry of ``key`` (not read: :meth:`get` validates it)."""
         return self.store is not None and self.store.path_of(self.digest(key, mg_min_dofs)).is_file()
 
-    def get(self, key, inputs, mg_min_dofs, compute):
+    def get(self, key, inputs, mg_min_dofs, compute, reference=None):
         """The yardstick of ``key``: the stored one when it can be trusted, else ``compute()`` (kept).
 
         ``inputs``: ``(loadcase, free, pinned, volume_fraction, seeds, penal, radius)`` given to the optimiser.
+        ``reference``: ``(fingerprint, analysis)`` of the sample's ground truth (:func:`reference_fingerprint`),
+        kept in the entry: written with a computed yardstick, added to a stored entry without it.
         """
         if self.store is None:
             self.computed += 1
@@ -185,20 +243,47 @@ class StoredYardsticks:
             entry = self.store.read(digest, YARDSTICK_ALGORITHM_VERSION)
             if entry is not None:
                 result = result_of(*entry)
+                complete = reference is None or analysis_of(entry[0], reference[0]) is not None
                 self.from_store += 1
+                if not complete:
+                    self._write(digest, lambda: with_reference(*entry, reference))
                 return result
         except DamagedEntry as err:
             self.replaced += 1
             self._warn(f"entry {digest[:12]} {err}; recomputed and replaced")
         result = compute()
         self.computed += 1
-        if self._writable:
-            try:
-                self.store.write(digest, entry_bytes(digest, result, inputs, mg_min_dofs, options, self.dataset))
-            except OSError as err:
-                self._writable = False
-                self._warn(f"cannot be written ({err.strerror or err}): yardsticks are computed, not kept")
+        self._write(digest, lambda: entry_bytes(digest, result, inputs, mg_min_dofs, options, self.dataset,
+                                                reference))
         return result
+
+    def reference(self, key, mg_min_dofs, fingerprint, accept=lambda analysis: True):
+        """``(yardstick, analysis)`` from the entry of ``key`` when it holds both, the analysis of
+        ``fingerprint`` and ``accept(analysis)`` true (counted as from the store); None otherwise: absent,
+        damaged or foreign (:meth:`get` then reads it again, counts and replaces it), or without this
+        reference analysis."""
+        if self.store is None:
+            return None
+        try:
+            entry = self.store.read(self.digest(key, mg_min_dofs), YARDSTICK_ALGORITHM_VERSION)
+            analysis = None if entry is None else analysis_of(entry[0], fingerprint)
+            if analysis is None or not accept(analysis):
+                return None
+            result = result_of(*entry)
+        except DamagedEntry:
+            return None
+        self.from_store += 1
+        return result, analysis
+
+    def _write(self, digest, data):
+        """Entry ``digest``, ``data()`` its bytes, unless the store proved not writable."""
+        if not self._writable:
+            return
+        try:
+            self.store.write(digest, data())
+        except OSError as err:
+            self._writable = False
+            self._warn(f"cannot be written ({err.strerror or err}): yardsticks are computed, not kept")
 
 
 def merged(comm, stored):
