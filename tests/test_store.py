@@ -224,16 +224,28 @@ def test_list_check_and_prune(results, tmp_path, capsys):
     stale = entries[2].path.parent / ".stale.yst.tmp"
     stale.write_bytes(b"half")
     os.utime(stale, (0, 0))
+    _as_format_1(entries[3].path)  # an older sphyr_hpc's entry: another format, not damaged
     assert store_main(["list", "--store", str(store)]) == 1  # damaged entries found
     listed = capsys.readouterr().out
-    assert "1 of other versions" in listed and "1 damaged" in listed and "temporary files: 1" in listed
+    assert "2 of other versions or formats" in listed and "1 damaged" in listed and "temporary files: 1" in listed
     assert store_main(["prune", "--store", str(store), "--dry-run"]) == 0
-    assert "would remove 3 files" in capsys.readouterr().out and stale.exists()
+    assert "would remove 4 files" in capsys.readouterr().out and stale.exists()
     assert store_main(["prune", "--store", str(store)]) == 0
-    assert "removed 3 files" in capsys.readouterr().out
-    assert len(_entries(store)) == SAMPLES - 2 and not stale.exists()
+    pruned = capsys.readouterr().out
+    assert "removed 4 files" in pruned and "1 another format" in pruned
+    assert len(_entries(store)) == SAMPLES - 3 and not stale.exists()
     assert store_main(["list", "--store", str(store)]) == 0
-    assert "entries: 12 " in capsys.readouterr().out
+    assert "entries: 11 " in capsys.readouterr().out
+
+
+def test_an_older_format_alone_is_not_called_damaged(results, tmp_path, capsys):
+    store = tmp_path / "store"
+    _score(results, tmp_path / "cold", "--store", str(store))
+    _as_format_1(_entries(store)[0].path)
+    capsys.readouterr()
+    assert store_main(["list", "--store", str(store)]) == 0
+    listed = capsys.readouterr().out
+    assert "1 of other versions or formats" in listed and "0 damaged" in listed
 
 
 # -- the reference analysis an entry keeps besides its yardstick (entry format 2) --------------------

@@ -64,6 +64,10 @@ class DamagedEntry(ValueError):
     version) or naming another key."""
 
 
+class OtherFormat(DamagedEntry):
+    """A whole entry of another format (an older sphyr_hpc's): not trusted, but not damaged either."""
+
+
 STORE_ENV = "SPHYR_HPC_STORE"  # the default store's folder instead of the cache folder; "none": no default store
 
 
@@ -97,7 +101,7 @@ def _header_of(data):
     if magic != MAGIC:
         raise DamagedEntry("not a yardstick entry (wrong magic bytes)")
     if version != FORMAT:
-        raise DamagedEntry(f"entry format {version}, this reader knows {FORMAT}")
+        raise OtherFormat(f"entry format {version}, this reader knows {FORMAT}")
     if len(data) < _PREFIX.size + length:
         raise DamagedEntry(f"truncated: {len(data)} bytes, the header alone needs {_PREFIX.size + length}")
     try:

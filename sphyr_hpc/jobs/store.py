@@ -20,7 +20,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..io.yardstick_store import DamagedEntry, YardstickStore, decode
+from ..io.yardstick_store import DamagedEntry, OtherFormat, YardstickStore, decode
 from ..optimiser.yardstick import YARDSTICK_ALGORITHM_VERSION
 from ..scoring.scorer import Scorer, ScoringConfig
 from ..scoring.yardstick_store import agree, inputs_of, result_of, solver_options
@@ -31,29 +31,32 @@ def _megabytes(size):
 
 
 def _survey(store):
-    """``(entries, damaged, temporaries)``: ``[(file, header)]`` of the readable entries, ``[(file, why)]``
-    of the others, and the writers' temporary files."""
-    entries, damaged, temporaries = [], [], []
+    """``(entries, damaged, temporaries, other_formats)``: ``[(file, header)]`` of the readable entries,
+    ``[(file, why)]`` of the damaged ones and of those of another format, and the writers' temporary files."""
+    entries, damaged, temporaries, other_formats = [], [], [], []
     for stored in store.files():
         if not stored.digest:
             temporaries.append(stored)
             continue
         try:
             entries.append((stored, YardstickStore.header_of(stored.path)))
+        except OtherFormat as err:
+            other_formats.append((stored, str(err)))
         except DamagedEntry as err:
             damaged.append((stored, str(err)))
-    return entries, damaged, temporaries
+    return entries, damaged, temporaries, other_formats
 
 
 def list_store(store, out=None):
     """Print what ``store`` holds; 1 when it holds damaged entries (a run replaces them as it meets them)."""
     out = sys.stdout if out is None else out
-    entries, damaged, temporaries = _survey(store)
-    size = sum(s.size for s, _ in entries) + sum(s.size for s, _ in damaged) + sum(t.size for t in temporaries)
+    entries, damaged, temporaries, other_formats = _survey(store)
+    size = sum(s.size for s, _ in entries + damaged + other_formats) + sum(t.size for t in temporaries)
     current = [h for _, h in entries if h.get("algorithm") == YARDSTICK_ALGORITHM_VERSION]
     print(f"store {store.root} (yardstick algorithm version {YARDSTICK_ALGORITHM_VERSION})", file=out)
-    print(f"entries: {len(entries) + len(damaged)} ({_megabytes(size)}): {len(current)} of this algorithm version, "
-          f"{len(entries) - len(current)} of other versions (prune removes them), {len(damaged)} damaged", file=out)
+    print(f"entries: {len(entries) + len(damaged) + len(other_formats)} ({_megabytes(size)}): {len(current)} of this "
+          f"algorithm version, {len(entries) - len(current) + len(other_formats)} of other versions or formats "
+          f"(prune removes them; a run replaces those it meets), {len(damaged)} damaged", file=out)
     stale = sum(YardstickStore.is_stale_temporary(t) for t in temporaries)
     if temporaries:
         print(f"temporary files: {len(temporaries)} ({stale} older than an hour: prune removes them)", file=out)
@@ -101,7 +104,7 @@ def check_store(store, samples, seed, comm, out=None):
     out = sys.stdout if out is None else out
     chosen = None
     if comm.rank == 0:
-        entries, damaged, _ = _survey(store)
+        entries, damaged, _, _ = _survey(store)
         current = sorted(str(s.path) for s, h in entries if h.get("algorithm") == YARDSTICK_ALGORITHM_VERSION)
         chosen = random.Random(seed).sample(current, min(samples, len(current)))
         chosen += [str(s.path) for s, _ in damaged]
@@ -134,9 +137,10 @@ def _report_check(store, rows, out):
 def prune_store(store, dry_run=False, out=None):
     """Remove entries of other algorithm versions or formats, damaged entries and stale temporary files."""
     out = sys.stdout if out is None else out
-    entries, damaged, temporaries = _survey(store)
+    entries, damaged, temporaries, other_formats = _survey(store)
     doomed = [(s, f"algorithm version {h.get('algorithm')}") for s, h in entries
               if h.get("algorithm") != YARDSTICK_ALGORITHM_VERSION]
+    doomed += [(s, "another format") for s, _ in other_formats]
     doomed += damaged
     doomed += [(t, "stale temporary file") for t in temporaries if YardstickStore.is_stale_temporary(t)]
     removed = freed = 0
@@ -145,7 +149,7 @@ def prune_store(store, dry_run=False, out=None):
             removed += 1
             freed += stored.size
     verb = "would remove" if dry_run else "removed"
-    reasons = Counter(why if why.startswith(("algorithm", "stale")) else "damaged" for _, why in doomed)
+    reasons = Counter(why if why.startswith(("algorithm", "stale", "another")) else "damaged" for _, why in doomed)
     detail = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items()))
     print(f"store {store.root}: {verb} {removed} files ({_megabytes(freed)}){': ' + detail if detail else ''}; "
           f"{len(entries) - sum(1 for _, h in entries if h.get('algorithm') != YARDSTICK_ALGORITHM_VERSION)} "
