@@ -367,17 +367,18 @@ class ScoringRun:
 
 def _pictures_and_report(run, running, summary):
     """Every rank: leaderboard.png and the report, from the ranks' merged data (as python -m
-    sphyr_hpc.report makes it from results.jsonl, without reading it back).  Every rank but the
-    drawer writes a share of the model pages; the drawer meanwhile draws leaderboard.png, the charts
-    and report.html.  Returns the leaderboard and the report's seconds (None: --no-report); sets
+    sphyr_hpc.report makes it from results.jsonl, without reading it back).  Every rank writes a
+    share of the model pages, the drawer a small one: it also draws leaderboard.png, the charts and
+    report.html before it waits for the others' pages.  Returns the leaderboard and the report's seconds (None: --no-report); sets
     ``run.end``: what the end cost each rank."""
     comm, rank, out, report, main = run.comm, run.rank, run.out, None, None
     started, cpu, peak = time.perf_counter(), time.process_time(), _peak_mb()
     summary = comm.bcast(summary, root=0)
     board = leaderboard(summary)
     if run.args.report:  # each rank its share of the pages, with only their data (scatter)
-        # the drawer none: leaderboard.png, the charts and report.html are ~40 pages' work at 60 models
-        weights = [0 if r == run.drawer and comm.size > 1 else 1 for r in range(comm.size)]
+        # the drawer a sixth of another rank's share: leaderboard.png, the charts and report.html are
+        # most of a share's work at 60 models
+        weights = [1 if r == run.drawer and comm.size > 1 else 5 for r in range(comm.size)]
         parts = Report.of(out, running, summary, yardsticks=run.yardsticks).parts(weights) if rank == 0 else None
         report = comm.scatter(parts, root=0)
         report.write_model_pages()
