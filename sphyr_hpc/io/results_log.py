@@ -47,11 +47,15 @@ class ResultsLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_jsonl_atomic(self.path, [])
 
-    def append(self, row):
-        """Append ``row`` as one line; returns the line's ``(offset, length)`` in the file."""
+    def append(self, row, text=None):
+        """Append ``row`` as one line; returns the line's ``(offset, length)`` in the file.
+
+        ``text``: the row's JSON text when the caller has it (:func:`encode_row` of ``row``, for
+        example put together by :func:`joined_row`), else the row is encoded here.
+        """
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        data = (_ROW_ENCODER.encode(row) + "\n").encode("utf-8")
+        data = ((_ROW_ENCODER.encode(row) if text is None else text) + "\n").encode("utf-8")
         written = os.write(self._fd, data)
         if written != len(data):  # regular files do not short-write short of a full disk
             raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)}: {written} of {len(data)} bytes written",
@@ -125,6 +129,22 @@ def _copy_range(source, target, length, offset, to):
         if done <= 0:
             raise OSError(f"copying results: {length} bytes left at offset {offset}")
         length, offset, to = length - done, offset + done, to + done
+
+
+def encode_row(row):
+    """A row's JSON text as a line of results.jsonl holds it (no NaN or infinity: json_safe first)."""
+    return _ROW_ENCODER.encode(row)
+
+
+def encode_items(mapping):
+    """The JSON text of a non-empty dict's items without its braces: what they add to a row's text."""
+    return _ROW_ENCODER.encode(mapping)[1:-1]
+
+
+def joined_row(head, items):
+    """:func:`encode_row` of the row of ``head``'s items (a dict) followed by items whose text is
+    ``items`` (:func:`encode_items`): the encoder writes a dict's items in order, joined by ", "."""
+    return _ROW_ENCODER.encode(head)[:-1] + ", " + items + "}"
 
 
 def row_key(row):

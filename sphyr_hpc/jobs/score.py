@@ -31,7 +31,7 @@ from ..scoring.sample_scorer import sample_scorers
 from ..scoring.scorer import Scorer, ScoringConfig
 from ..reporting.collect import ReportData
 from ..scoring.summary import format_leaderboard, leaderboard
-from ..scoring.tasks import make_tasks, score_sample, sorted_places
+from ..scoring.tasks import make_tasks, score_record, sorted_places
 from ..scoring.yardstick_store import StoredYardsticks, format_counts, merged
 from .report import Report
 from .score_inputs import check_resume, input_paths, inputs_of, load_inputs
@@ -232,10 +232,10 @@ class ScoringRun:
                 scorer.supply(cases[i], gathered.pop(i))
             self.stored.dataset = ",".join(sorted({sample.subject for sample in tasks[i]}))  # provenance
             for sample, sample_scorer in sample_scorers(scorer, tasks[i]):
-                row = self._noted(score_sample(sample, scorer, args.fields, args.fields_format, sample_scorer),
-                                  sample, certified)
+                row, text = score_record(sample, scorer, args.fields, args.fields_format, sample_scorer)
+                row = self._noted(row, sample, certified)
                 try:
-                    offset, length = self.log.append(row)
+                    offset, length = self.log.append(row, text if certified is None else None)
                 except OSError as err:
                     return self._stop_writing(err, counters, len(tasks))
                 if owner[sample.key] is sample:  # not a row the sorted file drops
