@@ -26,7 +26,7 @@ costs one parse per sample and one per completion, not three per record.
 """
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -82,7 +82,7 @@ class Sample:
         """
         if self.deferred is None:
             return self
-        (raw, where), sample = self.deferred, replace(self, deferred=None)
+        (raw, where), sample = self.deferred, self._copy()
         try:
             sample.completion = grids.as_grid(raw)
             if not sample.completion:
@@ -92,6 +92,13 @@ class Sample:
         except (RecursionError, MemoryError) as err:  # a cell nested as deep as the JSON decoder allowed
             sample.ground_truth = sample.input_grid = None
             sample.error = f"{where}: grid not readable: {DECODE_LIMITS[type(err)]}"
+        return sample
+
+    def _copy(self):
+        """``dataclasses.replace(self, deferred=None)`` without its per-field checks (a record each)."""
+        sample = object.__new__(Sample)
+        sample.__dict__.update(self.__dict__)
+        sample.deferred = None
         return sample
 
     @property
