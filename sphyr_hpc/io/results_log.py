@@ -138,8 +138,9 @@ def _copy_range(source, target, length, offset, to):
 
 
 def encode_row(row):
-    """A row's JSON text as a line of results.jsonl holds it (a dict; no NaN or infinity: json_safe first)."""
-    if _C_ENCODER is None or type(row) is not dict:
+    """A row's JSON text as a line of results.jsonl holds it (no NaN or infinity: json_safe first);
+    also any dict or list in a row, as the row's text holds it."""
+    if _C_ENCODER is None or type(row) not in (dict, list):
         return _ROW_ENCODER.encode(row)
     return "".join(_C_ENCODER(row, 0))
 

@@ -64,6 +64,8 @@ class SampleReference:
 class SampleScorer:
     """Scores the completions of one sample (ground truth, input grid, gravity) with ``scorer``."""
 
+    _rows_text = None  # the JSON text of the items of the sample's own grids (made on first use)
+
     def __init__(self, scorer, ground_truth, input_grid, gravity):
         self.scorer = scorer
         self.ground_truth = ground_truth
@@ -106,8 +108,16 @@ class SampleScorer:
         if scored.text is None:
             scored.fields = json_safe(scored.metrics)
             scored.grids = self.record_grids(completion, scored.case)
-            scored.text = encode_items(scored.fields) + ', "grids": ' + encode_row(scored.grids)
+            scored.text = encode_items(scored.fields) + ', "grids": ' + self._grids_text(scored)
         return scored.fields, scored.grids, scored.text
+
+    def _grids_text(self, scored):
+        """The JSON text of a record's ``grids``: of its completion, then of the sample's own rows."""
+        if self._rows is None or scored.case is None:
+            return encode_row(scored.grids)
+        if self._rows_text is None:
+            self._rows_text = encode_items({key: rows for key, rows in self._rows.items() if key != "completion"})
+        return '{"completion": ' + encode_row(scored.grids["completion"]) + ", " + self._rows_text + "}"
 
     def _score(self, completion):
         case, reason = self.prepare(completion)
