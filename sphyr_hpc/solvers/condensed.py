@@ -284,7 +284,7 @@ class CondensedSystem(LinearSystem):
         if self._last is _FULL:
             return self.base.max_displacement()
         nodal = self.natural_displacements().reshape(-1, 2)
-        return float(np.max(np.hypot(nodal[:, 0], nodal[:, 1])))
+        return float(np.hypot(nodal[:, 0], nodal[:, 1]).max())
 
     def unit_energies(self):
         """u_e^T K0 u_e of the free cells (0 for pinned cells) after the last solve."""
