@@ -67,6 +67,7 @@ Conventions:
   while string matching marks it wrong.
 """
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,7 +120,8 @@ def floating_clusters(rho, anchors):
         raise ValueError(f"floating_clusters needs a 2-D grid, not {material.ndim}-D")
     width = material.shape[1] + 1  # one zero bit after each row: shifts by 1 do not wrap
     cells = _bits(material, width)
-    rest = cells & ~_grown(_bits(np.asarray(anchors, dtype=bool), width) & cells, cells, width)
+    anchors = np.asarray(anchors, dtype=bool)
+    rest = cells & ~_grown(_anchor_bits(anchors.tobytes(), anchors.shape) & cells, cells, width)
     count = 0
     while rest:
         rest &= ~_grown(rest & -rest, rest, width)  # the cluster of the lowest cell left
@@ -132,6 +134,12 @@ def _bits(mask, width):
     padded = np.zeros((mask.shape[0], width), dtype=bool)
     padded[:, :-1] = mask
     return int.from_bytes(np.packbits(padded.ravel(), bitorder="little").tobytes(), "little")
+
+
+@functools.lru_cache(maxsize=256)  # a sample's anchors (its L and S cells) serve all its completions
+def _anchor_bits(packed, shape):
+    """:func:`_bits` of a boolean array given as its bytes and shape."""
+    return _bits(np.frombuffer(packed, dtype=bool).reshape(shape), shape[1] + 1)
 
 
 def _grown(seed, within, width):
