@@ -21,7 +21,7 @@ from ..io.yardstick_store import store_of_arguments
 from ..reporting.html import PICTURES, REPORT_NAME
 from ..reporting.leaderboard import plot_leaderboard, warm_up
 from ..runtime.messages import WRITE_FAILED_STATUS, certified_count, prog_of, say, unanswered, write_failed
-from ..runtime.process import PEER_GRACE_SECONDS, PROCESS_STARTED, UsageError
+from ..runtime.process import PEER_GRACE_SECONDS, PROCESS_STARTED, UsageError, heap_frozen
 from ..runtime.progress import progress_bar
 from ..runtime.tasks import run_dynamic, wait_idle
 from ..scoring import pieces as split
@@ -113,7 +113,8 @@ class ScoringRun:
         if self.rank == 0 and self.args.resume and not self.args.quiet:
             say(PROG, f"resuming: {len(done)} records already in {self.log.path}, {len(pending)} to score")
         try:
-            running, places, total = self._score(pending, tasks)
+            with heap_frozen():  # the inputs (read once, kept to the end) out of the collector's scans
+                running, places, total = self._score(pending, tasks)
             failed = [err for err in self.comm.allgather(self.write_error) if err is not None]
             if failed:
                 return self._stopped_writing(failed[0])
@@ -200,8 +201,7 @@ class ScoringRun:
         promised = [len(group) + (0 if i in cases or group[0].error else split.YARDSTICK_RUNS)
                     for i, group in enumerate(tasks)]
         phase = {"offset": 0, "total": sum(p.runs for p in pieces)}
-        bar = progress_bar(phase["total"] + sum(promised), args.quiet) if self.rank == 0 else None
-        self.bar = bar
+        self.bar = bar = progress_bar(phase["total"] + sum(promised), args.quiet) if self.rank == 0 else None
 
         def progress(count):
             bar.update(min(phase["offset"] + count, bar.total) - bar.n)
@@ -234,7 +234,7 @@ class ScoringRun:
             for sample, sample_scorer in sample_scorers(scorer, tasks[i]):
                 row, text = score_record(sample, scorer, args.fields, args.fields_format, sample_scorer)
                 row = self._noted(row, sample, certified)
-                try:
+                try:  # the row's own text, unless --certified adds to the row
                     offset, length = self.log.append(row, text if certified is None else None)
                 except OSError as err:
                     return self._stop_writing(err, counters, len(tasks))
