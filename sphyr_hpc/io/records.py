@@ -43,6 +43,11 @@ REQUIRED_FIELDS = ("prompt", "ground_truth", "completion")
 # benchmark (v1 has 411 samples), so a model folder read after another finds them all.
 SHARED_TEXTS = 4096
 _SHARED = BoundedCache(SHARED_TEXTS)
+# Completion texts whose grids are kept (read-only, like the shared ones above) when they are parsed
+# by :meth:`Sample.parsed`: the models' answers to one sample are parsed one after another, and
+# often agree to the character.
+COMPLETION_TEXTS = 256
+_COMPLETIONS = BoundedCache(COMPLETION_TEXTS)
 
 
 def _shared_grid(value, parse):
@@ -84,7 +89,8 @@ class Sample:
             return self
         (raw, where), sample = self.deferred, self._copy()
         try:
-            sample.completion = grids.as_grid(raw)
+            sample.completion = (_COMPLETIONS.get_or_compute(raw, lambda: grids.as_grid(raw))
+                                 if isinstance(raw, str) else grids.as_grid(raw))
             if not sample.completion:
                 sample.invalid_reason = grids.unread_format(raw) or sample.invalid_reason
         except grids.GridError as err:
