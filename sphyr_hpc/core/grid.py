@@ -16,6 +16,7 @@ density 0, as the published scorer does.  Shape problems (empty, ragged) raise
 import functools
 import math
 import re
+from itertools import chain
 
 import numpy as np
 
@@ -76,7 +77,7 @@ def extract_grid_from_text(text):
     run = []
     for line in str(text).splitlines():
         tokens = line.split()
-        if tokens and all(map(is_cell_token, tokens)):
+        if tokens and all(map(cell_token.__getitem__, tokens)):
             run.append(tokens)
             continue
         if run and len(run) >= len(best):
@@ -184,7 +185,7 @@ def densities(grid, mask_density=0.0):
     """
     nely, nelx = grid_shape(grid)
     table = _CELL_DENSITY
-    values = [table[token] for row in grid for token in row]  # one dictionary lookup a cell
+    values = list(map(table.__getitem__, chain.from_iterable(grid)))  # one dictionary lookup a cell
     unfilled = unparsable = 0
     if None in values:  # V or unparsable cells: counted, and read as mask_density
         for i, value in enumerate(values):
@@ -211,6 +212,9 @@ class TokenTable(dict):
         if len(self) < TOKEN_TABLE_SIZE:
             self[token] = value
         return value
+
+
+cell_token = TokenTable(is_cell_token.__wrapped__)  # is_cell_token as a table: a dictionary lookup a token
 
 
 def _cell_density(token):

@@ -66,6 +66,17 @@ class LoadCase:
     total_load: float = 1.0
     extra_fixed_dofs: tuple = ()  # natural DOF numbers fixed besides the S cells' (rollers)
 
+    def __hash__(self):
+        """The hash of the fields (as the dataclass's own), computed once: every cache of solvers,
+        analyses and yardsticks is keyed by the load case, several lookups an analysis."""
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            value = hash((self.nely, self.nelx, self.load_cells, self.support_cells, self.gravity,
+                          self.total_load, self.extra_fixed_dofs))
+            object.__setattr__(self, "_hash", value)
+            return value
+
     @property
     def n_elements(self):
         return self.nely * self.nelx

@@ -6,8 +6,10 @@ metric-key lists every summary uses.  :class:`sphyr_hpc.scoring.scorer.Scorer`
 computes the physical quantities (analyses, yardsticks) and fills them in.
 """
 
+import functools
 import math
 from decimal import Decimal, DecimalException
+from itertools import chain
 
 
 from . import grid as grids
@@ -73,6 +75,7 @@ def material_efficiency(reference_volume, volume):
 
 
 # -- reconstruction metrics ----------------------------------------------------------------------
+@functools.lru_cache(maxsize=grids.TOKEN_TABLE_SIZE)  # a benchmark's cells pair a handful of tokens
 def _cell_difference(a, b, marker_weight):
     if a == b:
         return 0.0
@@ -124,8 +127,8 @@ def reconstruction_metrics(output, truth, truth_material=None):
 
 def valid_output_grid(output, truth):
     """Same shape as the ground truth and every cell L, S or a density in [0, 1]."""
-    valid = _VALID_CELL
-    if not all(valid[cell] for row in output for cell in row):  # one table lookup a cell
+    # One table lookup a distinct token (a grid holds a handful: "0", "1", "L", ...).
+    if not all(map(_VALID_CELL.__getitem__, set(chain.from_iterable(output)))):
         return False
     return len(output) == len(truth) and all(len(a) == len(b) for a, b in zip(output, truth))
 

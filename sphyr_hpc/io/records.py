@@ -26,7 +26,7 @@ costs one parse per sample and one per completion, not three per record.
 """
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -43,6 +43,11 @@ REQUIRED_FIELDS = ("prompt", "ground_truth", "completion")
 # benchmark (v1 has 411 samples), so a model folder read after another finds them all.
 SHARED_TEXTS = 4096
 _SHARED = BoundedCache(SHARED_TEXTS)
+# Completion texts whose grids are kept (read-only, like the shared ones above) when they are parsed
+# by :meth:`Sample.parsed`: the models' answers to one sample are parsed one after another, and
+# often agree to the character.
+COMPLETION_TEXTS = 256
+_COMPLETIONS = BoundedCache(COMPLETION_TEXTS)
 
 
 def _shared_grid(value, parse):
@@ -82,9 +87,10 @@ class Sample:
         """
         if self.deferred is None:
             return self
-        (raw, where), sample = self.deferred, replace(self, deferred=None)
+        (raw, where), sample = self.deferred, self._copy()
         try:
-            sample.completion = grids.as_grid(raw)
+            sample.completion = (_COMPLETIONS.get_or_compute(raw, lambda: grids.as_grid(raw))
+                                 if isinstance(raw, str) else grids.as_grid(raw))
             if not sample.completion:
                 sample.invalid_reason = grids.unread_format(raw) or sample.invalid_reason
         except grids.GridError as err:
@@ -92,6 +98,13 @@ class Sample:
         except (RecursionError, MemoryError) as err:  # a cell nested as deep as the JSON decoder allowed
             sample.ground_truth = sample.input_grid = None
             sample.error = f"{where}: grid not readable: {DECODE_LIMITS[type(err)]}"
+        return sample
+
+    def _copy(self):
+        """``dataclasses.replace(self, deferred=None)`` without its per-field checks (a record each)."""
+        sample = object.__new__(Sample)
+        sample.__dict__.update(self.__dict__)
+        sample.deferred = None
         return sample
 
     @property

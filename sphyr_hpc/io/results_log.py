@@ -11,6 +11,12 @@ from .atomic import temporary_beside
 from .jsonl import read_jsonl, write_jsonl_atomic
 
 _ROW_ENCODER = json.JSONEncoder(allow_nan=False)
+# json.dumps's own C encoder, made once: JSONEncoder.encode makes a new one each call, which
+# costs more than encoding a record's few new fields.  Without the circular-reference check
+# (rows are trees), so the text is the same.  None: the C accelerator is missing.
+_C_ENCODER = None if json.encoder.c_make_encoder is None else json.encoder.c_make_encoder(
+    None, _ROW_ENCODER.default, json.encoder.encode_basestring_ascii, None, _ROW_ENCODER.key_separator,
+    _ROW_ENCODER.item_separator, False, False, False)
 
 
 class ResultsLog:
@@ -47,11 +53,15 @@ class ResultsLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_jsonl_atomic(self.path, [])
 
-    def append(self, row):
-        """Append ``row`` as one line; returns the line's ``(offset, length)`` in the file."""
+    def append(self, row, text=None):
+        """Append ``row`` as one line; returns the line's ``(offset, length)`` in the file.
+
+        ``text``: the row's JSON text when the caller has it (:func:`encode_row` of ``row``, for
+        example put together by :func:`joined_row`), else the row is encoded here.
+        """
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        data = (_ROW_ENCODER.encode(row) + "\n").encode("utf-8")
+        data = ((encode_row(row) if text is None else text) + "\n").encode("utf-8")
         written = os.write(self._fd, data)
         if written != len(data):  # regular files do not short-write short of a full disk
             raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)}: {written} of {len(data)} bytes written",
@@ -125,6 +135,32 @@ def _copy_range(source, target, length, offset, to):
         if done <= 0:
             raise OSError(f"copying results: {length} bytes left at offset {offset}")
         length, offset, to = length - done, offset + done, to + done
+
+
+def encode_row(row):
+    """A row's JSON text as a line of results.jsonl holds it (no NaN or infinity: json_safe first);
+    also any dict or list in a row, as the row's text holds it."""
+    if _C_ENCODER is None or type(row) not in (dict, list):
+        return _ROW_ENCODER.encode(row)
+    return "".join(_C_ENCODER(row, 0))
+
+
+def encode_items(mapping):
+    """The JSON text of a non-empty dict's items without its braces: what they add to a row's text."""
+    return encode_row(mapping)[1:-1]
+
+
+_ASCII = json.encoder.encode_basestring_ascii
+
+
+def joined_row(head, items):
+    """:func:`encode_row` of the row of ``head``'s items (a dict) followed by items whose text is
+    ``items`` (:func:`encode_items`): the encoder writes a dict's items in order, joined by ", "."""
+    model, subject, index = head.get("model"), head.get("subject"), head.get("index")
+    if (len(head) == 3 and type(model) is str and type(subject) is str and type(index) is int
+            and list(head) == ["model", "subject", "index"]):  # a record's head, as the encoder writes it
+        return f'{{"model": {_ASCII(model)}, "subject": {_ASCII(subject)}, "index": {int.__repr__(index)}, {items}}}'
+    return encode_row(head)[:-1] + ", " + items + "}"
 
 
 def row_key(row):

@@ -22,7 +22,7 @@ from ..reporting.html import PICTURES, REPORT_NAME
 from ..reporting.leaderboard import plot_leaderboard, warm_up
 from ..runtime.messages import WRITE_FAILED_STATUS, certified_count, prog_of, say, unanswered, write_failed
 from ..runtime.petsc import trim_memory
-from ..runtime.process import PEER_GRACE_SECONDS, PROCESS_STARTED, UsageError
+from ..runtime.process import PEER_GRACE_SECONDS, PROCESS_STARTED, UsageError, heap_frozen
 from ..runtime.progress import progress_bar
 from ..runtime.tasks import run_dynamic, wait_idle
 from ..scoring import pieces as split
@@ -32,7 +32,7 @@ from ..scoring.sample_scorer import sample_scorers
 from ..scoring.scorer import Scorer, ScoringConfig
 from ..reporting.collect import ReportData
 from ..scoring.summary import format_leaderboard, leaderboard
-from ..scoring.tasks import make_tasks, score_sample, sorted_places
+from ..scoring.tasks import make_tasks, score_record, sorted_places
 from ..scoring.yardstick_store import StoredYardsticks, format_counts, merged
 from .report import Report
 from .score_inputs import check_resume, input_paths, inputs_of, load_inputs
@@ -114,7 +114,8 @@ class ScoringRun:
         if self.rank == 0 and self.args.resume and not self.args.quiet:
             say(PROG, f"resuming: {len(done)} records already in {self.log.path}, {len(pending)} to score")
         try:
-            running, places, total = self._score(pending, tasks)
+            with heap_frozen():  # the inputs (read once, kept to the end) out of the collector's scans
+                running, places, total = self._score(pending, tasks)
             failed = [err for err in self.comm.allgather(self.write_error) if err is not None]
             if failed:
                 return self._stopped_writing(failed[0])
@@ -201,8 +202,7 @@ class ScoringRun:
         promised = [len(group) + (0 if i in cases or group[0].error else split.YARDSTICK_RUNS)
                     for i, group in enumerate(tasks)]
         phase = {"offset": 0, "total": sum(p.runs for p in pieces)}
-        bar = progress_bar(phase["total"] + sum(promised), args.quiet) if self.rank == 0 else None
-        self.bar = bar
+        self.bar = bar = progress_bar(phase["total"] + sum(promised), args.quiet) if self.rank == 0 else None
 
         def progress(count):
             bar.update(min(phase["offset"] + count, bar.total) - bar.n)
@@ -233,10 +233,10 @@ class ScoringRun:
                 scorer.supply(cases[i], gathered.pop(i))
             self.stored.dataset = ",".join(sorted({sample.subject for sample in tasks[i]}))  # provenance
             for sample, sample_scorer in sample_scorers(scorer, tasks[i]):
-                row = self._noted(score_sample(sample, scorer, args.fields, args.fields_format, sample_scorer),
-                                  sample, certified)
-                try:
-                    offset, length = self.log.append(row)
+                row, text = score_record(sample, scorer, args.fields, args.fields_format, sample_scorer)
+                row = self._noted(row, sample, certified)
+                try:  # the row's own text, unless --certified adds to the row
+                    offset, length = self.log.append(row, text if certified is None else None)
                 except OSError as err:
                     return self._stop_writing(err, counters, len(tasks))
                 if owner[sample.key] is sample:  # not a row the sorted file drops

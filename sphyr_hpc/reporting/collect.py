@@ -43,14 +43,16 @@ class Pick:
 
     def add(self, row):
         self.count += 1
-        score, key = score_of(row), sort_key(row_key(row))
-        for side, better in (("best", score > score_of(self.best)), ("worst", score < score_of(self.worst))):
+        score, key = score_of(row), None
+        for side in ("best", "worst"):  # each side against its record before this row
             mine = getattr(self, side)
-            if better:
+            theirs = score_of(mine)
+            if score > theirs if side == "best" else score < theirs:
                 setattr(self, side, row)
                 setattr(self, side + "_ties", 1)
-            elif score == score_of(mine):
+            elif score == theirs:
                 setattr(self, side + "_ties", getattr(self, side + "_ties") + 1)
+                key = sort_key(row_key(row)) if key is None else key  # only a tie needs the order
                 if key < sort_key(row_key(mine)):
                     setattr(self, side, row)
 

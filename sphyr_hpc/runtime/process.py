@@ -7,6 +7,7 @@ convention).  SIGINT and SIGTERM raise :class:`Interrupted` in the main
 thread, so the command leaves through one path whichever it was.
 """
 
+import gc
 import os
 import signal
 import sys
@@ -145,3 +146,15 @@ def signals_deferred():
         signum, _held["signum"] = _held["signum"], None
         if signum is not None and _held["depth"] == 0:
             raise Interrupted(signum)
+
+
+@contextmanager
+def heap_frozen():
+    """The objects alive when the block starts left out of the garbage collector's scans until it
+    ends (``gc.freeze``): a scoring run's inputs are read once and live to its end, and its full
+    collections would scan them again and again (~0.2 s of a 24,660-record run)."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

@@ -33,10 +33,24 @@ from ..core import grid as grids
 from ..core import loadcase as loadcases
 from ..runtime.cache import BoundedCache
 from ..core.metrics import material
+from ..io.atomic import json_safe
+from ..io.results_log import encode_items, encode_row
 
 # Distinct completions of one sample whose metrics are kept: more than the models of any published
 # benchmark answer one sample with (dozens), and a sample's scorer lives for its task only.
 SCORED_PER_SAMPLE = 256
+
+
+class Scored:
+    """One distinct completion of a sample scored: its metrics and prepared case (shared by every
+    record of it: read-only), and, made for its first record, what each of its records holds
+    (:meth:`SampleScorer.record`)."""
+
+    __slots__ = ("metrics", "case", "fields", "grids", "text")
+
+    def __init__(self, metrics, case):
+        self.metrics, self.case = metrics, case
+        self.fields = self.grids = self.text = None
 
 
 @dataclass(frozen=True)
@@ -50,6 +64,8 @@ class SampleReference:
 
 class SampleScorer:
     """Scores the completions of one sample (ground truth, input grid, gravity) with ``scorer``."""
+
+    _rows_text = None  # the JSON text of the items of the sample's own grids (made on first use)
 
     def __init__(self, scorer, ground_truth, input_grid, gravity):
         self.scorer = scorer
@@ -82,8 +98,31 @@ class SampleScorer:
     def score(self, completion):
         """``(metrics, case)`` of one completion: :meth:`Scorer.score`'s metrics (a dict of the caller's
         own) and its prepared case (shared by equal completions: read-only)."""
-        metrics, case = self._scored.get_or_compute(tuple(map(tuple, completion)), lambda: self._score(completion))
-        return dict(metrics), case
+        scored = self.scored(completion)
+        return dict(scored.metrics), scored.case
+
+    def scored(self, completion):
+        """The :class:`Scored` of a completion, computed once per distinct completion (by its cells)."""
+        return self._scored.get_or_compute(tuple(map(tuple, completion)), lambda: Scored(*self._score(completion)))
+
+    def record(self, scored, completion):
+        """``(fields, grids, text)`` of a record of ``completion`` (``scored`` is :meth:`scored`'s):
+        its metrics as JSON takes them (:func:`~sphyr_hpc.io.atomic.json_safe`), its ``grids``
+        (:meth:`record_grids`) and their JSON text as a row holds them, the metrics' items then
+        ``grids`` (:func:`~sphyr_hpc.io.results_log.encode_items`), made once: read-only."""
+        if scored.text is None:
+            scored.fields = json_safe(scored.metrics)
+            scored.grids = self.record_grids(completion, scored.case)
+            scored.text = encode_items(scored.fields) + ', "grids": ' + self._grids_text(scored)
+        return scored.fields, scored.grids, scored.text
+
+    def _grids_text(self, scored):
+        """The JSON text of a record's ``grids``: of its completion, then of the sample's own rows."""
+        if self._rows is None or scored.case is None:
+            return encode_row(scored.grids)
+        if self._rows_text is None:
+            self._rows_text = encode_items({key: rows for key, rows in self._rows.items() if key != "completion"})
+        return '{"completion": ' + encode_row(scored.grids["completion"]) + ", " + self._rows_text + "}"
 
     def _score(self, completion):
         case, reason = self.prepare(completion)

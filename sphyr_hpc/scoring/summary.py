@@ -58,6 +58,21 @@ def _exact(value):
     return numerator << (_UNIT - denominator.bit_length() + 1)
 
 
+# The exact sums of the values a benchmark's records repeat (0, 1, a sample's ratios), each
+# computed once; finite floats only (an infinity or NaN is never looked up).
+_EXACT_KEPT = 65536
+_EXACT = {}
+
+
+def _exact_kept(value):
+    exact = _EXACT.get(value)
+    if exact is None:
+        exact = _exact(value)
+        if len(_EXACT) < _EXACT_KEPT:
+            _EXACT[value] = exact
+    return exact
+
+
 class _Group:
     """The counts and exact sums of one model's records of one subject."""
 
@@ -74,10 +89,11 @@ class _Group:
                 self.status[row["completion_status"]] += 1  # counts 0
             return
         self.scored += 1
+        sums = self.sums
         for key in STRUCTURAL_METRIC_KEYS:
             value = float(row.get(key) or 0.0)
             if math.isfinite(value):
-                self.sums[key] += _exact(value)
+                sums[key] += _exact_kept(value)
             else:
                 self.inexact[key] += value
 

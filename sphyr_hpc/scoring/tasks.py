@@ -9,7 +9,7 @@ record's results row, with bad data as ``error`` rather than an exception.
 from ..core import grid as grids
 from ..core import loadcase as loadcases
 from ..io.atomic import json_safe
-from ..io.results_log import sort_key
+from ..io.results_log import joined_row, sort_key
 from .record_fields import write_record_fields
 from .sample_scorer import SampleScorer
 
@@ -76,24 +76,41 @@ def score_sample(sample, scorer, fields=None, fields_format="xdmf", sample_score
     the :class:`~sphyr_hpc.scoring.sample_scorer.SampleScorer` of the record's sample, which
     holds what its completions share (made here when not given).
     """
+    return score_record(sample, scorer, fields, fields_format, sample_scorer)[0]
+
+
+def score_record(sample, scorer, fields=None, fields_format="xdmf", sample_scorer=None):
+    """``(row, text)``: :func:`score_sample`'s row and its line of results.jsonl
+    (:func:`~sphyr_hpc.io.results_log.encode_row` of it), or None for the caller to encode the row.
+
+    The records of one completion of a sample share its metrics and grids and
+    their text (:meth:`~sphyr_hpc.scoring.sample_scorer.SampleScorer.record`):
+    a record adds only its model, subject and index.
+    """
     sample = sample.parsed()  # a completion read with defer_completion is parsed here, by its rank
     row = {"model": sample.model, "subject": sample.subject, "index": sample.index}
     if sample.error:
         row["error"] = sample.error
         if sample.completion_status:
             row["completion_status"] = sample.completion_status  # counts 0 in the model's means
-        return row
+        return row, None
     try:
         if sample_scorer is None:
             sample_scorer = SampleScorer(scorer, sample.ground_truth, sample.input_grid, sample.gravity)
-        metrics, case = sample_scorer.score(sample.completion)
+        scored = sample_scorer.scored(sample.completion)
     except EXPECTED_RECORD_ERRORS as err:
         row["error"] = f"{sample.source} record {sample.index}: {err}"
-        return row
+        return row, None
+    case, text = scored.case, None
     if sample.invalid_reason:  # a completion left unparsed: scored as one with no grid, for this reason
-        metrics["invalid_reason"] = sample.invalid_reason
-    row.update(json_safe(metrics))
-    row["grids"] = sample_scorer.record_grids(sample.completion, case)
+        metrics = dict(scored.metrics, invalid_reason=sample.invalid_reason)
+        row.update(json_safe(metrics))
+        row["grids"] = sample_scorer.record_grids(sample.completion, case)
+    else:
+        metrics, record_grids, items = sample_scorer.record(scored, sample.completion)
+        text = joined_row(row, items)
+        row.update(metrics)
+        row["grids"] = dict(record_grids)
     if fields is not None and case is not None:
         masked = None
         if sample.input_grid and grids.grid_shape(sample.input_grid) == case.loadcase.shape:
@@ -101,4 +118,4 @@ def score_sample(sample, scorer, fields=None, fields_format="xdmf", sample_score
         write_record_fields(fields, sample.model, sample.subject, sample.index, case.loadcase,
                             scorer.designs(case), masked=masked, penal=scorer.config.penal,
                             fields_format=fields_format)
-    return row
+    return row, text

@@ -127,13 +127,14 @@ class ElementAssembly:
 
     def values(self, moduli, out=None):
         """K's CSR values for element moduli (into ``out`` if given)."""
-        moduli = np.ascontiguousarray(moduli, dtype=float)
+        if type(moduli) is not np.ndarray or moduli.dtype != np.float64 or not moduli.flags.c_contiguous:
+            moduli = np.ascontiguousarray(moduli, dtype=float)
         if out is None:
             out = self.diagonal.copy()
         else:
             # The Dirichlet diagonal and the element sums never share an entry, so starting
             # from it and adding the product is the product plus it, to the bit.
-            np.copyto(out, self.diagonal)
+            out[...] = self.diagonal
         return csr.matvec(self.map, moduli, out=out)
 
 

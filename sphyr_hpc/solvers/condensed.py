@@ -92,9 +92,18 @@ def one_blas_thread():
 def condensed_dofs(loadcase, free):
     """Free DOFs of the free cells' nodes (sorted natural numbers)."""
     cells = np.flatnonzero(np.asarray(free, dtype=bool).ravel())
-    edofs = fe.nodes_to_dofs(fe.element_nodes(*loadcase.shape))[cells]
-    dofs = np.unique(edofs)
-    return np.setdiff1d(dofs, loadcase.fixed_dofs())
+    marked = np.zeros(loadcase.n_dofs, dtype=bool)  # a mark a DOF: sorted and unique by construction
+    marked[_element_dofs(loadcase.shape)[cells]] = True
+    marked[loadcase.fixed_dofs()] = False
+    return np.flatnonzero(marked)
+
+
+@functools.lru_cache(maxsize=16)
+def _element_dofs(shape):
+    """The (n_elements, 8) natural DOFs of a grid's elements (read-only: shared)."""
+    dofs = fe.nodes_to_dofs(fe.element_nodes(*shape))
+    dofs.flags.writeable = False
+    return dofs
 
 
 def usable(system, free, max_dofs=MAX_DOFS):
@@ -284,7 +293,7 @@ class CondensedSystem(LinearSystem):
         if self._last is _FULL:
             return self.base.max_displacement()
         nodal = self.natural_displacements().reshape(-1, 2)
-        return float(np.max(np.hypot(nodal[:, 0], nodal[:, 1])))
+        return float(np.hypot(nodal[:, 0], nodal[:, 1]).max())
 
     def unit_energies(self):
         """u_e^T K0 u_e of the free cells (0 for pinned cells) after the last solve."""

@@ -358,8 +358,8 @@ class ElasticitySystem(SlabFields, LinearSystem):
         """Largest nodal displacement magnitude (collective)."""
         from mpi4py import MPI  # imported by petsc() already; not at the top, so --help needs no MPI
 
-        nodal = self.u.array_r.reshape(-1, 2)
-        local = float(np.max(np.hypot(nodal[:, 0], nodal[:, 1]))) if nodal.size else 0.0
+        nodal = (self.u.array_r if self._u_view is None else self._u_view).reshape(-1, 2)
+        local = float(np.hypot(nodal[:, 0], nodal[:, 1]).max()) if nodal.size else 0.0  # no np.max dispatch
         if self.comm.getSize() == 1:
             return local  # no peers: the pickled allreduce would cost as much as the rest
         return self.comm.tompi4py().allreduce(local, op=MPI.MAX)
