@@ -239,8 +239,8 @@ def _summary(entries):
                  for which in ("cold", "warm")}
         out[name] = {"ranks": mine[0]["ranks"], "records": mine[0]["cold"]["records"],
                      "cold_seconds": cold, "warm_seconds": warm,
-                     "cold_min": min(cold), "cold_median": statistics.median(cold),
-                     "warm_min": min(warm), "warm_median": statistics.median(warm),
+                     "cold_min": min(cold), "cold_median": round(statistics.median(cold), 2),
+                     "warm_min": min(warm), "warm_median": round(statistics.median(warm), 2),
                      "speedup_per_round": [e["speedup"] for e in mine],
                      "speedup_min_over_min": round(min(cold) / min(warm), 2),
                      "speedup_median_over_median": round(statistics.median(cold) / statistics.median(warm), 2),
