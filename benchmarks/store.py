@@ -8,7 +8,7 @@ a cold run on an empty store, a warm run on the store the cold run filled.  Sets
 * ``v1-one``: one model on all 411 v1 samples, 1 rank; a ``--no-store`` run in the first round too:
   results.jsonl of cold, warm and no store compared byte for byte;
 * ``four``: one model on full_easy, full_hard, 3_random_row_easy and 10_random_cell_easy, 1 rank
-  (the issue's side-by-side with the published scorer, whose code is not on this machine);
+  (the set benchmarks/published_side_by_side.py times beside the published scorer);
 * ``all``: the 24,660-record benchmark (60 models, every v1 subject), 2 ranks.
 
 Rounds interleave the sets and their cold and warm runs (``--repeats``); the summary gives every round,
