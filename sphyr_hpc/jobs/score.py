@@ -365,12 +365,13 @@ class ScoringRun:
                 running.merge(part)
         return running
 
+
 def _pictures_and_report(run, running, summary):
     """Every rank: leaderboard.png and the report, from the ranks' merged data (as python -m
     sphyr_hpc.report makes it from results.jsonl, without reading it back).  Every rank writes a
     share of the model pages, the drawer a small one: it also draws leaderboard.png, the charts and
-    report.html before it waits for the others' pages.  Returns the leaderboard and the report's seconds (None: --no-report); sets
-    ``run.end``: what the end cost each rank."""
+    report.html before it waits for the others' pages.  Returns the leaderboard and the report's
+    seconds (None: --no-report); sets ``run.end``: what the end cost each rank."""
     comm, rank, out, report, main = run.comm, run.rank, run.out, None, None
     started, cpu, peak = time.perf_counter(), time.process_time(), _peak_mb()
     summary = comm.bcast(summary, root=0)
