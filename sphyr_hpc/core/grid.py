@@ -41,9 +41,8 @@ class GridError(ValueError):
 TOKEN_TABLE_SIZE = 4096
 
 
-@functools.lru_cache(maxsize=TOKEN_TABLE_SIZE)
 def is_cell_token(token):
-    """True for ``L``, ``S``, ``V`` or a plain decimal number."""
+    """True for ``L``, ``S``, ``V`` or a plain decimal number (:data:`cell_token` keeps the answers)."""
     return token in MARKERS or bool(_NUMBER.match(token))
 
 
@@ -109,7 +108,7 @@ def unread_format(text):
     else:
         lines = [line for line in stripped.splitlines() if "," in line]
         cells = [cell.strip().strip("[]\"'") for line in lines for cell in line.split(",")]
-        if lines and cells and sum(map(bool, cells)) and all(is_cell_token(c) for c in cells if c):
+        if lines and cells and sum(map(bool, cells)) and all(cell_token[c] for c in cells if c):
             found = f"{len(lines)} comma-separated row{'s' if len(lines) > 1 else ''}"
     return f"completion has no grid: found {found}; {READS}" if found else None
 
@@ -200,21 +199,23 @@ def densities(grid, mask_density=0.0):
 
 
 class TokenTable(dict):
-    """token -> ``decide(token)``, decided on first sight of a token and kept for up to
-    ``TOKEN_TABLE_SIZE`` tokens: a grid is then read with one dictionary lookup a cell."""
+    """token -> ``decide(token)``, decided on first sight of a token and kept for up to ``size``
+    tokens (the first ones seen): a grid is then read with one dictionary lookup a cell.  Any
+    hashable value a run sees over and over can be a token."""
 
-    def __init__(self, decide):
+    def __init__(self, decide, size=TOKEN_TABLE_SIZE):
         super().__init__()
         self.decide = decide
+        self.size = size
 
     def __missing__(self, token):
         value = self.decide(token)
-        if len(self) < TOKEN_TABLE_SIZE:
+        if len(self) < self.size:
             self[token] = value
         return value
 
 
-cell_token = TokenTable(is_cell_token.__wrapped__)  # is_cell_token as a table: a dictionary lookup a token
+cell_token = TokenTable(is_cell_token)  # is_cell_token as a table: a dictionary lookup a token
 
 
 def _cell_density(token):
