@@ -24,6 +24,7 @@ from collections import defaultdict
 
 from . import uncertainty
 from .diagnosis import SUMMARY_KEY, FailureTally, failure_summary
+from ..core.grid import TokenTable
 from ..core.metrics import STRUCTURAL_METRIC_KEYS
 
 UNCERTAINTY_KEY = "uncertainty"  # summary.json's top-level entry (not a model)
@@ -60,17 +61,7 @@ def _exact(value):
 
 # The exact sums of the values a benchmark's records repeat (0, 1, a sample's ratios), each
 # computed once; finite floats only (an infinity or NaN is never looked up).
-_EXACT_KEPT = 65536
-_EXACT = {}
-
-
-def _exact_kept(value):
-    exact = _EXACT.get(value)
-    if exact is None:
-        exact = _exact(value)
-        if len(_EXACT) < _EXACT_KEPT:
-            _EXACT[value] = exact
-    return exact
+_EXACT = TokenTable(_exact, size=65536)
 
 
 class _Group:
@@ -93,7 +84,7 @@ class _Group:
         for key in STRUCTURAL_METRIC_KEYS:
             value = float(row.get(key) or 0.0)
             if math.isfinite(value):
-                sums[key] += _exact_kept(value)
+                sums[key] += _EXACT[value]
             else:
                 self.inexact[key] += value
 
