@@ -20,7 +20,7 @@ A :class:`LoadCase` is frozen and hashable so that solvers, solid compliances
 and yardsticks can be cached per problem.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -72,10 +72,13 @@ class LoadCase:
         try:
             return self.__dict__["_hash"]
         except KeyError:
-            value = hash((self.nely, self.nelx, self.load_cells, self.support_cells, self.gravity,
-                          self.total_load, self.extra_fixed_dofs))
+            value = hash(tuple(getattr(self, f.name) for f in fields(self)))
             object.__setattr__(self, "_hash", value)
             return value
+
+    def __getstate__(self):
+        """Pickled (to other ranks) without the cached hash: a hash belongs to its process."""
+        return {name: value for name, value in self.__dict__.items() if name != "_hash"}
 
     @property
     def n_elements(self):
