@@ -29,7 +29,7 @@ def compliance_of(system, rho, penal=fe.PENAL):
 def analyse(system, rho, solid_compliance, penal=fe.PENAL):
     """Solve the load case for the natural density array ``rho``."""
     rho = fe.clip(np.asarray(rho, dtype=float), 0.0, 1.0)
-    compliance = system.solve(system.slab_of(fe.clipped_simp_modulus(rho, penal)))  # compliance_of(rho): clipped
+    compliance = compliance_of(system, rho, penal)
     carrying = bool(
         math.isfinite(compliance)  # Python or NumPy floats: math's test, without NumPy's ufunc call
         and math.isfinite(solid_compliance)

@@ -76,15 +76,8 @@ def centre_strain_displacement():
 
 def simp_modulus(rho, penal=PENAL, e0=E0, emin=EMIN):
     """E(rho) = Emin + rho^p (E0 - Emin), rho clipped to [0, 1]."""
-    return clipped_simp_modulus(clip(np.asarray(rho, dtype=float), 0.0, 1.0), penal, e0, emin, out=True)
-
-
-def clipped_simp_modulus(rho, penal=PENAL, e0=E0, emin=EMIN, out=False):
-    """:func:`simp_modulus` of float densities already in [0, 1] (a new array; ``out=True``: in ``rho``)."""
-    if out:
-        rho **= penal  # in place: the same values as rho**penal, one temporary fewer
-    else:
-        rho = rho ** penal
+    rho = clip(np.asarray(rho, dtype=float), 0.0, 1.0)
+    rho **= penal  # in place: the same values as rho**penal, one temporary fewer
     rho *= e0 - emin
     rho += emin
     return rho
