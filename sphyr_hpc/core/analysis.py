@@ -26,9 +26,15 @@ def compliance_of(system, rho, penal=fe.PENAL):
     return system.solve(system.slab_of(fe.simp_modulus(rho, penal)))
 
 
+def clipped_volume_fraction(rho):
+    """``(densities clipped to [0, 1], their volume fraction)``, as :func:`analyse` reports it."""
+    rho = fe.clip(np.asarray(rho, dtype=float), 0.0, 1.0)
+    return rho, float(rho.sum()) / rho.size  # rho.mean(): the same sum, divided the same way
+
+
 def analyse(system, rho, solid_compliance, penal=fe.PENAL):
     """Solve the load case for the natural density array ``rho``."""
-    rho = fe.clip(np.asarray(rho, dtype=float), 0.0, 1.0)
+    rho, volume_fraction = clipped_volume_fraction(rho)
     compliance = compliance_of(system, rho, penal)
     carrying = bool(
         math.isfinite(compliance)  # Python or NumPy floats: math's test, without NumPy's ufunc call
@@ -37,7 +43,7 @@ def analyse(system, rho, solid_compliance, penal=fe.PENAL):
     )
     return Analysis(
         compliance=float(compliance),
-        volume_fraction=float(rho.sum()) / rho.size,  # rho.mean(): the same sum, divided the same way
+        volume_fraction=volume_fraction,
         max_displacement=system.max_displacement(),
         load_carrying=carrying,
         solid_compliance=float(solid_compliance),

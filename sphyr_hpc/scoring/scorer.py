@@ -16,7 +16,7 @@ import numpy as np
 from ..core import discretisation as fe
 from ..core import grid as grids
 from ..core import loadcase as loadcases
-from ..core.analysis import analyse, solid_compliance
+from ..core.analysis import analyse, clipped_volume_fraction, solid_compliance
 from ..runtime.cache import BoundedCache
 from .diagnosis import diagnose
 from ..core.metrics import (clipped_ratio, empty_metrics, material_efficiency, reconstruction_metrics,
@@ -135,8 +135,7 @@ class Scorer:
         def key_of(volume_fraction):
             return YardstickKey.of(lc, free, truth, volume_fraction, (truth,), cfg.penal, cfg.filter_radius)
 
-        rho = fe.clip(np.asarray(truth, dtype=float), 0.0, 1.0)
-        key = key_of(float(rho.sum()) / rho.size)  # the volume fraction as analyse computes it
+        key = key_of(clipped_volume_fraction(truth)[1])  # the volume fraction analyse reports
         if key in self.yardsticks:
             return None
         found = self.stored.reference(key, cfg.mg_min_dofs, reference_fingerprint(truth, free, cfg.solver_prefix),
