@@ -91,6 +91,17 @@ def _foreign(path):
     path.write_bytes(encode(header, arrays))
 
 
+def _rescored_replacing(results, out, store, capfd, reference, replaced):
+    """Score ``results`` again on ``store`` (into ``out``): the records are ``reference``, ``replaced``
+    entries were recomputed and replaced, and one warning line says so."""
+    capfd.readouterr()
+    records, run = _score(results, out, "--store", str(store))
+    assert records == reference
+    assert run["yardsticks"]["replaced"] == replaced and run["yardsticks"]["computed"] == replaced
+    warnings = [line for line in capfd.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "recomputed and replaced" in warnings[0]
+
+
 def test_truncated_damaged_and_foreign_entries_are_recomputed_and_replaced(results, tmp_path, capfd):
     store = tmp_path / "store"
     reference, _ = _score(results, tmp_path / "cold", "--store", str(store))
@@ -101,12 +112,7 @@ def test_truncated_damaged_and_foreign_entries_are_recomputed_and_replaced(resul
     data = bytearray(flipped.read_bytes())
     data[len(data) // 2] ^= 0xFF
     flipped.write_bytes(bytes(data))
-    capfd.readouterr()
-    records, run = _score(results, tmp_path / "again", "--store", str(store))
-    assert records == reference
-    assert run["yardsticks"]["replaced"] == 3 and run["yardsticks"]["computed"] == 3
-    warnings = [line for line in capfd.readouterr().err.splitlines() if "warning" in line]
-    assert len(warnings) == 1 and "recomputed and replaced" in warnings[0]
+    _rescored_replacing(results, tmp_path / "again", store, capfd, reference, 3)
     for path in (truncated, foreign, flipped):  # replaced by whole entries of this version
         header, _ = decode(path.read_bytes(), path.name[:-4], YARDSTICK_ALGORITHM_VERSION)
         assert header["algorithm"] == YARDSTICK_ALGORITHM_VERSION
@@ -321,12 +327,7 @@ def test_old_format_truncated_and_bad_reference_entries_are_recomputed_and_repla
         decode(old.read_bytes())
     truncated.write_bytes(truncated.read_bytes()[:-30])
     _rewritten(bad, lambda header: header["reference"].update(compliance="not a float"))
-    capfd.readouterr()
-    records, run = _score(answers, tmp_path / "again", "--store", str(store))
-    assert records == reference
-    assert run["yardsticks"]["replaced"] == 3 and run["yardsticks"]["computed"] == 3
-    warnings = [line for line in capfd.readouterr().err.splitlines() if "warning" in line]
-    assert len(warnings) == 1 and "recomputed and replaced" in warnings[0]
+    _rescored_replacing(answers, tmp_path / "again", store, capfd, reference, 3)
     for path in (old, truncated, bad):  # whole entries of this format, with their reference analysis
         data = path.read_bytes()
         header, _ = decode(data, path.name[:-4], YARDSTICK_ALGORITHM_VERSION)
