@@ -2,7 +2,9 @@
 
 Every timed run is the whole command as a user runs it by default (``bin/mpirun -n R python -m
 sphyr_hpc.score PATH --out DIR --quiet``: the report phase included, only the progress bar left out),
-a cold run on an empty store, a warm run on the store the cold run filled.  Sets (built by
+a cold run on an empty store, a warm run on the store the cold run filled (yardsticks and the scored
+completions' tables), then a run on that store with its tables removed (``yardsticks only``: what a
+run whose completions are all new gets from the store).  Sets (built by
 ``score_many.build`` from ``shared/data/sphyr/v1``, seed 17; model-00 answers the ground truth):
 
 * ``v1-one``: one model on all 411 v1 samples, 1 rank; a ``--no-store`` run in the first round too:
@@ -64,7 +66,7 @@ def score(ranks, results, out, store):
     digest = hashlib.sha256((Path(out) / "results.jsonl").read_bytes()).hexdigest()[:16]
     return {"wall_seconds": round(wall, 2), "process_seconds": run["seconds"]["process"],
             "scoring_seconds": run["seconds"]["scoring"], "phases": run["seconds"].get("phases"),
-            "yardsticks": run["yardsticks"],
+            "yardsticks": run["yardsticks"], "completions": run.get("completions"),
             "records": run["records"], "status": done.returncode, "results_sha256": digest,
             "stderr_lines": [line for line in done.stderr.splitlines() if line.strip()]}
 
@@ -83,8 +85,14 @@ def timed_rounds(tmp, sets, repeats, all_repeats):
             shutil.copy(tmp / "out-cold" / "results.jsonl", tmp / f"{name}-cold.jsonl")
             warm = score(ranks, results, tmp / "out-warm", store)
             same = (tmp / "out-warm" / "results.jsonl").read_bytes() == (tmp / f"{name}-cold.jsonl").read_bytes()
+            shutil.rmtree(store / "scored")  # the completions' tables: the yardsticks alone
+            yardsticks = score(ranks, results, tmp / "out-yardsticks", store)
+            same = same and ((tmp / "out-yardsticks" / "results.jsonl").read_bytes()
+                             == (tmp / f"{name}-cold.jsonl").read_bytes())
             entry = {"set": name, "ranks": ranks, "round": round_, "cold": cold, "warm": warm,
-                     "speedup": round(cold["wall_seconds"] / warm["wall_seconds"], 2), "cold_warm_identical": same}
+                     "yardsticks_only": yardsticks, "speedup": round(cold["wall_seconds"] / warm["wall_seconds"], 2),
+                     "speedup_yardsticks_only": round(cold["wall_seconds"] / yardsticks["wall_seconds"], 2),
+                     "cold_warm_identical": same}
             if round_ == 0 and name == "v1-one":  # records with and without the store, byte for byte (cmp)
                 plain = score(ranks, results, tmp / "out-plain", None)
                 entry["no_store"] = plain
@@ -95,8 +103,9 @@ def timed_rounds(tmp, sets, repeats, all_repeats):
                 shutil.copy(tmp / "out-plain" / "results.jsonl", tmp / "v1-one-plain.jsonl")
             shutil.rmtree(store, ignore_errors=True)
             entries.append(entry)
-            print(json.dumps({k: v for k, v in entry.items() if k not in ("cold", "warm", "no_store")}
-                             | {"cold_s": cold["wall_seconds"], "warm_s": warm["wall_seconds"]}), flush=True)
+            print(json.dumps({k: v for k, v in entry.items() if k not in ("cold", "warm", "no_store", "yardsticks_only")}
+                             | {"cold_s": cold["wall_seconds"], "warm_s": warm["wall_seconds"],
+                                "yardsticks_only_s": yardsticks["wall_seconds"]}), flush=True)
     return entries
 
 
@@ -232,6 +241,7 @@ def _summary(entries):
         mine = [e for e in entries if e["set"] == name]
         cold = [e["cold"]["wall_seconds"] for e in mine]
         warm = [e["warm"]["wall_seconds"] for e in mine]
+        only = [e["yardsticks_only"]["wall_seconds"] for e in mine if "yardsticks_only" in e]
         phase = {which: {"scoring_seconds": [e[which]["scoring_seconds"] for e in mine],
                          "finishing_seconds": [_finishing(e[which]["phases"]) for e in mine],
                          "start_up_and_reading_seconds": [round(e[which]["phases"]["start_up"]
@@ -244,6 +254,11 @@ def _summary(entries):
                      "speedup_per_round": [e["speedup"] for e in mine],
                      "speedup_min_over_min": round(min(cold) / min(warm), 2),
                      "speedup_median_over_median": round(statistics.median(cold) / statistics.median(warm), 2),
+                     "yardsticks_only_seconds": only,
+                     "yardsticks_only_speedup_min_over_min": round(min(cold) / min(only), 2) if only else None,
+                     "yardsticks_only_speedup_median_over_median": (round(statistics.median(cold)
+                                                                          / statistics.median(only), 2) if only else None),
+                     "completions": {w: mine[0][w].get("completions") for w in ("cold", "warm")},
                      "all_cold_warm_identical": all(e["cold_warm_identical"] for e in mine),
                      "phases": phase,
                      "scoring_phase_speedup_median": round(statistics.median(phase["cold"]["scoring_seconds"])
@@ -270,6 +285,15 @@ def _markdown(report):
                      f"{', '.join(map(str, v['warm_seconds']))} | {v['cold_min']} / {v['cold_median']} | "
                      f"{v['warm_min']} / {v['warm_median']} | {v['speedup_min_over_min']}x, "
                      f"{v['speedup_median_over_median']}x | {'byte-identical' if v['all_cold_warm_identical'] else 'DIFFER'} |")
+    lines += ["", "Yardsticks only: the warm store with its scored completions' tables removed (what a run whose "
+                  "completions are all new gets from the store; records compared with the cold run's too).", "",
+              "| set | yardsticks only s (per round) | speed-up over cold (min/min, median/median) | distinct completions cold / warm |",
+              "|---|---|---|---|"]
+    for name, v in s.items():
+        counts = v.get("completions") or {}
+        lines.append(f"| {name} | {', '.join(map(str, v.get('yardsticks_only_seconds') or []))} | "
+                     f"{v.get('yardsticks_only_speedup_min_over_min')}x, "
+                     f"{v.get('yardsticks_only_speedup_median_over_median')}x | {counts.get('cold')} / {counts.get('warm')} |")
     lines += ["", "Where the time goes (run.json, medians, seconds): the scoring phase (every rank at work: yardsticks "
                   "and completions), the finishing phase (results.jsonl sorted, summary.json, leaderboard.png and the "
                   "report), start-up and reading.", "",

@@ -367,3 +367,91 @@ def test_the_reference_analysis_is_kept_exactly_and_only_for_its_own_ground_trut
     header["reference"]["load_carrying"] = "yes"
     with pytest.raises(DamagedEntry, match="reference analysis"):
         analysis_of(header, fingerprint)
+
+
+# -- the scored completions' tables (scoring/scored_store.py) ------------------------------------
+def _tables(store):
+    return [f for f in YardstickStore(store).scored.files() if f.digest]
+
+
+def test_a_warm_run_reads_every_distinct_completion_and_writes_the_same_records(results, tmp_path):
+    store = tmp_path / "store"
+    plain, plain_run = _score(results, tmp_path / "plain", "--no-store")
+    cold, cold_run = _score(results, tmp_path / "cold", "--store", str(store))
+    warm, warm_run = _score(results, tmp_path / "warm", "--store", str(store))
+    assert plain == cold == warm
+    distinct = plain_run["completions"]["computed"]
+    assert distinct > 0 and plain_run["completions"]["from_store"] == 0
+    assert cold_run["completions"] == {"from_store": 0, "computed": distinct}
+    assert warm_run["completions"] == {"from_store": distinct, "computed": 0}
+    tables = _tables(store)
+    assert len(tables) >= SAMPLES  # one a sample's text (full_easy's 1 and full_hard's 1.0: two)
+    rows = sum(len(YardstickStore.header_of(t.path)["completions"]) for t in tables)
+    assert rows == distinct
+
+
+def test_damaged_and_foreign_tables_are_recomputed_and_replaced(results, tmp_path):
+    from sphyr_hpc.scoring.scored_store import code_digest
+
+    store = tmp_path / "store"
+    reference, _ = _score(results, tmp_path / "cold", "--store", str(store))
+    truncated, foreign = (t.path for t in _tables(store)[:2])
+    lost = [len(YardstickStore.header_of(path)["completions"]) for path in (truncated, foreign)]
+    truncated.write_bytes(truncated.read_bytes()[:100])
+    header, arrays = decode(foreign.read_bytes())
+    header.pop("arrays")
+    header["algorithm"] = "another scorer's code"
+    foreign.write_bytes(encode(header, arrays))
+    records, run = _score(results, tmp_path / "again", "--store", str(store))
+    assert records == reference
+    assert run["completions"]["computed"] == sum(lost) and run["yardsticks"]["computed"] == 0
+    for path in (truncated, foreign):  # whole tables of this code again
+        assert YardstickStore.header_of(path)["algorithm"] == code_digest()
+    records, run = _score(results, tmp_path / "warm", "--store", str(store))
+    assert records == reference and run["completions"]["computed"] == 0
+
+
+def test_a_row_keeps_exactly_what_reads_back_equal():
+    from sphyr_hpc.io.atomic import json_safe
+    from sphyr_hpc.io.results_log import encode_items
+    from sphyr_hpc.scoring.scored_store import row_texts
+
+    def texts(metrics):
+        fields = json_safe(metrics)
+        return row_texts(metrics, fields, encode_items(fields))
+
+    plain = {"compliance": 0.1 + 0.2, "load_carrying": True, "failure": None, "checks": {"n": 3}}
+    text, kept = texts(plain)
+    assert kept is None and json.loads(text) == plain and json.loads(text)["compliance"] == 0.1 + 0.2
+    infinite = {"compliance": float("inf"), "topology_score": 0.0}
+    text, kept = texts(infinite)  # a record writes null; the metrics keep the infinity
+    assert json.loads(text)["compliance"] is None and json.loads(kept)["compliance"] == float("inf")
+    assert texts({"volume_fraction": np.float64(0.5)}) is None  # read back as a float, not a NumPy one
+    assert texts({"cells": (1, 2)}) is None  # read back as a list
+
+
+def test_completion_digests_never_confuse_two_completions():
+    from sphyr_hpc.scoring.scored_store import completion_digest
+
+    completions = [[], [[]], [[""]], [["", ""]], [[""], [""]], [["\x1f"]], [["a"], [""]], [["a\x1e"]],
+                   [["1", "0"], ["L", "S"]], [["1", "0", "L", "S"]], [["10"], ["LS"]]]
+    assert len({completion_digest(c) for c in completions}) == len(completions)
+    assert completion_digest([["1", "0"]]) == completion_digest((("1", "0"),))
+
+
+def test_list_and_prune_count_and_remove_the_tables_of_other_code(results, tmp_path, capsys):
+    store = tmp_path / "store"
+    _score(results, tmp_path / "cold", "--store", str(store))
+    tables = _tables(store)
+    header, arrays = decode(tables[0].path.read_bytes())
+    header.pop("arrays")
+    header["algorithm"] = "another scorer's code"
+    tables[0].path.write_bytes(encode(header, arrays))
+    capsys.readouterr()
+    assert store_main(["list", "--store", str(store)]) == 0
+    said = capsys.readouterr().out
+    assert f"scored completions: {len(tables)} sample tables" in said
+    assert f"{len(tables) - 1} of this scorer's code" in said and "1 of other code or formats" in said
+    assert store_main(["prune", "--store", str(store)]) == 0
+    assert "1 scored table of other code" in capsys.readouterr().out
+    assert len(_tables(store)) == len(tables) - 1 and not tables[0].path.exists()

@@ -53,6 +53,10 @@ MAGIC = b"SPHYRYS\x00"
 FORMAT = 2
 SUFFIX = ".yst"
 ENTRIES = "yardsticks"  # the folder of a store that holds its entries
+# Beside the yardsticks, the metrics of the completions scored against them, one table a sample
+# (scoring/scored_store.py): the same encoding and the same rules, in a folder of their own.
+SCORED_SUFFIX = ".ysc"
+SCORED_ENTRIES = "scored"
 CHECKSUM_BYTES = 16
 _PREFIX = struct.Struct("<8sII")  # magic, format, header length
 # A temporary file older than this was left by a writer that died (a write takes milliseconds).
@@ -158,15 +162,17 @@ class StoredFile:
 class YardstickStore:
     """The entries under ``root`` (a folder; made when the first entry is written)."""
 
+    folder, suffix = ENTRIES, SUFFIX
+
     def __init__(self, root):
         self.root = Path(root).expanduser()
-        self.entries_folder = self.root / ENTRIES
+        self.entries_folder = self.root / self.folder
 
     def __repr__(self):
         return f"YardstickStore({str(self.root)!r})"
 
     def path_of(self, digest):
-        return self.entries_folder / digest[:2] / f"{digest}{SUFFIX}"
+        return self.entries_folder / digest[:2] / f"{digest}{self.suffix}"
 
     def read_bytes(self, digest):
         """The bytes of entry ``digest``, or None when there is none (OSError for a file that cannot be read)."""
@@ -200,9 +206,15 @@ class YardstickStore:
                     stat = path.stat()
                 except FileNotFoundError:  # renamed or removed meanwhile
                     continue
-                digest = path.name[:-len(SUFFIX)] if path.name.endswith(SUFFIX) and not path.name.startswith(".") else ""
+                named = path.name.endswith(self.suffix) and not path.name.startswith(".")
+                digest = path.name[:-len(self.suffix)] if named else ""
                 found.append(StoredFile(path, digest, stat.st_size, stat.st_mtime))
         return found
+
+    @property
+    def scored(self):
+        """The :class:`ScoredTables` of this store (the same root)."""
+        return ScoredTables(self.root)
 
     @staticmethod
     def header_of(path):
@@ -226,6 +238,16 @@ class YardstickStore:
             return True
         except FileNotFoundError:
             return False
+
+
+class ScoredTables(YardstickStore):
+    """The tables of completions' metrics under ``root``: entries of the same encoding and rules as the
+    yardsticks', in ``<store>/scored/<2 hex digits>/<digest>.ysc``."""
+
+    folder, suffix = SCORED_ENTRIES, SCORED_SUFFIX
+
+    def __repr__(self):
+        return f"ScoredTables({str(self.root)!r})"
 
 
 # -- which store: the commands' --store DIR / --no-store, the API's store= -------------------------

@@ -94,6 +94,8 @@ class Report:
         run = _run_json(out_dir) if title is None or yardsticks is None else {}  # read once
         if yardsticks is None:
             yardsticks = run.get("yardsticks")
+            if isinstance(yardsticks, dict) and isinstance(run.get("completions"), dict):
+                yardsticks = dict(yardsticks, completions=run["completions"])
         return cls(Path(out_dir), data, summary, board, title or run_title(out_dir, models, run), _page_names(models),
                    yardsticks=yardsticks)
 

@@ -262,6 +262,7 @@ class ScoringRun:
         run_dynamic(comm, len(tasks), run, refresh)
         self.times["scored"] = time.perf_counter()
         self.yardsticks = _yardstick_counts(comm, self.stored)
+        self.completions = _completion_counts(comm, self.stored)
         self.log.close()
         scorer.close()
         if bar is not None:
@@ -311,7 +312,7 @@ class ScoringRun:
             missing = len(unanswered_lines or ())
             print(f"\n{records} records ({scored} scored, {missing} without a completion, {records - scored - missing} "
                   f"errors) on {comm.size} rank(s) -> {self.log.path}")
-            print(format_counts(self.yardsticks, self.stored.store))
+            print(format_counts(self.yardsticks, self.stored.store, self.completions))
             print("\n".join(format_leaderboard(board)))
             print("\n" + "\n".join(format_failures(summary[SUMMARY_KEY])))
             if self.args.certified:
@@ -380,7 +381,8 @@ def _pictures_and_report(run, running, summary):
         # the drawer a sixth of another rank's share: leaderboard.png, the charts and report.html are
         # most of a share's work at 60 models
         weights = [1 if r == run.drawer and comm.size > 1 else 5 for r in range(comm.size)]
-        parts = Report.of(out, running, summary, yardsticks=run.yardsticks).parts(weights) if rank == 0 else None
+        counts = dict(run.yardsticks, completions=run.completions)
+        parts = Report.of(out, running, summary, yardsticks=counts).parts(weights) if rank == 0 else None
         report = comm.scatter(parts, root=0)
         report.write_model_pages()
     if rank == run.drawer:
@@ -409,6 +411,7 @@ def _write_finished(run, running, scored_this_run, report_seconds):
         "scored_this_run": scored_this_run, "resumed": bool(run.args.resume), "inputs": run.sources,
         "finished": True,
         "yardsticks": run.yardsticks,  # from the store and computed, this run (docs/store.md)
+        "completions": run.completions,  # distinct completions' metrics from the store and computed
         "peak_mb_per_rank": {"before_the_end": [b for _, b, _ in run.end], "at_the_end": [a for _, _, a in run.end]},
         # The scoring phase (every rank at work) and the whole command as this process saw it, up
         # to this file; phases, which add up to process: rank 0's start-up (imports, MPI), reading
@@ -426,6 +429,12 @@ def _write_finished(run, running, scored_this_run, report_seconds):
                                "summary": round(t["summarised"] - t["scored"], 3),
                                "pictures_and_report": round(now - t["summarised"], 3)}},
     })
+
+
+def _completion_counts(comm, stored):
+    """How many distinct completions' metrics every rank read from the store's tables and computed."""
+    parts = comm.allgather(stored.scored_counts())
+    return {name: sum(part[name] for part in parts) for name in parts[0]}
 
 
 def _yardstick_counts(comm, stored):

@@ -7,7 +7,11 @@
   yardstick's compliance (:func:`~sphyr_hpc.scoring.yardstick_store.agree`);
   on the machine that wrote them they are bit for bit the same;
 * :func:`prune_store`: entries of other algorithm versions or formats,
-  damaged entries and stale temporary files removed.
+  damaged entries and stale temporary files removed, and the same of the
+  scored completions' tables (a table of other scorer code is never read again).
+
+``check`` recomputes yardsticks only: a table row keeps a digest of its
+completion, not the completion, so it cannot be recomputed from the store.
 
 Every function returns the exit status (0, or 1 when something is wrong:
 damaged or disagreeing entries found by ``list``/``check``) on every rank.
@@ -22,6 +26,7 @@ import numpy as np
 
 from ..io.yardstick_store import DamagedEntry, OtherFormat, YardstickStore, decode
 from ..optimiser.yardstick import YARDSTICK_ALGORITHM_VERSION
+from ..scoring.scored_store import code_digest
 from ..scoring.scorer import Scorer, ScoringConfig
 from ..scoring.yardstick_store import agree, inputs_of, result_of, solver_options
 
@@ -69,9 +74,25 @@ def list_store(store, out=None):
         print("written by: " + ", ".join(f"{w} {n}" for w, n in writers.most_common()), file=out)
         created = sorted(h.get("created", "") for _, h in entries)
         print(f"written: {created[0]} to {created[-1]}", file=out)
-    for stored, why in damaged[:5]:
+    damaged_tables = _list_tables(store, out)
+    for stored, why in (damaged + damaged_tables)[:5]:
         print(f"damaged: {stored.path}: {why}", file=out)
-    return 1 if damaged else 0
+    return 1 if damaged or damaged_tables else 0
+
+
+def _list_tables(store, out):
+    """The scored completions' line of ``list`` (when the store holds tables); their damaged ones."""
+    tables, damaged, temporaries, other_formats = _survey(store.scored)
+    if not (tables or damaged or temporaries or other_formats):
+        return damaged
+    size = sum(s.size for s, _ in tables + damaged + other_formats) + sum(t.size for t in temporaries)
+    current = [h for _, h in tables if h.get("algorithm") == code_digest()]
+    rows = sum(len(h.get("completions") or ()) for h in current)
+    print(f"scored completions: {len(tables) + len(damaged) + len(other_formats)} sample tables "
+          f"({_megabytes(size)}): {len(current)} of this scorer's code ({rows} completions), "
+          f"{len(tables) - len(current) + len(other_formats)} of other code or formats (prune removes them), "
+          f"{len(damaged)} damaged", file=out)
+    return damaged
 
 
 def _recompute(path, options):
@@ -143,13 +164,19 @@ def prune_store(store, dry_run=False, out=None):
     doomed += [(s, "another format") for s, _ in other_formats]
     doomed += damaged
     doomed += [(t, "stale temporary file") for t in temporaries if YardstickStore.is_stale_temporary(t)]
+    tables, damaged_tables, table_temporaries, other_tables = _survey(store.scored)
+    doomed += [(s, "scored table of other code") for s, h in tables if h.get("algorithm") != code_digest()]
+    doomed += [(s, "scored table of other code") for s, _ in other_tables]
+    doomed += [(s, "damaged scored table") for s, _ in damaged_tables]
+    doomed += [(t, "stale temporary file") for t in table_temporaries if YardstickStore.is_stale_temporary(t)]
     removed = freed = 0
     for stored, _ in doomed:
         if dry_run or YardstickStore.remove(stored.path):
             removed += 1
             freed += stored.size
     verb = "would remove" if dry_run else "removed"
-    reasons = Counter(why if why.startswith(("algorithm", "stale", "another")) else "damaged" for _, why in doomed)
+    named = ("algorithm", "stale", "another", "scored", "damaged scored")
+    reasons = Counter(why if why.startswith(named) else "damaged" for _, why in doomed)
     detail = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items()))
     print(f"store {store.root}: {verb} {removed} files ({_megabytes(freed)}){': ' + detail if detail else ''}; "
           f"{len(entries) - sum(1 for _, h in entries if h.get('algorithm') != YARDSTICK_ALGORITHM_VERSION)} "

@@ -133,8 +133,13 @@ def yardsticks_note(counts):
     if not isinstance(counts, dict):
         return ""
     where = f"the store {html.escape(str(counts['store']))}" if counts.get("store") else "no store"
-    return (f" Yardsticks: {counts.get('from_store', 0)} from the store, {counts.get('computed', 0)} computed "
+    note = (f" Yardsticks: {counts.get('from_store', 0)} from the store, {counts.get('computed', 0)} computed "
             f"({where}).")
+    completions = counts.get("completions")
+    if counts.get("store") and isinstance(completions, dict):
+        note += (f" Distinct completions: {completions.get('from_store', 0)} from the store, "
+                 f"{completions.get('computed', 0)} computed.")
+    return note
 
 
 def _overview(data, board, subjects, yardsticks=None):

@@ -14,7 +14,10 @@ cheaper, see :func:`~sphyr_hpc.solvers.condensed.analysis_system`) and its
 diagnosis; a completion whose cells equal an earlier completion's of the same
 sample (models often agree, and often give the answer itself) costs a table
 lookup: every metric is a function of the cells (``SCORED_PER_SAMPLE`` distinct
-completions are kept per sample).
+completions are kept per sample).  With a store, a completion an earlier run
+scored against the same sample costs a row of the sample's table instead
+(:mod:`sphyr_hpc.scoring.scored_store`): its metrics, and its prepared case only
+when a caller asks for it (``--fields``).
 
 The metrics are :meth:`~sphyr_hpc.scoring.scorer.Scorer.score`'s, computed by the
 same code (:meth:`~sphyr_hpc.scoring.scorer.Scorer.score_case`); a completion that
@@ -35,6 +38,8 @@ from ..runtime.cache import BoundedCache
 from ..core.metrics import material
 from ..io.atomic import json_safe
 from ..io.results_log import encode_items, encode_row
+from .scored_store import ScoredTable, sample_digest
+from .yardstick_store import solver_options
 
 # Distinct completions of one sample whose metrics are kept: more than the models of any published
 # benchmark answer one sample with (dozens), and a sample's scorer lives for its task only.
@@ -44,13 +49,22 @@ SCORED_PER_SAMPLE = 256
 class Scored:
     """One distinct completion of a sample scored: its metrics and prepared case (shared by every
     record of it: read-only), and, made for its first record, what each of its records holds
-    (:meth:`SampleScorer.record`)."""
+    (:meth:`SampleScorer.record`).  ``posed``: whether the completion poses a problem (its case is
+    not None).  Metrics read from the store come with ``prepare`` instead of the case: the case is
+    prepared when first asked for."""
 
-    __slots__ = ("metrics", "case", "fields", "grids", "text")
+    __slots__ = ("metrics", "posed", "_case", "_prepare", "fields", "items", "grids", "text")
 
-    def __init__(self, metrics, case):
-        self.metrics, self.case = metrics, case
-        self.fields = self.grids = self.text = None
+    def __init__(self, metrics, case, posed=None, prepare=None):
+        self.metrics, self._case, self._prepare = metrics, case, prepare
+        self.posed = case is not None if posed is None else posed
+        self.fields = self.items = self.grids = self.text = None
+
+    @property
+    def case(self):
+        if self._prepare is not None:
+            self._case, self._prepare = self._prepare()[0], None
+        return self._case
 
 
 @dataclass(frozen=True)
@@ -76,6 +90,7 @@ class SampleScorer:
         self.reference = None
         self._rows = None
         self._scored = BoundedCache(SCORED_PER_SAMPLE)
+        self._table = None
         if self.case is None:  # every completion gets the generic path (and its reason)
             return
         case = self.case
@@ -88,6 +103,10 @@ class SampleScorer:
             gt, optimum = stored
         self.reference = SampleReference(material(ground_truth), gt, optimum)
         self._rows = record_grids(None, ground_truth, input_grid, optimum.densities)
+        stored = getattr(scorer, "stored", None)
+        if stored is not None and stored.store is not None:  # the table of what this sample's records read
+            self._table = ScoredTable(stored, sample_digest(ground_truth, input_grid, gravity, scorer.config,
+                                                            solver_options(), (gt, optimum)))
 
     def prepare(self, completion):
         """``(case, reason)`` of a completion, as :meth:`Scorer.prepare` makes it."""
@@ -103,7 +122,33 @@ class SampleScorer:
 
     def scored(self, completion):
         """The :class:`Scored` of a completion, computed once per distinct completion (by its cells)."""
-        return self._scored.get_or_compute(tuple(map(tuple, completion)), lambda: Scored(*self._score(completion)))
+        return self._scored.get_or_compute(tuple(map(tuple, completion)), lambda: self._stored_or_scored(completion))
+
+    def _stored_or_scored(self, completion):
+        """A distinct completion's :class:`Scored`: from the sample's table in the store, else computed
+        (and added to the table); counted in the scorer's ``stored`` (run.json's ``completions``)."""
+        table, counts = self._table, getattr(self.scorer, "stored", None)
+        found = None if table is None else table.get(completion)
+        if counts is not None:
+            counts.scored_from_store += found is not None
+            counts.scored_computed += found is None
+        if table is None:
+            return Scored(*self._score(completion))
+        if found is not None:
+            posed, fields, items, metrics = found
+            scored = Scored(metrics, None, posed, lambda: self.prepare(completion))
+        else:
+            scored = Scored(*self._score(completion))
+            fields = json_safe(scored.metrics)
+            items = encode_items(fields)
+            table.add(completion, scored.posed, fields, items, scored.metrics)
+        scored.fields, scored.items = fields, items
+        return scored
+
+    def flush(self):
+        """Write the completions this scorer computed to the sample's table in the store (when there is one)."""
+        if self._table is not None:
+            self._table.flush()
 
     def record(self, scored, completion):
         """``(fields, grids, text)`` of a record of ``completion`` (``scored`` is :meth:`scored`'s):
@@ -111,14 +156,16 @@ class SampleScorer:
         (:meth:`record_grids`) and their JSON text as a row holds them, the metrics' items then
         ``grids`` (:func:`~sphyr_hpc.io.results_log.encode_items`), made once: read-only."""
         if scored.text is None:
-            scored.fields = json_safe(scored.metrics)
-            scored.grids = self.record_grids(completion, scored.case)
-            scored.text = encode_items(scored.fields) + ', "grids": ' + self._grids_text(scored)
+            if scored.fields is None:
+                scored.fields = json_safe(scored.metrics)
+                scored.items = encode_items(scored.fields)
+            scored.grids = self._scored_grids(completion, scored)
+            scored.text = scored.items + ', "grids": ' + self._grids_text(scored)
         return scored.fields, scored.grids, scored.text
 
     def _grids_text(self, scored):
         """The JSON text of a record's ``grids``: of its completion, then of the sample's own rows."""
-        if self._rows is None or scored.case is None:
+        if self._rows is None or not scored.posed:
             return encode_row(scored.grids)
         if self._rows_text is None:
             self._rows_text = encode_items({key: rows for key, rows in self._rows.items() if key != "completion"})
@@ -130,6 +177,12 @@ class SampleScorer:
             return self.scorer.score_case(completion, self.ground_truth, case, reason), case
         return self.scorer.score_case(completion, self.ground_truth, case, reason, self.reference), case
 
+    def _scored_grids(self, completion, scored):
+        """:meth:`record_grids` of a scored completion (its case prepared only when they need it)."""
+        if self._rows is not None and scored.posed:
+            return dict(self._rows, completion=[" ".join(row) for row in completion] if completion else [])
+        return self.record_grids(completion, scored.case if scored.posed else None)
+
     def record_grids(self, completion, case):
         """The ``grids`` a record keeps (:func:`record_grids`)."""
         if self._rows is None or case is None:
@@ -139,7 +192,8 @@ class SampleScorer:
 
 
 def sample_scorers(scorer, samples):
-    """A :class:`SampleScorer` per distinct (ground truth, input grid, gravity) object of ``samples``.
+    """A :class:`SampleScorer` per distinct (ground truth, input grid, gravity) object of ``samples``;
+    once every sample is taken, each flushes what it computed to the store (:meth:`SampleScorer.flush`).
 
     Keyed by identity: records quoting the same text share its parsed grid
     (:mod:`sphyr_hpc.io.records`), so a sample's records share one scorer.
@@ -157,6 +211,9 @@ def sample_scorers(scorer, samples):
             except (grids.GridError, loadcases.LoadCaseError):  # the record's own scoring reports it
                 found[key] = None
         yield sample, found[key]
+    for sample_scorer in found.values():  # every record scored: what was computed goes to the store
+        if sample_scorer is not None:
+            sample_scorer.flush()
 
 
 # -- the grids a record keeps --------------------------------------------------------------------

@@ -95,23 +95,27 @@ def score_record(sample, scorer, fields=None, fields_format="xdmf", sample_score
             row["completion_status"] = sample.completion_status  # counts 0 in the model's means
         return row, None
     try:
-        if sample_scorer is None:
+        if sample_scorer is None:  # a record alone: what it computes goes to the store now
             sample_scorer = SampleScorer(scorer, sample.ground_truth, sample.input_grid, sample.gravity)
-        scored = sample_scorer.scored(sample.completion)
+            scored = sample_scorer.scored(sample.completion)
+            sample_scorer.flush()
+        else:
+            scored = sample_scorer.scored(sample.completion)
     except EXPECTED_RECORD_ERRORS as err:
         row["error"] = f"{sample.source} record {sample.index}: {err}"
         return row, None
-    case, text = scored.case, None
+    text = None
     if sample.invalid_reason:  # a completion left unparsed: scored as one with no grid, for this reason
         metrics = dict(scored.metrics, invalid_reason=sample.invalid_reason)
         row.update(json_safe(metrics))
-        row["grids"] = sample_scorer.record_grids(sample.completion, case)
+        row["grids"] = sample_scorer.record_grids(sample.completion, scored.case)
     else:
         metrics, record_grids, items = sample_scorer.record(scored, sample.completion)
         text = joined_row(row, items)
         row.update(metrics)
         row["grids"] = dict(record_grids)
-    if fields is not None and case is not None:
+    if fields is not None and scored.posed:
+        case = scored.case
         masked = None
         if sample.input_grid and grids.grid_shape(sample.input_grid) == case.loadcase.shape:
             masked = grids.mask_of(sample.input_grid, grids.MASK)

@@ -208,11 +208,21 @@ class StoredYardsticks:
         self.dataset = dataset
         self.warn = warn
         self.from_store = self.computed = self.replaced = 0
+        # Distinct completions whose metrics came from the store's tables and were computed
+        # (scoring/scored_store.py).
+        self.scored_from_store = self.scored_computed = 0
         self.warning = None
         self._writable = True
 
     def counts(self):
         return {"from_store": self.from_store, "computed": self.computed, "replaced": self.replaced}
+
+    def scored_counts(self):
+        return {"from_store": self.scored_from_store, "computed": self.scored_computed}
+
+    @staticmethod
+    def package():
+        return package_version()
 
     def _warn(self, message):
         if self.warning is None:  # the first: later ones are counted (run.json), not printed
@@ -277,10 +287,15 @@ class StoredYardsticks:
 
     def _write(self, digest, data):
         """Entry ``digest``, ``data()`` its bytes, unless the store proved not writable."""
+        self.write_to(self.store, digest, data)
+
+    def write_to(self, entries, digest, data):
+        """Entry ``digest`` of ``entries`` (the store's yardsticks or its scored tables), ``data()`` its
+        bytes, unless the store proved not writable."""
         if not self._writable:
             return
         try:
-            self.store.write(digest, data())
+            entries.write(digest, data())
         except OSError as err:
             self._writable = False
             self._warn(f"cannot be written ({err.strerror or err}): yardsticks are computed, not kept")
@@ -307,10 +322,14 @@ def agree(stored, recomputed):
     return None
 
 
-def format_counts(counts, store):
-    """One line: how many yardsticks came from the store and how many were computed."""
+def format_counts(counts, store, completions=None):
+    """One line: how many yardsticks came from the store and how many were computed (and, with a store,
+    how many distinct completions' metrics: ``completions``)."""
     where = f"store {store.root}" if store is not None else "no store"
     line = f"yardsticks: {counts['from_store']} from the store, {counts['computed']} computed ({where})"
     if counts.get("replaced"):
         line += f"; {counts['replaced']} damaged or foreign entries recomputed and replaced"
+    if store is not None and completions is not None:
+        line += (f"; distinct completions: {completions['from_store']} from the store, "
+                 f"{completions['computed']} computed")
     return line
