@@ -258,7 +258,8 @@ def _summary(entries):
                      "yardsticks_only_speedup_min_over_min": round(min(cold) / min(only), 2) if only else None,
                      "yardsticks_only_speedup_median_over_median": (round(statistics.median(cold)
                                                                           / statistics.median(only), 2) if only else None),
-                     "completions": {w: mine[0][w].get("completions") for w in ("cold", "warm")},
+                     "completions": {w: mine[0][w].get("completions") for w in ("cold", "warm", "yardsticks_only")
+                                     if w in mine[0]},
                      "all_cold_warm_identical": all(e["cold_warm_identical"] for e in mine),
                      "phases": phase,
                      "scoring_phase_speedup_median": round(statistics.median(phase["cold"]["scoring_seconds"])
@@ -287,13 +288,15 @@ def _markdown(report):
                      f"{v['speedup_median_over_median']}x | {'byte-identical' if v['all_cold_warm_identical'] else 'DIFFER'} |")
     lines += ["", "Yardsticks only: the warm store with its scored completions' tables removed (what a run whose "
                   "completions are all new gets from the store; records compared with the cold run's too).", "",
-              "| set | yardsticks only s (per round) | speed-up over cold (min/min, median/median) | distinct completions cold / warm |",
+              "| set | yardsticks only s (per round) | speed-up over cold (min/min, median/median) "
+              "| distinct completions computed: cold / warm / yardsticks only |",
               "|---|---|---|---|"]
     for name, v in s.items():
         counts = v.get("completions") or {}
+        computed = " / ".join(str((counts.get(w) or {}).get("computed")) for w in ("cold", "warm", "yardsticks_only"))
         lines.append(f"| {name} | {', '.join(map(str, v.get('yardsticks_only_seconds') or []))} | "
                      f"{v.get('yardsticks_only_speedup_min_over_min')}x, "
-                     f"{v.get('yardsticks_only_speedup_median_over_median')}x | {counts.get('cold')} / {counts.get('warm')} |")
+                     f"{v.get('yardsticks_only_speedup_median_over_median')}x | {computed} |")
     lines += ["", "Where the time goes (run.json, medians, seconds): the scoring phase (every rank at work: yardsticks "
                   "and completions), the finishing phase (results.jsonl sorted, summary.json, leaderboard.png and the "
                   "report), start-up and reading.", "",
