@@ -455,3 +455,23 @@ def test_list_and_prune_count_and_remove_the_tables_of_other_code(results, tmp_p
     assert store_main(["prune", "--store", str(store)]) == 0
     assert "1 scored table of other code" in capsys.readouterr().out
     assert len(_tables(store)) == len(tables) - 1 and not tables[0].path.exists()
+
+
+def test_fields_of_a_completion_read_from_the_store_are_the_ones_a_computed_one_writes(results, tmp_path):
+    import h5py
+
+    store = tmp_path / "store"
+    written = {}
+    for run in ("cold", "warm"):
+        fields = tmp_path / f"fields-{run}"
+        _, meta = _score(results, tmp_path / run, "--store", str(store), "--fields", str(fields))
+        written[run] = {}
+        for path in sorted(fields.glob("*.h5")):
+            with h5py.File(path) as handle:
+                written[run][path.name] = {name: handle[name][()] for name in handle if hasattr(handle[name], "shape")}
+    assert meta["completions"]["computed"] == 0 and meta["completions"]["from_store"] > 0  # the warm run
+    assert written["cold"] and list(written["cold"]) == list(written["warm"])
+    for name, arrays in written["cold"].items():  # the same problems solved by the same code
+        assert list(arrays) == list(written["warm"][name])
+        for key, values in arrays.items():
+            np.testing.assert_array_equal(values, written["warm"][name][key])
