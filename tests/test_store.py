@@ -48,7 +48,7 @@ def _entries(store):
     return [f for f in YardstickStore(store).files() if f.digest]
 
 
-def test_records_are_byte_identical_with_and_without_the_store(results, tmp_path):
+def test_records_are_byte_identical_with_and_without_the_store_and_its_tables(results, tmp_path):
     store = tmp_path / "store"
     plain, plain_run = _score(results, tmp_path / "plain", "--no-store")
     cold, cold_run = _score(results, tmp_path / "cold", "--store", str(store))
@@ -60,6 +60,7 @@ def test_records_are_byte_identical_with_and_without_the_store(results, tmp_path
     assert cold_run["yardsticks"]["computed"] == samples and cold_run["yardsticks"]["from_store"] == 0
     assert warm_run["yardsticks"]["from_store"] == samples and warm_run["yardsticks"]["computed"] == 0
     assert warm_run["yardsticks"]["store"] == str(store)
+    _every_distinct_completion_read_back(store, plain_run, cold_run, warm_run)
 
 
 def test_the_default_store_is_the_cache_folder(monkeypatch, tmp_path):
@@ -374,12 +375,8 @@ def _tables(store):
     return [f for f in YardstickStore(store).scored.files() if f.digest]
 
 
-def test_a_warm_run_reads_every_distinct_completion_and_writes_the_same_records(results, tmp_path):
-    store = tmp_path / "store"
-    plain, plain_run = _score(results, tmp_path / "plain", "--no-store")
-    cold, cold_run = _score(results, tmp_path / "cold", "--store", str(store))
-    warm, warm_run = _score(results, tmp_path / "warm", "--store", str(store))
-    assert plain == cold == warm
+def _every_distinct_completion_read_back(store, plain_run, cold_run, warm_run):
+    """The warm run read every distinct completion the cold run computed from the store's tables."""
     distinct = plain_run["completions"]["computed"]
     assert distinct > 0 and plain_run["completions"]["from_store"] == 0
     assert cold_run["completions"] == {"from_store": 0, "computed": distinct}
