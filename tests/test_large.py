@@ -216,6 +216,52 @@ def test_stencil_assembly_equals_the_element_assembly(block, monkeypatch):
         assert a.K.getInfo()["nz_used"] == b.K.getInfo()["nz_used"]
 
 
+def _storage_and_block_assemblies_differ(preset, nelx, nely, block_nodes, monkeypatch):
+    """Largest |K_storage - K_blocks| / |K_blocks| (infinity norms) over a design with voids, a solid one
+    and the first again (each assembly overwrites the last), and whether both store the same entries."""
+    monkeypatch.setattr(assembly, "ASSEMBLY_BLOCK_NODES", block_nodes)
+    PETSc = petsc()
+    lc = problems.preset(preset, nelx, nely).loadcase()
+    rho = np.random.default_rng(nelx).uniform(0.0, 1.0, lc.shape)
+    rho[rho < 0.4] = 0.0
+    moduli = fe.simp_modulus(rho)
+    clear = _options("large_blocks_", mat_assembly="blocks")
+    try:
+        with ElasticitySystem(lc, prefix="large_storage_", solver="mg") as a, \
+                ElasticitySystem(lc, prefix="large_blocks_", solver="mg") as b:
+            assert isinstance(a._assembly, assembly.StorageAssembly)
+            assert isinstance(b._assembly, assembly.ElementBlockAssembly)
+            worst = 0.0
+            for m in (moduli, np.ones(lc.shape), moduli):
+                a.assemble(a.slab_of(m))
+                b.assemble(b.slab_of(m))
+                diff = a.K.convert("aij", PETSc.Mat())
+                diff.axpy(-1.0, b.K.convert("aij", PETSc.Mat()))
+                worst = max(worst, diff.norm(PETSc.NormType.INFINITY) / b.K.norm(PETSc.NormType.INFINITY))
+            return worst, a.K.getInfo(a.K.InfoType.GLOBAL_SUM)["nz_used"] == b.K.getInfo(b.K.InfoType.GLOBAL_SUM)["nz_used"]
+    finally:
+        clear()
+
+
+@ONE_RANK
+@pytest.mark.parametrize("preset, nelx, nely, block_nodes", [("mbb", 23, 9, 5), ("cantilever", 17, 12, 8192),
+                                                             ("bridge", 40, 21, 41)])
+def test_values_written_into_the_sbaij_storage_equal_the_element_block_assembly(preset, nelx, nely, block_nodes,
+                                                                                monkeypatch):
+    worst, same_entries = _storage_and_block_assemblies_differ(preset, nelx, nely, block_nodes, monkeypatch)
+    assert worst <= 1e-14 and same_entries
+
+
+@two_ranks
+def test_values_written_into_the_sbaij_storage_equal_the_element_block_assembly_on_2_ranks(monkeypatch):
+    # Blocks coupling rank 0's edge nodes with rank 1's are set through MatSetValuesBlockedLocal.
+    for preset, nelx, nely in (("mbb", 23, 9), ("bridge", 40, 21)):
+        for worst, same_entries in collective(lambda: _storage_and_block_assemblies_differ(preset, nelx, nely, 7,
+                                                                                           monkeypatch)):
+            assert worst <= 1e-14 and same_entries
+    WORLD.Barrier()
+
+
 @ONE_RANK
 @pytest.mark.parametrize("size, levels, coarse", [((300, 100), 4, (38, 13)), ((1000, 500), 6, (32, 16)),
                                                   ((1024, 512), 6, (32, 16)), ((2048, 1024), 7, (32, 16))])

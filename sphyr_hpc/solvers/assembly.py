@@ -25,6 +25,12 @@ over the elements that couple its two DOFs.  Two layouts of that sum:
   diagonal with a zero value, ``ADD_VALUES``).  At 1M DOFs this needs no index
   map of its own and 2.4 MB of values at a time.
 
+* :class:`StorageAssembly` (geometric multigrid, SBAIJ K: the default there):
+  the same stencils, only their upper 2x2 blocks, written into the storage of
+  K's local diagonal block in its own order (numpy only; no insertion, no
+  search, nothing summed by PETSc); :class:`ElementBlockAssembly` adds element
+  matrices in 2x2 blocks instead (``-<prefix>mat_assembly blocks``).
+
 Dirichlet conditions are imposed symmetrically either way: every
 contribution in a fixed row or column is dropped and the fixed diagonal is 1,
 so the operator stays SPD and CG/multigrid apply.
@@ -341,3 +347,167 @@ class ElementBlockAssembly:
 
     def close(self):
         pass
+
+
+# The upper block triangle of a node's 3x3 stencil inside a rank's box, in increasing column order.
+_UPPER = ((0, 0), (0, 1), (1, -1), (1, 0), (1, 1))
+
+
+class StorageAssembly:
+    """K's values written straight into PETSc's SBAIJ storage, node row by node row (no insertions).
+
+    The rows of a block of owned nodes are the upper 2x2 blocks of their
+    3x3-node stencils (``(nodes x 4) @ (4 x 20)`` of the shifted element
+    moduli, as :class:`StencilAssembly`), computed in the order the local
+    diagonal block of K (``MatGetDiagonalBlock``, SeqSBAIJ) stores them: block
+    rows of the owned nodes, their blocks in increasing column order, each
+    block column by column.  ``values_of(A, size)`` is that storage as a NumPy
+    view (:func:`sphyr_hpc.runtime.petsc.seqsbaij_values`); the structure is
+    checked against the stencil's once.  Blocks coupling an owned node with a
+    higher-numbered node of another rank (a column of nodes or rows on a box
+    edge) are set with ``MatSetValuesBlockedLocal`` (``INSERT_VALUES``: every
+    value is whole, the element halo covers them).  Nothing is zeroed or
+    summed by PETSc.  Dirichlet rows and columns as in :class:`StencilAssembly`.
+    """
+
+    def __init__(self, PETSc, K, da, da_elem, shape, fixed, ke, values_of):
+        self.PETSc = PETSc
+        nely, nelx = shape
+        (oxs, oxe), (oys, oye) = da.getRanges()
+        (gxs, gxe), (gys, gye) = da.getGhostRanges()
+        gxm = gxe - gxs
+        ny, nx = oye - oys, oxe - oxs
+        self._diag = K.getDiagonalBlock()
+        indptr, indices = self._diag.getRowIJ(symmetric=False, compressed=True)
+        jj, ii = (a.ravel() for a in np.meshgrid(np.arange(oys, oye), np.arange(oxs, oxe), indexing="ij"))
+        local = (jj - oys) * nx + (ii - oxs)
+        present = np.stack([(jj + dr < oye) & (ii + dc >= oxs) & (ii + dc < oxe) for dr, dc in _UPPER], axis=1)
+        expected = np.stack([local + dr * nx + dc for dr, dc in _UPPER], axis=1)[present]
+        counts = present.sum(axis=1)
+        if (indptr.size != local.size + 1 or not np.array_equal(np.diff(indptr), counts)
+                or not np.array_equal(indices, expected)):
+            raise RuntimeError("K's local SBAIJ structure is not the 3x3-node stencil's")
+        self._values = values_of(self._diag, 4 * int(indices.size))
+        if self._values is None:
+            raise RuntimeError("K's SBAIJ values cannot be reached")
+        self._indptr = np.asarray(indptr, dtype=np.int64)
+        self._present = present
+        full = stencil_table(ke).reshape(4, 2, len(_OFFSETS), 2)  # (a, d, o, d2)
+        upper = [_OFFSETS.index(o) for o in _UPPER]
+        self._table = np.ascontiguousarray(full[:, :, upper, :].transpose(0, 2, 3, 1)).reshape(4, -1)  # (a, o, d2, d)
+        self._stencil_blocks = full.transpose(0, 2, 1, 3)  # (a, o, d, d2)
+        own = 2 * ((jj - gys) * gxm + (ii - gxs))
+        row_fixed = np.stack([fixed[own], fixed[own + 1]], axis=1)
+        zero = np.zeros((local.size, len(_UPPER), 2, 2), dtype=bool)  # (node, o, d2, d)
+        for o, (dr, dc) in enumerate(_UPPER):
+            inside = (jj + dr <= nely) & (ii + dc >= 0) & (ii + dc <= nelx)
+            neighbour = np.where(inside, own + 2 * (dr * gxm + dc), own)
+            zero[:, o] = row_fixed[:, None, :] | (inside[:, None] & np.stack([fixed[neighbour], fixed[neighbour + 1]],
+                                                                             axis=1))[:, :, None]
+        self._zero = np.flatnonzero(zero.ravel())
+        del zero
+        unit = np.flatnonzero(row_fixed.ravel())  # node * 2 + d
+        self._unit = (unit // 2) * 4 * len(_UPPER) + (unit % 2) * 3  # block o=0, entry (d, d)
+        self._edge = self._edge_blocks(da, nely, nelx, jj, ii, own, fixed, gxm, gxs, gys)
+        self._block_rows = max(1, ASSEMBLY_BLOCK_NODES // max(nx, 1))
+        self._node_box = (ny, nx)
+        self._moduli = _ModuliBox(da, da_elem, shape)
+        self.nnz = int(indices.size) * 4
+
+    def _edge_blocks(self, da, nely, nelx, jj, ii, own, fixed, gxm, gxs, gys):
+        """Owned node, neighbour offset, local rows, columns and Dirichlet masks of the blocks K stores
+        outside the local diagonal block (higher-numbered nodes of other ranks)."""
+        (oxs, oxe), (oys, oye) = da.getRanges()
+        g = np.asarray(da.getLGMap().getBlockIndices())
+        nodes, offsets = [], []
+        for o, (dr, dc) in enumerate(_OFFSETS):
+            nj, ni = jj + dr, ii + dc
+            outside = (nj >= 0) & (nj <= nely) & (ni >= 0) & (ni <= nelx) & ~(
+                (nj >= oys) & (nj < oye) & (ni >= oxs) & (ni < oxe))
+            k = np.flatnonzero(outside)
+            higher = g[(nj[k] - gys) * gxm + (ni[k] - gxs)] > g[own[k] // 2]
+            nodes.append(k[higher])
+            offsets.append(np.full(int(higher.sum()), o))
+        nodes, offsets = np.concatenate(nodes), np.concatenate(offsets)
+        dr = np.array([_OFFSETS[o][0] for o in offsets], dtype=np.int64).reshape(-1)
+        dc = np.array([_OFFSETS[o][1] for o in offsets], dtype=np.int64).reshape(-1)
+        rows = own[nodes] // 2
+        cols = rows + dr * gxm + dc
+        # Dirichlet: (d, d2) kept unless row DOF d or column DOF d2 is fixed (row-major, as
+        # MatSetValuesBlocked takes a block).
+        mask = np.stack([fixed[2 * rows], fixed[2 * rows + 1]], axis=1)[:, :, None] | \
+            np.stack([fixed[2 * cols], fixed[2 * cols + 1]], axis=1)[:, None, :]
+        return (nodes, offsets, rows.astype(self.PETSc.IntType).reshape(-1, 1),
+                cols.astype(self.PETSc.IntType).reshape(-1, 1), ~mask)
+
+    def assemble(self, K, moduli):
+        """Set K (the DMDA's SBAIJ matrix) to the stiffness of the element moduli (this rank's slab)."""
+        box = self._moduli.box(moduli)
+        ny, nx = self._node_box
+        per_node = 4 * len(_UPPER)
+        # Buffers for a block of rows, reused: a new temporary of a MB or more is new pages every time.
+        rows = min(self._block_rows, ny)
+        shifted = np.empty((rows * nx, 4))
+        computed = np.empty((rows * nx, per_node))
+        for j0 in range(0, ny, self._block_rows):
+            j1 = min(j0 + self._block_rows, ny)
+            n0, n1 = j0 * nx, j1 * nx
+            block = shifted[:n1 - n0].reshape(j1 - j0, nx, 4)
+            for a, (ar, ac) in enumerate(_POS):
+                block[:, :, a] = box[j0 + 1 - ar:j1 + 1 - ar, 1 - ac:nx + 1 - ac]
+            values = np.matmul(shifted[:n1 - n0], self._table, out=computed[:n1 - n0]).reshape(-1)
+            first, last = n0 * per_node, n1 * per_node
+            for entries, value in ((self._zero, 0.0), (self._unit, 1.0)):
+                lo, hi = np.searchsorted(entries, (first, last))
+                values[entries[lo:hi] - first] = value
+            # The blocks K stores, in its order, straight into its storage.
+            np.compress(self._present[n0:n1].reshape(-1), values.reshape(-1, 4), axis=0,
+                        out=self._values[4 * self._indptr[n0]:4 * self._indptr[n1]].reshape(-1, 4))
+        nodes, offsets, rows, cols, keep = self._edge
+        if nodes.size:
+            j, i = np.divmod(nodes, nx)
+            shifted = np.stack([box[j + 1 - ar, i + 1 - ac] for ar, ac in _POS], axis=1)
+            table = self._stencil_blocks[:, offsets].transpose(1, 0, 2, 3)  # (block, a, d, d2)
+            values = np.einsum("na,naij->nij", shifted, table) * keep
+            K.setValuesBlockedLocalRCV(rows, cols, values.reshape(-1, 4), addv=self.PETSc.InsertMode.INSERT_VALUES)
+        K.assemble()
+
+    def close(self):
+        self._moduli.close()
+        if self._diag is not None:
+            self._diag.destroy()
+            self._diag = None
+
+
+class _ModuliBox:
+    """The element moduli around a rank's owned nodes: its slab and the element DMDA's halo, in a
+    (nodes y + 1, nodes x + 1) box (elements oys-1 .. oye-1 x oxs-1 .. oxe-1; outside the grid 0)."""
+
+    def __init__(self, da, da_elem, shape):
+        nely, nelx = shape
+        (oxs, oxe), (oys, oye) = da.getRanges()
+        self.box_array = np.zeros((oye - oys + 1, oxe - oxs + 1))
+        (exs, exe), (eys, eye) = da_elem.getGhostRanges()
+        r0, r1 = max(oys - 1, 0), min(oye, nely)
+        c0, c1 = max(oxs - 1, 0), min(oxe, nelx)
+        if r0 < eys or r1 > eye or c0 < exs or c1 > exe:
+            raise RuntimeError("element halo does not cover the elements around the owned nodes")
+        self._dst = (slice(r0 - (oys - 1), r1 - (oys - 1)), slice(c0 - (oxs - 1), c1 - (oxs - 1)))
+        self._src = (slice(r0 - eys, r1 - eys), slice(c0 - exs, c1 - exs))
+        self._da_elem = da_elem
+        self._global = da_elem.createGlobalVec()
+        self._local = da_elem.createLocalVec()
+        self._ghost_shape = (eye - eys, exe - exs)
+
+    def box(self, moduli):
+        self._global.array[:] = moduli
+        self._da_elem.globalToLocal(self._global, self._local)
+        self.box_array[self._dst] = self._local.array_r.reshape(self._ghost_shape)[self._src]
+        return self.box_array
+
+    def close(self):
+        for name in ("_global", "_local"):
+            vec = getattr(self, name, None)
+            if vec is not None:
+                vec.destroy()
+                setattr(self, name, None)

@@ -24,9 +24,12 @@ product into CSR values that, on one rank, are K's own
 (``MatCreateSeqAIJWithArrays``: assembled in place); ``assembly="stencil"``
 (the default with GAMG; ``-<prefix>mat_assembly stencil`` with geometric
 multigrid) node row by node row, without an index map; with geometric
-multigrid by default element by element in 2x2 node blocks
-(:class:`~sphyr_hpc.solvers.assembly.ElementBlockAssembly`), and the coarse
-operators with it (:mod:`sphyr_hpc.solvers.grid_galerkin`).  Dirichlet conditions are symmetric either way; the residual of the
+multigrid and SBAIJ by default node row by node row straight into K's storage
+(:class:`~sphyr_hpc.solvers.assembly.StorageAssembly`, ``storage``), or
+element by element in 2x2 node blocks
+(:class:`~sphyr_hpc.solvers.assembly.ElementBlockAssembly`,
+``-<prefix>mat_assembly blocks``, the default with other storage), and the
+coarse operators with it (:mod:`sphyr_hpc.solvers.grid_galerkin`).  Dirichlet conditions are symmetric either way; the residual of the
 modified system equals the residual on the free DOFs of the original one.
 
 Solver
@@ -61,7 +64,7 @@ from ..runtime.petsc import inserted_options, petsc, seqsbaij_values, view_once
 from ..core import discretisation as fe
 from ..runtime import events as timing
 from . import multigrid
-from .assembly import ElementAssembly, ElementBlockAssembly, StencilAssembly
+from .assembly import ElementAssembly, ElementBlockAssembly, StencilAssembly, StorageAssembly
 from .direct import BlockCopy, configure_direct, factor_solve
 from .layout import ElementLayout, PartitionError, SlabFields, node_dmda  # noqa: F401  (PartitionError: re-exported)
 from .base import RESIDUAL_TOLERANCE, LinearSystem, residual_acceptable
@@ -134,12 +137,12 @@ class ElasticitySystem(SlabFields, LinearSystem):
         if assembly == "elements":
             self._setup_assembly()
         else:
-            self._assembly = _grid_assembly(self)
-            self._nnz = self._assembly.nnz
             self.da.setMatType(_mat_type(PETSc, self.prefix, self.solver))
             self.K = self.da.createMatrix()
             self.K.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
             multigrid.tune_operator(self.K)
+            self._assembly = _grid_assembly(self)
+            self._nnz = self._assembly.nnz
         self._setup_vectors()
         self.ksp = _create_ksp(self, solver, options or {})
 
@@ -430,23 +433,37 @@ def _create_ksp(system, solver, options):
 
 
 def _grid_assembly(system):
-    """The stencil assembly of a DMDA system: as element blocks or as node rows (_block_assembly)."""
+    """The stencil assembly of a DMDA system (K created): into K's SBAIJ storage, as element blocks
+    or as node rows (_assembly_kind)."""
     PETSc, loadcase = system.PETSc, system.loadcase
-    if _block_assembly(PETSc, system.prefix, system.solver):
+    kind, requested = _assembly_kind(PETSc, system.prefix, system.solver, system.K)
+    if kind == "storage":
+        try:
+            return StorageAssembly(PETSc, system.K, system.da, system.da_elem, loadcase.shape, system.fixed_local,
+                                   system.ke, seqsbaij_values)
+        except RuntimeError:
+            if requested:
+                raise
+            kind = "blocks"  # the storage cannot be reached (another build or storage): as before
+    if kind == "blocks":
         (exs, exe), (eys, eye) = system.da_elem.getRanges()
         return ElementBlockAssembly(PETSc, loadcase, system.local_edofs[:, 0::2] // 2, ((eys, eye), (exs, exe)),
                                     loadcase.fixed_dofs(), system.ke)
     return StencilAssembly(PETSc, system.da, system.da_elem, loadcase.shape, system.fixed_local, system.ke)
 
 
-def _block_assembly(PETSc, prefix, solver):
-    """Stencil assembly as element blocks (``-<prefix>mat_assembly blocks``, the default with
-    geometric multigrid) or as node rows (``stencil``, what ran before)."""
-    default = "blocks" if solver == "mg" else "stencil"
-    kind = PETSc.Options(prefix).getString("mat_assembly", default)
-    if kind not in ("blocks", "stencil"):
-        raise ValueError(f"-{prefix}mat_assembly {kind}: expected blocks or stencil")
-    return kind == "blocks"
+def _assembly_kind(PETSc, prefix, solver, K):
+    """``-<prefix>mat_assembly``: ``storage`` (the default with geometric multigrid and SBAIJ: values
+    written into K's storage), ``blocks`` (element 2x2 blocks; the default with other storage, what
+    ran before) or ``stencil`` (node rows, MatSetValuesLocal).  Returns (kind, whether it was asked for)."""
+    options = PETSc.Options(prefix)
+    default = "stencil"
+    if solver == "mg":
+        default = "storage" if K.getType().endswith("sbaij") else "blocks"
+    kind = options.getString("mat_assembly", default)
+    if kind not in ("storage", "blocks", "stencil"):
+        raise ValueError(f"-{prefix}mat_assembly {kind}: expected storage, blocks or stencil")
+    return kind, options.hasName("mat_assembly")
 
 
 def _mat_type(PETSc, prefix, solver):

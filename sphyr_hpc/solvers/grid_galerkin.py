@@ -15,7 +15,10 @@ one another element by element:
   for the few elements with a fixed DOF, ``E_c Q^T (K_c - K0) Q`` and the
   identity rows ``Q^T D_c Q`` (each fixed DOF counted by one element);
 * level l+1 from level l: ``G_parent += G_child @ kron(Q, Q)`` (a 64x64 map a
-  child position and parent shape: one BLAS product over the grid).
+  child position and parent shape: one BLAS product over the grid); level 2
+  takes the level-1 elements of the main runs from their children's moduli,
+  ``slots @ (T @ kron(Q, Q))`` (a 4x64 map: a sixteenth of the products), and
+  adds the rest (odd last rows and columns, fixed-DOF terms) element by element.
 
 Each rank works on the elements of its own slab and the coarse elements above
 them (a box per level; a coarse element astride two ranks is held by both,
@@ -37,9 +40,9 @@ from .assembly import _POS
 BAND_ROWS = 32
 
 
-def _product(children, kron, shape):
-    """``children @ kron`` for a strided (rows, cols, 64) view, as one BLAS product on a contiguous copy."""
-    return (np.ascontiguousarray(children).reshape(-1, 64) @ kron).reshape(shape)
+def _product(children, kron, shape, width=64):
+    """``children @ kron`` for a strided (rows, cols, width) view, as one BLAS product on a contiguous copy."""
+    return (np.ascontiguousarray(children).reshape(-1, width) @ kron).reshape(shape)
 
 
 def _band(parent_slice, child_slice, a, b):
@@ -195,6 +198,37 @@ class GridGalerkin:
             self.dms.append(dm)
             self.mats.append(A)
             self._rows.append(self._element_nodes(dm, py, px))
+        if len(self.mats) > 1:
+            self._plan_level2()
+
+    def _plan_level2(self):
+        """How level 2 follows from the children moduli of level 1 (see :meth:`update`).
+
+        A level-1 element of the main runs without a fixed-DOF term is ``slots @ main_table``, so its
+        part of level 2 is ``slots @ (main_table @ kron)``: a (n x 4) @ (4 x 64) product instead of
+        (n x 64) @ (64 x 64).  The others (odd last rows and columns, elements with a fixed DOF) add
+        what their element matrices have beyond that, one by one: ``_special`` lists them (level-1
+        index, level-2 parent, step).
+        """
+        ny, nx = self._level1_shape
+        main = np.zeros((ny, nx), dtype=bool)
+        for sy, _, sx, _, _, _ in self._main:
+            main[sy, sx] = True
+        special = ~main
+        if self._fixed is not None:
+            special.reshape(-1)[self._fixed[0]] = True
+        nx2 = self.G[1].shape[1]
+        parent = np.full(ny * nx, -1, dtype=np.int64)
+        step = np.full(ny * nx, -1, dtype=np.int64)
+        index = np.arange(ny * nx).reshape(ny, nx)
+        parents = np.arange(self.G[1].shape[0] * nx2).reshape(-1, nx2)
+        self._slot_kron = []
+        for k, (sy, cy, sx, cx, kron) in enumerate(self._steps[1]):
+            parent[index[cy, cx].ravel()] = parents[sy, sx].ravel()
+            step[index[cy, cx].ravel()] = k
+            self._slot_kron.append(self._main_table @ kron)
+        where = np.flatnonzero(special.ravel() & (parent >= 0))
+        self._special = (where, parent[where], step[where])
 
     @staticmethod
     def _element_nodes(dm, py, px):
@@ -279,7 +313,6 @@ class GridGalerkin:
                     psl, csl = sub
                     slots[psl, sx, slot] = moduli[csl, cx]
             band = (slots.reshape(-1, 4) @ self._main_table).reshape(b - a, nx, 64)
-            del slots
             for sy, cy, sx, cx, table in self._steps[0]:  # the other parents (last rows and columns)
                 sub = _band(sy, cy, a, b)
                 if sub is not None:
@@ -292,13 +325,8 @@ class GridGalerkin:
                           moduli.reshape(-1)[children[inside]][:, None] * fa[inside] + fb[inside])
             A1.setValuesBlockedLocalRCV(rows1[a * nx:b * nx], rows1[a * nx:b * nx], band.reshape(-1, 64), addv=add)
             if len(self.mats) > 1:  # this band's part of level 2 (its children rows a..b of level 1)
-                for sy, cy, sx, cx, kron in self._steps[1]:
-                    sub = _child_band(sy, cy, a, b)
-                    if sub is not None:
-                        psl, csl = sub
-                        G1 = self.G[1]
-                        G1[psl, sx] += _product(band[csl, cx], kron, G1[psl, sx].shape)
-            del band
+                self._level2_band(band, slots, a, b)
+            del band, slots
         A1.assemble()
         for depth in range(1, len(self.mats)):
             G, A, rows = self.G[depth], self.mats[depth], self._rows[depth]
@@ -308,6 +336,24 @@ class GridGalerkin:
             A.zeroEntries()
             A.setValuesBlockedLocalRCV(rows, rows, G.reshape(-1, 64), addv=add)
             A.assemble()
+
+    def _level2_band(self, band, slots, a, b):
+        """Add level-1 rows a..b (``band``, their children's moduli ``slots``) into level 2 (_plan_level2)."""
+        G1 = self.G[1]
+        for (sy, cy, sx, cx, _), slot_kron in zip(self._steps[1], self._slot_kron):
+            sub = _child_band(sy, cy, a, b)
+            if sub is not None:
+                psl, csl = sub
+                G1[psl, sx] += _product(slots[csl, cx], slot_kron, G1[psl, sx].shape, width=4)
+        where, parents, steps = self._special
+        nx = band.shape[1]
+        lo, hi = np.searchsorted(where, (a * nx, b * nx))
+        if hi > lo:
+            rows = where[lo:hi] - a * nx
+            beyond = band.reshape(-1, 64)[rows] - slots.reshape(-1, 4)[rows] @ self._main_table
+            for k in np.unique(steps[lo:hi]):
+                mine = steps[lo:hi] == k
+                np.add.at(G1.reshape(-1, 64), parents[lo:hi][mine], beyond[mine] @ self._steps[1][k][4])
 
     def close(self):
         for obj in self.mats + self.dms:
