@@ -165,7 +165,7 @@ class StencilAssembly:
 
     ``da`` is the nodal DMDA, ``da_elem`` the element DMDA whose halo covers
     the elements around the owned nodes, ``fixed`` marks fixed local DOFs.
-    Owns two element vectors, destroyed in :meth:`close`.
+    Owns two element vectors (its :class:`_ModuliBox`), destroyed in :meth:`close`.
     """
 
     def __init__(self, PETSc, da, da_elem, shape, fixed, ke):
@@ -216,28 +216,12 @@ class StencilAssembly:
         self._node_box = (ny, nx)
         # Assembly runs over blocks of node rows, so only a block of values is ever held.
         self._block_rows = max(1, ASSEMBLY_BLOCK_NODES // max(nx, 1))
-        self._moduli_box = np.zeros((ny + 1, nx + 1))  # elements (oys-1 .. oye-1) x (oxs-1 .. oxe-1)
-        # Where the element halo lands in the moduli box (elements outside the grid stay 0).
-        (exs, exe), (eys, eye) = da_elem.getGhostRanges()
-        r0, r1 = max(oys - 1, 0), min(oye, nely)
-        c0, c1 = max(oxs - 1, 0), min(oxe, nelx)
-        if r0 < eys or r1 > eye or c0 < exs or c1 > exe:
-            raise RuntimeError("element halo does not cover the elements around the owned nodes")
-        self._box_dst = (slice(r0 - (oys - 1), r1 - (oys - 1)), slice(c0 - (oxs - 1), c1 - (oxs - 1)))
-        self._box_src = (slice(r0 - eys, r1 - eys), slice(c0 - exs, c1 - exs))
-        self._da_elem = da_elem
-        self._elem_global = da_elem.createGlobalVec()
-        self._elem_local = da_elem.createLocalVec()
-        self._elem_ghost_shape = (eye - eys, exe - exs)
+        self._moduli = _ModuliBox(da, da_elem, shape)
         self.nnz = n_nodes * 2 * n_cols
 
     def assemble(self, K, moduli):
         """Set K (a DMDA matrix) to the stiffness of the element moduli (this rank's slab)."""
-        self._elem_global.array[:] = moduli
-        self._da_elem.globalToLocal(self._elem_global, self._elem_local)
-        ghosted = self._elem_local.array_r.reshape(self._elem_ghost_shape)
-        box = self._moduli_box
-        box[self._box_dst] = ghosted[self._box_src]
+        box = self._moduli.box(moduli)
         ny, nx = self._node_box
         n_cols = self._n_cols
         per_row = 2 * n_cols  # values of one node: 2 rows of 18
@@ -272,11 +256,7 @@ class StencilAssembly:
         return cols.reshape(-1)
 
     def close(self):
-        for name in ("_elem_global", "_elem_local"):
-            vec = getattr(self, name, None)
-            if vec is not None:
-                vec.destroy()
-                setattr(self, name, None)
+        self._moduli.close()
 
 
 # Element-block assembly sets this many elements' 8x8 matrices at a time (4 MB of values).
