@@ -33,7 +33,7 @@ from ..scoring.scorer import Scorer, ScoringConfig
 from ..reporting.collect import ReportData
 from ..scoring.summary import format_leaderboard, leaderboard
 from ..scoring.tasks import make_tasks, score_record, sorted_places
-from ..scoring.yardstick_store import StoredYardsticks, format_counts, merged
+from ..scoring.yardstick_store import StoredYardsticks, format_counts, merged, summed
 from .report import Report
 from .score_inputs import check_resume, input_paths, inputs_of, load_inputs
 
@@ -433,8 +433,7 @@ def _write_finished(run, running, scored_this_run, report_seconds):
 
 def _completion_counts(comm, stored):
     """How many distinct completions' metrics every rank read from the store's tables and computed."""
-    parts = comm.allgather(stored.scored_counts())
-    return {name: sum(part[name] for part in parts) for name in parts[0]}
+    return summed(comm.allgather(stored.scored_counts()))
 
 
 def _yardstick_counts(comm, stored):

@@ -52,11 +52,18 @@ def _survey(store):
     return entries, damaged, temporaries, other_formats
 
 
+def _size(survey):
+    """Bytes of every file of a :func:`_survey`."""
+    entries, damaged, temporaries, other_formats = survey
+    return sum(s.size for s, _ in entries + damaged + other_formats) + sum(t.size for t in temporaries)
+
+
 def list_store(store, out=None):
     """Print what ``store`` holds; 1 when it holds damaged entries (a run replaces them as it meets them)."""
     out = sys.stdout if out is None else out
-    entries, damaged, temporaries, other_formats = _survey(store)
-    size = sum(s.size for s, _ in entries + damaged + other_formats) + sum(t.size for t in temporaries)
+    survey = _survey(store)
+    entries, damaged, temporaries, other_formats = survey
+    size = _size(survey)
     current = [h for _, h in entries if h.get("algorithm") == YARDSTICK_ALGORITHM_VERSION]
     print(f"store {store.root} (yardstick algorithm version {YARDSTICK_ALGORITHM_VERSION})", file=out)
     print(f"entries: {len(entries) + len(damaged) + len(other_formats)} ({_megabytes(size)}): {len(current)} of this "
@@ -82,10 +89,11 @@ def list_store(store, out=None):
 
 def _list_tables(store, out):
     """The scored completions' line of ``list`` (when the store holds tables); their damaged ones."""
-    tables, damaged, temporaries, other_formats = _survey(store.scored)
-    if not (tables or damaged or temporaries or other_formats):
+    survey = _survey(store.scored)
+    tables, damaged, temporaries, other_formats = survey
+    if not any(survey):
         return damaged
-    size = sum(s.size for s, _ in tables + damaged + other_formats) + sum(t.size for t in temporaries)
+    size = _size(survey)
     current = [h for _, h in tables if h.get("algorithm") == code_digest()]
     rows = sum(len(h.get("completions") or ()) for h in current)
     print(f"scored completions: {len(tables) + len(damaged) + len(other_formats)} sample tables "
@@ -162,7 +170,7 @@ def prune_store(store, dry_run=False, out=None):
     doomed = [(s, f"algorithm version {h.get('algorithm')}") for s, h in entries
               if h.get("algorithm") != YARDSTICK_ALGORITHM_VERSION]
     doomed += [(s, "another format") for s, _ in other_formats]
-    doomed += damaged
+    doomed += [(s, "damaged") for s, _ in damaged]
     doomed += [(t, "stale temporary file") for t in temporaries if YardstickStore.is_stale_temporary(t)]
     tables, damaged_tables, table_temporaries, other_tables = _survey(store.scored)
     doomed += [(s, "scored table of other code") for s, h in tables if h.get("algorithm") != code_digest()]
@@ -175,8 +183,7 @@ def prune_store(store, dry_run=False, out=None):
             removed += 1
             freed += stored.size
     verb = "would remove" if dry_run else "removed"
-    named = ("algorithm", "stale", "another", "scored", "damaged scored")
-    reasons = Counter(why if why.startswith(named) else "damaged" for _, why in doomed)
+    reasons = Counter(why for _, why in doomed)
     detail = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items()))
     print(f"store {store.root}: {verb} {removed} files ({_megabytes(freed)}){': ' + detail if detail else ''}; "
           f"{len(entries) - sum(1 for _, h in entries if h.get('algorithm') != YARDSTICK_ALGORITHM_VERSION)} "

@@ -38,7 +38,7 @@ from ..runtime.cache import BoundedCache
 from ..core.metrics import material
 from ..io.atomic import json_safe
 from ..io.results_log import encode_items, encode_row
-from .scored_store import ScoredTable, sample_digest
+from .scored_store import ScoredTable, completion_digest, sample_digest
 from .yardstick_store import solver_options
 
 # Distinct completions of one sample whose metrics are kept: more than the models of any published
@@ -103,10 +103,9 @@ class SampleScorer:
             gt, optimum = stored
         self.reference = SampleReference(material(ground_truth), gt, optimum)
         self._rows = record_grids(None, ground_truth, input_grid, optimum.densities)
-        stored = getattr(scorer, "stored", None)
-        if stored is not None and stored.store is not None:  # the table of what this sample's records read
-            self._table = ScoredTable(stored, sample_digest(ground_truth, input_grid, gravity, scorer.config,
-                                                            solver_options(), (gt, optimum)))
+        if scorer.stored.store is not None:  # the table of what this sample's records read
+            self._table = ScoredTable(scorer.stored, sample_digest(ground_truth, input_grid, gravity, scorer.config,
+                                                                   solver_options(), (gt, optimum)))
 
     def prepare(self, completion):
         """``(case, reason)`` of a completion, as :meth:`Scorer.prepare` makes it."""
@@ -127,13 +126,14 @@ class SampleScorer:
     def _stored_or_scored(self, completion):
         """A distinct completion's :class:`Scored`: from the sample's table in the store, else computed
         (and added to the table); counted in the scorer's ``stored`` (run.json's ``completions``)."""
-        table, counts = self._table, getattr(self.scorer, "stored", None)
-        found = None if table is None else table.get(completion)
-        if counts is not None:
-            counts.scored_from_store += found is not None
-            counts.scored_computed += found is None
+        table, counts = self._table, self.scorer.stored
         if table is None:
+            counts.scored_computed += 1
             return Scored(*self._score(completion))
+        key = completion_digest(completion)
+        found = table.get(key)
+        counts.scored_from_store += found is not None
+        counts.scored_computed += found is None
         if found is not None:
             posed, fields, items, metrics = found
             scored = Scored(metrics, None, posed, lambda: self.prepare(completion))
@@ -141,7 +141,7 @@ class SampleScorer:
             scored = Scored(*self._score(completion))
             fields = json_safe(scored.metrics)
             items = encode_items(fields)
-            table.add(completion, scored.posed, fields, items, scored.metrics)
+            table.add(key, scored.posed, fields, items, scored.metrics)
         scored.fields, scored.items = fields, items
         return scored
 

@@ -142,25 +142,25 @@ class ScoredTable:
         except DamagedEntry:
             return {}
 
-    def get(self, completion):
-        """``(posed, fields, items, metrics)`` of ``completion`` from the table (see :meth:`add`), or None
-        (then :meth:`add` it)."""
+    def get(self, key):
+        """``(posed, fields, items, metrics)`` of the completion of ``key`` (:func:`completion_digest`) from
+        the table (see :meth:`add`), or None (then :meth:`add` it)."""
         if self._rows is None:
             self._rows = self._read()
-        found = self._rows.get(completion_digest(completion))
+        found = self._rows.get(key)
         if found is None:
             return None
         posed, text, kept = found
         fields = json.loads(text)
         return posed, fields, text[1:-1], fields if kept is None else json.loads(kept)
 
-    def add(self, completion, posed, fields, items, metrics):
-        """Keep a completion this run computed (written by :meth:`flush`): whether it ``posed`` a problem,
-        its record's ``fields`` (``json_safe(metrics)``) and their ``items`` text
-        (:func:`~sphyr_hpc.io.results_log.encode_items`), and its ``metrics``."""
+    def add(self, key, posed, fields, items, metrics):
+        """Keep the completion of ``key`` (:func:`completion_digest`) this run computed (written by
+        :meth:`flush`): whether it ``posed`` a problem, its record's ``fields`` (``json_safe(metrics)``)
+        and their ``items`` text (:func:`~sphyr_hpc.io.results_log.encode_items`), and its ``metrics``."""
         texts = row_texts(metrics, fields, items)
         if texts is not None:
-            self._new[completion_digest(completion)] = (bool(posed),) + texts
+            self._new[key] = (bool(posed),) + texts
 
     def flush(self):
         """Write the table with this run's rows added (the rows on disk now, then the new ones, the last

@@ -301,11 +301,16 @@ class StoredYardsticks:
             self._warn(f"cannot be written ({err.strerror or err}): yardsticks are computed, not kept")
 
 
+def summed(parts):
+    """Counts of every rank (dicts of the same keys), summed."""
+    return {name: sum(part[name] for part in parts) for name in parts[0]}
+
+
 def merged(comm, stored):
     """``(counts, warning)`` of every rank's ``stored`` (a :class:`StoredYardsticks`), on every rank:
     the counts summed, the first rank's warning (None when no rank has one)."""
     parts = comm.allgather((stored.counts(), stored.warning))
-    counts = {name: sum(part[name] for part, _ in parts) for name in parts[0][0]}
+    counts = summed([part for part, _ in parts])
     warning = next((w for _, w in parts if w is not None), None)
     if warning is not None and counts["replaced"] > 1:
         warning += f" ({counts['replaced']} entries in all)"
