@@ -116,10 +116,26 @@ _M_MMAP_THRESHOLD, _M_MMAP_MAX = -3, -4
 # Arrays of at least this many bytes get pages of their own, given back to the system when freed;
 # smaller ones come from the heap and are reused.  32 MB: the temporaries of a SIMP iteration (a
 # rank's element fields at 2048x1024 elements on 2 ranks are 8 MB, the assembly's blocks 1-8 MB)
-# are reused instead of new, zeroed pages every time (1 MB did that: at 2048x1024 on 2 ranks
-# assembly 1.18 -> 0.73 s and update 0.55 -> 0.43 s an iteration for 35 MB more peak memory a
-# rank).  ``SPHYR_MMAP_THRESHOLD=<bytes>`` sets another (1048576: as before).
-MMAP_THRESHOLD = int(os.environ.get("SPHYR_MMAP_THRESHOLD", 32 << 20))
+# are reused instead of new, zeroed pages every time (a 1 MB threshold gives each of them new
+# pages: at 2048x1024 on 2 ranks assembly 1.18 -> 0.73 s and update 0.55 -> 0.43 s an iteration
+# with 32 MB, for 35 MB more peak memory a rank).  ``SPHYR_MMAP_THRESHOLD=<bytes>`` sets another.
+DEFAULT_MMAP_THRESHOLD = 32 << 20
+
+
+def _mmap_threshold():
+    """``SPHYR_MMAP_THRESHOLD`` (bytes, a whole number >= 0), else :data:`DEFAULT_MMAP_THRESHOLD`; a
+    value that is not one is said in one line on stderr and the default used."""
+    text = os.environ.get("SPHYR_MMAP_THRESHOLD", "").strip()
+    if not text:
+        return DEFAULT_MMAP_THRESHOLD
+    if text.isdigit():
+        return int(text)
+    print(f"sphyr_hpc: warning: SPHYR_MMAP_THRESHOLD={text!r} is not a number of bytes (e.g. 1048576); "
+          f"using {DEFAULT_MMAP_THRESHOLD}", file=sys.stderr, flush=True)
+    return DEFAULT_MMAP_THRESHOLD
+
+
+MMAP_THRESHOLD = _mmap_threshold()
 
 
 def return_freed_memory():
