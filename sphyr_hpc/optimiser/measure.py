@@ -22,7 +22,11 @@ must read or write at least, summed over all ranks:
 
 A MatMult moves the stored matrix (AIJ: 12 bytes a nonzero and 4 a row;
 BAIJ/SBAIJ: 8 bytes a stored value, 4 a stored 2x2 block and 4 a block row)
-and x and y once each.  It is a lower bound: caches are assumed to catch every
+and x and y once each; the finest level applied from the moduli (``shell``,
+:mod:`sphyr_hpc.solvers.matfree`) stores no matrix: it reads the moduli around
+the owned nodes (8 bytes an element) and x's ghosted copy, which the halo
+exchange writes first (16 bytes a row more), and its assembly writes the
+moduli box and the diagonal.  It is a lower bound: caches are assumed to catch every
 reuse within a MatMult (SBAIJ reads x and updates y twice), and Python's own
 temporaries are not counted.  :func:`bounds` divides by the measured copy
 bandwidth (bytes read + written per second, all ranks at once).
@@ -38,8 +42,17 @@ UPDATE_ARRAYS = 12            # energies 3, sensitivity 3, filter 2 x 2, change 
 BISECTION_ARRAYS = 7          # scaled, candidate (2 writes), low, high, dv, candidate read by the dot
 
 
+def _shell(A):
+    """The context of a finest level applied from the moduli, else None."""
+    return A.getPythonContext() if A.getType() == "python" else None
+
+
 def matrix_bytes(A):
-    """Bytes one pass over A's stored entries reads (values and indices), all ranks."""
+    """Bytes one pass over A's stored entries reads (values and indices), all ranks; for a shell,
+    the element moduli it reads."""
+    shell = _shell(A)
+    if shell is not None:
+        return 8.0 * shell.moduli_count
     info = A.getInfo(A.InfoType.GLOBAL_SUM)
     nz = float(info["nz_used"])
     rows = A.getSize()[0]
@@ -52,7 +65,15 @@ def matrix_bytes(A):
 
 def matmult_bytes(A):
     m, n = A.getSize()
-    return matrix_bytes(A) + 8.0 * (m + n)
+    ghosted_copy = 16.0 * m if _shell(A) is not None else 0.0
+    return matrix_bytes(A) + 8.0 * (m + n) + ghosted_copy
+
+
+def _written_by_assembly(A):
+    """Bytes assembling A writes: every stored value, or a shell's moduli box and diagonal."""
+    if _shell(A) is not None:
+        return matrix_bytes(A) + 8.0 * A.getSize()[0]
+    return 8.0 * float(A.getInfo(A.InfoType.GLOBAL_SUM)["nz_used"])
 
 
 def bisection_steps():
@@ -97,10 +118,9 @@ def phase_bytes(system, ksp_iterations, n_free):
     setup = 0.0
     cycle = matmult_bytes(fine) + 8.0 * VECTOR_PASSES_CG * n_fine
     for depth, (A, smoother) in enumerate(ops):
-        nz = float(A.getInfo(A.InfoType.GLOBAL_SUM)["nz_used"])
         n = A.getSize()[0]
         if depth == 0 or not galerkin_products:
-            assembly += 8.0 * nz
+            assembly += _written_by_assembly(A)
         if smoother is None:
             continue  # the coarsest: factorised, not counted
         steps = smoother.getTolerances()[3]

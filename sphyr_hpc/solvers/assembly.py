@@ -165,7 +165,7 @@ class StencilAssembly:
 
     ``da`` is the nodal DMDA, ``da_elem`` the element DMDA whose halo covers
     the elements around the owned nodes, ``fixed`` marks fixed local DOFs.
-    Owns two element vectors (its :class:`_ModuliBox`), destroyed in :meth:`close`.
+    Owns two element vectors (its :class:`ModuliBox`), destroyed in :meth:`close`.
     """
 
     def __init__(self, PETSc, da, da_elem, shape, fixed, ke):
@@ -216,7 +216,7 @@ class StencilAssembly:
         self._node_box = (ny, nx)
         # Assembly runs over blocks of node rows, so only a block of values is ever held.
         self._block_rows = max(1, ASSEMBLY_BLOCK_NODES // max(nx, 1))
-        self._moduli = _ModuliBox(da, da_elem, shape)
+        self._moduli = ModuliBox(da, da_elem, shape)
         self.nnz = n_nodes * 2 * n_cols
 
     def assemble(self, K, moduli):
@@ -391,7 +391,7 @@ class StorageAssembly:
         self._edge = self._edge_blocks(da, nely, nelx, jj, ii, own, fixed, gxm, gxs, gys)
         self._block_rows = max(1, ASSEMBLY_BLOCK_NODES // max(nx, 1))
         self._node_box = (ny, nx)
-        self._moduli = _ModuliBox(da, da_elem, shape)
+        self._moduli = ModuliBox(da, da_elem, shape)
         self.nnz = int(indices.size) * 4
 
     def _edge_blocks(self, da, nely, nelx, jj, ii, own, fixed, gxm, gxs, gys):
@@ -459,7 +459,7 @@ class StorageAssembly:
             self._diag = None
 
 
-class _ModuliBox:
+class ModuliBox:
     """The element moduli around a rank's owned nodes: its slab and the element DMDA's halo, in a
     (nodes y + 1, nodes x + 1) box (elements oys-1 .. oye-1 x oxs-1 .. oxe-1; outside the grid 0)."""
 

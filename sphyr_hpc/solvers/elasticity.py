@@ -58,14 +58,18 @@ for the iterative solvers, starts from the previous displacement (warm start).
 A CG solve that does not converge raises :class:`SolverError`.
 """
 
+import sys
+
 import numpy as np
 
 from ..runtime.petsc import inserted_options, petsc, seqsbaij_values, view_once
 from ..core import discretisation as fe
 from ..runtime import events as timing
+from ..runtime.native import NativeUnavailable
 from . import multigrid
 from .assembly import ElementAssembly, ElementBlockAssembly, StencilAssembly, StorageAssembly
 from .direct import BlockCopy, configure_direct, factor_solve
+from .matfree import FineOperator
 from .layout import ElementLayout, PartitionError, SlabFields, node_dmda  # noqa: F401  (PartitionError: re-exported)
 from .base import RESIDUAL_TOLERANCE, LinearSystem, residual_acceptable
 from .multigrid import configure_gamg, configure_mg
@@ -86,6 +90,10 @@ SOLVERS = ("direct", "mg", "gamg")
 # 64 bytes an element: 130 MB at 2048x1024 elements a rank).
 ENERGY_BLOCK = 65536
 ASSEMBLIES = ("elements", "stencil")
+# ``-<prefix>mat_type shell`` (the default with geometric multigrid): the finest level applied from
+# the element moduli, no stored K (sphyr_hpc.solvers.matfree).
+MATRIX_FREE = "shell"
+_FALLBACK_SAID = []  # the no-compiler warning is printed once a process
 
 
 class SolverError(RuntimeError):
@@ -137,11 +145,7 @@ class ElasticitySystem(SlabFields, LinearSystem):
         if assembly == "elements":
             self._setup_assembly()
         else:
-            self.da.setMatType(_mat_type(PETSc, self.prefix, self.solver))
-            self.K = self.da.createMatrix()
-            self.K.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
-            multigrid.tune_operator(self.K)
-            self._assembly = _grid_assembly(self)
+            self._assembly, self.K = _grid_operator(self)
             self._nnz = self._assembly.nnz
         self._setup_vectors()
         self.ksp = _create_ksp(self, solver, options or {})
@@ -432,6 +436,20 @@ def _create_ksp(system, solver, options):
     return ksp
 
 
+def _grid_operator(system):
+    """(assembly, K) of a DMDA system: K applied from the moduli (:mod:`.matfree`, its own assembly)
+    or stored in the DMDA's matrix type with a stencil assembly (_grid_assembly)."""
+    kind = _mat_type(system.PETSc, system.prefix, system.solver)
+    fine = _fine_operator(system) if kind == MATRIX_FREE else None
+    if fine is not None:
+        return fine, fine.mat
+    system.da.setMatType(multigrid.MAT_TYPE if kind == MATRIX_FREE else kind)
+    system.K = system.da.createMatrix()
+    system.K.setOption(system.PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
+    multigrid.tune_operator(system.K)
+    return _grid_assembly(system), system.K
+
+
 def _grid_assembly(system):
     """The stencil assembly of a DMDA system (K created): into K's SBAIJ storage, as element blocks
     or as node rows (_assembly_kind)."""
@@ -467,13 +485,32 @@ def _assembly_kind(PETSc, prefix, solver, K):
 
 
 def _mat_type(PETSc, prefix, solver):
-    """K's storage with stencil assembly: ``-<prefix>mat_type``, else SBAIJ for geometric multigrid
-    with its coarse operators from the moduli, AIJ otherwise (GAMG; PCMG's own P^T A P products)."""
+    """K's storage with stencil assembly: ``-<prefix>mat_type``, else none for geometric multigrid
+    with its coarse operators from the moduli (``shell``: applied from the moduli, :mod:`.matfree`),
+    AIJ otherwise (GAMG; PCMG's own P^T A P products need K's entries)."""
     options = PETSc.Options(prefix)
     default = "aij"
     if solver == "mg" and not options.hasName("pc_mg_galerkin") and options.getString("pc_type", "mg") == "mg":
-        default = multigrid.MAT_TYPE
+        default = MATRIX_FREE
     return options.getString("mat_type", default)
+
+
+def _fine_operator(system):
+    """The finest level applied from the moduli (:class:`.matfree.FineOperator`), or None where K
+    must be stored: a hierarchy of one level is factorised, and without a C compiler (one warning
+    line) the finest level is stored as the coarser ones are (``multigrid.MAT_TYPE``)."""
+    if len(multigrid.plan_levels(system)) < 2:
+        return None
+    try:
+        storage = system.PETSc.Options(system.prefix).getString("mg_levels_mat_type", multigrid.MAT_TYPE)
+        return FineOperator(system.PETSc, system.da, system.da_elem, system.loadcase.shape, system.fixed_local,
+                            system.ke, system.comm, storage)
+    except NativeUnavailable as err:
+        if not _FALLBACK_SAID and system.comm.getRank() == 0:
+            print(f"sphyr_hpc: warning: {err}; the finest multigrid level is stored as {multigrid.MAT_TYPE} "
+                  f"(-{system.prefix}mat_type {multigrid.MAT_TYPE} does so without trying)", file=sys.stderr)
+        _FALLBACK_SAID.append(True)
+        return None
 
 
 def unit_energies(u, edofs, ke):

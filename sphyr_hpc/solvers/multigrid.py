@@ -40,8 +40,10 @@ system's options prefix, e.g. ``-sphyr_mg_levels_ksp_max_it 3``): Galerkin
 coarse operators ``P^T A P`` recomputed whenever ``A`` changes, assembled from
 the element moduli on coarse DMDAs on any number of ranks
 (:mod:`sphyr_hpc.solvers.grid_galerkin`; a one-rank system assembled in place
-uses :mod:`sphyr_hpc.solvers.galerkin`), stored as SBAIJ like K (coarsest:
-AIJ; ``-<prefix>mg_levels_mat_type``, ``-<prefix>mg_coarse_mat_type``);
+uses :mod:`sphyr_hpc.solvers.galerkin`), stored as SBAIJ (coarsest: AIJ;
+``-<prefix>mg_levels_mat_type``, ``-<prefix>mg_coarse_mat_type``), the
+finest level applied from the moduli with no stored K
+(:mod:`sphyr_hpc.solvers.matfree`; ``-<prefix>mat_type sbaij`` stores it);
 ``-<prefix>pc_mg_galerkin both`` gives PCMG's own products on AIJ instead,
 as before.  W-cycles, Chebyshev(2)/Jacobi smoothing with eigenvalue estimates
 (10 CG steps) recomputed for every new operator, LU on the coarsest level (``redundant``
@@ -312,22 +314,27 @@ class MultigridSetup:
             self.coarse = None
 
 
+def plan_levels(system):
+    """The hierarchy of ``system`` (finest first) under its options (levels, coarse-grid size)."""
+    PETSc, prefix = system.PETSc, system.prefix
+    nely, nelx = system.loadcase.shape
+    max_levels = _option_int(PETSc, prefix, "pc_mg_levels", MAX_LEVELS)
+    coarse_max = _option_int(PETSc, prefix, "mg_coarse_max_dofs", COARSE_MAX_DOFS)
+    lx, ly = system.da.getOwnershipRanges()
+    return hierarchy(nelx, nely, lx, ly, coarse_max_dofs=coarse_max, max_levels=max_levels)
+
+
 def configure_mg(ksp, system):
     """CG + PCMG on ``ksp``; returns the :class:`MultigridSetup` (defaults to set before setFromOptions)."""
     PETSc = system.PETSc
-    nely, nelx = system.loadcase.shape
     ksp.setType(PETSc.KSP.Type.CG)
     ksp.setTolerances(rtol=RTOL, max_it=MAX_IT)
     ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
     pc = ksp.getPC()
     pc.setType(PETSc.PC.Type.MG)
     prefix = system.prefix
-    max_levels = _option_int(PETSc, prefix, "pc_mg_levels", MAX_LEVELS)
-    coarse_max = _option_int(PETSc, prefix, "mg_coarse_max_dofs", COARSE_MAX_DOFS)
-    fine = fine_level(system)
-    check_fine_numbering(system, fine)
-    lx, ly = system.da.getOwnershipRanges()
-    levels = hierarchy(nelx, nely, lx, ly, coarse_max_dofs=coarse_max, max_levels=max_levels)
+    check_fine_numbering(system, fine_level(system))
+    levels = plan_levels(system)
     if len(levels) == 1:
         # Small enough for the coarse solver itself (PCMG would smooth a 1-level "hierarchy").
         # SBAIJ holds one triangle: Cholesky (PETSc's LU takes no SBAIJ).
@@ -346,7 +353,8 @@ def configure_mg(ksp, system):
         from .grid_galerkin import GridGalerkin
 
         opts = PETSc.Options(prefix)
-        smoothed = opts.getString("mg_levels_mat_type", system.K.getType().replace("mpi", "").replace("seq", ""))
+        assembled = system.K.getType().replace("mpi", "").replace("seq", "")
+        smoothed = opts.getString("mg_levels_mat_type", MAT_TYPE if assembled == "python" else assembled)
         coarsest = opts.getString("mg_coarse_mat_type", COARSE_MAT_TYPE)
         types = [smoothed] * (len(levels) - 2) + [coarsest]
         coarse = GridGalerkin(PETSc, system, levels, types, tune=tune_operator)
@@ -435,8 +443,11 @@ def hierarchy_info(ksp):
     for level in range(n - 1, -1, -1):
         smoother = pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)
         A = smoother.getOperators()[0]
-        info = A.getInfo(A.InfoType.GLOBAL_SUM)
-        rows.append({"level": level, "rows": A.getSize()[0], "nonzeros": int(info["nz_used"])})
+        if A.getType() == "python":  # applied from the moduli (matfree): the nonzeros it stands for
+            nonzeros = A.getPythonContext().nnz
+        else:
+            nonzeros = int(A.getInfo(A.InfoType.GLOBAL_SUM)["nz_used"])
+        rows.append({"level": level, "rows": A.getSize()[0], "nonzeros": nonzeros})
     complexity = sum(r["nonzeros"] for r in rows) / rows[0]["nonzeros"] if rows and rows[0]["nonzeros"] else None
     return rows, complexity
 

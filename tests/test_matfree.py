@@ -1,0 +1,166 @@
+"""The finest multigrid level applied from the element moduli (sphyr_hpc.solvers.matfree) and the C
+kernels behind it (sphyr_hpc.runtime.native).
+
+Serial tests run under plain ``pytest``; tests marked ``mpi`` need 2 ranks
+(``mpirun -n 2 python -m pytest -m mpi tests/test_matfree.py``) and gather what
+every rank got before asserting.
+"""
+
+import os
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from conftest import collective
+from sphyr_hpc.core import discretisation as fe
+from sphyr_hpc.optimiser import problems
+from sphyr_hpc.runtime import native
+from sphyr_hpc.runtime.petsc import petsc
+from sphyr_hpc.solvers import elasticity, matfree
+from sphyr_hpc.solvers.elasticity import ElasticitySystem
+
+WORLD = MPI.COMM_WORLD
+ONE_RANK = pytest.mark.skipif(WORLD.size > 1, reason="serial test")
+TWO_RANKS = [pytest.mark.mpi, pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: "
+                                                 "mpirun -n 2 python -m pytest -m mpi tests/test_matfree.py")]
+# Small grids keep more than one multigrid level (the shell serves only the smoothed finest level).
+COARSE = {"mg_coarse_max_dofs": 300}
+
+
+def _with_options(prefix, values):
+    opts = petsc().Options(prefix)
+    for key, value in values.items():
+        opts.setValue(key, value)
+    return lambda: [opts.delValue(key) for key in values]
+
+
+def _design(shape, seed):
+    """Densities with voids (modulus contrast 1e-9) and solid cells side by side."""
+    rho = np.random.default_rng(seed).uniform(0.0, 1.0, shape)
+    rho[rho < 0.35] = 0.0
+    rho[rho > 0.9] = 1.0
+    return fe.simp_modulus(rho)
+
+
+def _shell_against_stored(preset, nelx, nely, seed=0):
+    """Largest relative differences of (K x, diag K, compliance) between the shell and stored SBAIJ K."""
+    PETSc = petsc()
+    lc = problems.preset(preset, nelx, nely).loadcase()
+    moduli = _design(lc.shape, seed)
+    clear = _with_options("mf_shell_", COARSE)
+    clear_stored = _with_options("mf_stored_", {**COARSE, "mat_type": "sbaij"})
+    try:
+        with ElasticitySystem(lc, prefix="mf_shell_", solver="mg") as shell, \
+                ElasticitySystem(lc, prefix="mf_stored_", solver="mg") as stored:
+            kinds = (shell.K.getType(), stored.K.getType())
+            worst_mult = worst_diag = 0.0
+            for m in (moduli, np.ones(lc.shape), moduli[::-1, ::-1].copy()):
+                shell.assemble(shell.slab_of(m))
+                stored.assemble(stored.slab_of(m))
+                x = stored.f.duplicate()
+                x.setRandom()
+                y_shell, y_stored = x.duplicate(), x.duplicate()
+                shell.K.mult(x, y_shell)
+                stored.K.mult(x, y_stored)
+                y_shell.axpy(-1.0, y_stored)
+                worst_mult = max(worst_mult, y_shell.norm() / y_stored.norm())
+                d_shell, d_stored = shell.K.getDiagonal(), stored.K.getDiagonal()
+                d_shell.axpy(-1.0, d_stored)
+                worst_diag = max(worst_diag, d_shell.norm() / d_stored.norm())
+            # A solve on a design CG converges on (random voids leave islands of solid cells).
+            grey = fe.simp_modulus(np.random.default_rng(seed).uniform(0.3, 1.0, lc.shape))
+            c_shell = shell.solve(shell.slab_of(grey))
+            c_stored = stored.solve(stored.slab_of(grey))
+            complexity = (shell.hierarchy[1], stored.hierarchy[1])
+    finally:
+        clear()
+        clear_stored()
+    return kinds, worst_mult, worst_diag, abs(c_shell - c_stored) / c_stored, complexity
+
+
+@ONE_RANK
+@pytest.mark.parametrize("preset, nelx, nely", [("mbb", 96, 32), ("cantilever", 61, 27), ("bridge", 80, 41)])
+def test_the_shell_applies_the_stored_stiffness(preset, nelx, nely):
+    kinds, mult, diag, compliance, (complexity_shell, complexity_stored) = _shell_against_stored(preset, nelx, nely)
+    assert kinds == ("python", "seqsbaij")
+    # The same sums in another order: rounding only.  Dirichlet rows and columns included.
+    assert mult <= 1e-13 and diag <= 1e-14
+    assert compliance <= 1e-9  # both CG solves stop at a relative residual of 1e-6
+    # The shell counts the nonzeros the stored finest level had: the same operator complexity.
+    assert complexity_shell == pytest.approx(complexity_stored, rel=1e-12)
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: mpirun -n 2 python -m pytest -m mpi tests/test_matfree.py")
+def test_the_shell_applies_the_stored_stiffness_on_2_ranks():
+    # Ghost nodes come from the other rank; its edge elements' moduli from the element halo.
+    for preset, nelx, nely in (("mbb", 97, 33), ("bridge", 80, 41)):
+        for kinds, mult, diag, compliance, _ in collective(lambda: _shell_against_stored(preset, nelx, nely, 1)):
+            assert kinds == ("python", "mpisbaij")
+            assert mult <= 1e-13 and diag <= 1e-14 and compliance <= 1e-9
+    WORLD.Barrier()
+
+
+@ONE_RANK
+def test_stencil_nonzeros_count_what_petsc_stores():
+    PETSc = petsc()
+    lc = problems.preset("mbb", 13, 7).loadcase()
+    for storage in ("aij", "sbaij"):
+        clear = _with_options("mf_count_", {"mat_type": storage})
+        try:
+            with ElasticitySystem(lc, prefix="mf_count_", solver="mg", comm=PETSc.COMM_SELF) as system:
+                system.assemble(system.slab_of(np.ones(lc.shape)))
+                stored = system.K.getInfo()["nz_used"]
+        finally:
+            clear()
+        assert matfree.stencil_nonzeros(lc.shape, storage) == stored
+
+
+@ONE_RANK
+def test_without_a_compiler_the_finest_level_is_stored_and_said_once(monkeypatch, capsys):
+    lc = problems.preset("mbb", 96, 32).loadcase()
+    monkeypatch.setenv("CC", "no-such-compiler-here")
+    monkeypatch.setattr(elasticity, "_FALLBACK_SAID", [])
+    native.load.cache_clear()
+    clear = _with_options("mf_nocc_", COARSE)
+    try:
+        compliances = []
+        for _ in range(2):
+            with ElasticitySystem(lc, prefix="mf_nocc_", solver="mg") as system:
+                assert system.K.getType() == "seqsbaij"
+                grey = fe.simp_modulus(np.random.default_rng(2).uniform(0.3, 1.0, lc.shape))
+                compliances.append(system.solve(system.slab_of(grey)))
+    finally:
+        clear()
+        native.load.cache_clear()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no C compiler ('no-such-compiler-here' not found) for q4_apply.c" in err
+    assert "-mf_nocc_mat_type sbaij" in err
+    assert np.isfinite(compliances[0]) and compliances[0] == compliances[1]
+
+
+@ONE_RANK
+def test_a_kernel_is_compiled_once_into_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPHYR_KERNEL_CACHE", str(tmp_path))
+    native.load.cache_clear()
+    try:
+        matfree.kernel()
+        built = list(tmp_path.glob("q4_apply-*.so"))
+        assert len(built) == 1 and not list(tmp_path.glob(".*"))  # no partial file left behind
+        stamp = os.stat(built[0]).st_mtime_ns
+        native.load.cache_clear()
+        matfree.kernel()  # another process: found, not compiled again
+        assert list(tmp_path.glob("q4_apply-*.so")) == built and os.stat(built[0]).st_mtime_ns == stamp
+    finally:
+        native.load.cache_clear()
+
+
+@ONE_RANK
+def test_a_kernel_that_does_not_compile_says_why_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPHYR_KERNEL_CACHE", str(tmp_path / "cache"))
+    broken = tmp_path / "broken.c"
+    broken.write_text("this is not C\n")
+    with pytest.raises(native.NativeUnavailable, match=r"could not compile broken\.c: .*broken\.c:1"):
+        native.load(broken)
+    assert not list((tmp_path / "cache").iterdir())
