@@ -164,3 +164,57 @@ def test_a_kernel_that_does_not_compile_says_why_in_one_line(tmp_path, monkeypat
     with pytest.raises(native.NativeUnavailable, match=r"could not compile broken\.c: .*broken\.c:1"):
         native.load(broken)
     assert not list((tmp_path / "cache").iterdir())
+
+
+def _sor_system_solves():
+    """The yardsticks' SIMP system on several ranks (stencil assembly, SOR smoothing: sizing.py)."""
+    from sphyr_hpc.solvers import sizing
+
+    lc = problems.preset("cantilever", 40, 30).loadcase()
+    arguments = dict(sizing.simp_system_arguments(None), prefix="mf_sor_")
+    with ElasticitySystem(lc, **arguments) as system:
+        levels = system.ksp.getPC().getMGLevels() if system.multigrid.levels else 0
+        compliance = system.solve(system.slab_of(np.full(lc.shape, 0.5) ** 3))
+        return system.K.getType(), levels, compliance
+
+
+@ONE_RANK
+def test_a_smoother_that_reads_the_entries_keeps_k_stored():
+    # SOR on SBAIJ (2x2 blocks) ended the process with a segmentation fault in PETSc 3.18.
+    kind, levels, compliance = _sor_system_solves()
+    assert kind == "seqaij" and levels >= 2 and np.isfinite(compliance)
+
+
+def test_level_visits_follow_the_cycles():
+    from sphyr_hpc.solvers.multigrid import level_visits
+
+    assert [level_visits(d, "w") for d in range(4)] == [1, 2, 4, 8]
+    assert [level_visits(d, "w", "v") for d in range(4)] == [1, 1, 2, 4]
+    assert [level_visits(d, "v") for d in range(4)] == [1, 1, 1, 1]
+    assert [level_visits(d, "v", "w") for d in range(4)] == [1, 2, 2, 2]
+
+
+@ONE_RANK
+def test_the_finest_cycle_is_an_option():
+    """V on the finest level (the default) and W (as every level below) are different cycles: the
+    same solution, a different number of MG-CG iterations; another word is refused."""
+    lc = problems.preset("mbb", 128, 64).loadcase()
+    moduli = fe.simp_modulus(np.random.default_rng(3).uniform(0.3, 1.0, lc.shape))
+    results = {}
+    for cycle in ("v", "w"):
+        clear = _with_options(f"mf_cycle_{cycle}_", {**COARSE, "mg_finest_cycle_type": cycle})
+        try:
+            with ElasticitySystem(lc, prefix=f"mf_cycle_{cycle}_", solver="mg") as system:
+                results[cycle] = (system.mg_finest_cycle, system.solve(system.slab_of(moduli)),
+                                  system.last_iterations)
+        finally:
+            clear()
+    assert results["v"][0] == "v" and results["w"][0] == "w"
+    assert results["v"][1] == pytest.approx(results["w"][1], rel=1e-9)
+    assert results["v"][2] != results["w"][2]
+    clear = _with_options("mf_cycle_x_", {**COARSE, "mg_finest_cycle_type": "f"})
+    try:
+        with pytest.raises(ValueError, match="-mf_cycle_x_mg_finest_cycle_type f: expected v or w"):
+            ElasticitySystem(lc, prefix="mf_cycle_x_", solver="mg")
+    finally:
+        clear()

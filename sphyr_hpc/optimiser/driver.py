@@ -24,7 +24,7 @@ from ..core.metrics import clipped_ratio, material_efficiency, raw_ratio
 from . import problems
 from ..runtime import events as timing
 from . import simp
-from ..solvers.multigrid import format_hierarchy
+from ..solvers.multigrid import format_hierarchy, level_visits
 from .filter import DensityFilter, filter_reach
 
 DEFAULT_ITERATIONS = 300
@@ -246,7 +246,8 @@ def mg_cg_bytes_per_iteration(system):
     """Bytes the MatMults of one MG-CG iteration move (a lower bound: vector updates not counted).
 
     CG: one MatMult on the fine level.  A cycle visits the level d below the
-    finest once (V-cycle) or 2^d times (W-cycle); every visit of a level but
+    finest once (V-cycle), 2^d times (W-cycle) or 2^(d-1) (W below a V on the finest level:
+    ``multigrid.level_visits``); every visit of a level but
     the coarsest does m Chebyshev steps down and m up (one MatMult each), one
     residual, and the restriction and interpolation to the level below.  A
     MatMult moves the matrix (8-byte values, 4-byte column indices) and reads
@@ -263,11 +264,12 @@ def mg_cg_bytes_per_iteration(system):
     def mat_bytes(nnz, m, n):
         return 12.0 * nnz + 8.0 * (m + n)
 
-    w_cycle = getattr(system, "mg_cycle", "v") == "w"
+    cycle = getattr(system, "mg_cycle", "v")
+    finest_cycle = getattr(system, "mg_finest_cycle", cycle)
     interps = list(system.multigrid.interpolations if system.multigrid else ())[::-1]  # finest pair first
     total = mat_bytes(rows[0]["nonzeros"], rows[0]["rows"], rows[0]["rows"])  # CG's MatMult
     for depth, level in enumerate(rows[:-1]):
-        visits = 2**depth if w_cycle else 1
+        visits = level_visits(depth, cycle, finest_cycle)
         steps = pc.getMGSmoother(n_levels - 1 - depth).getTolerances()[3]
         total += visits * (2 * steps + 1) * mat_bytes(level["nonzeros"], level["rows"], level["rows"])
         if depth < len(interps):

@@ -12,9 +12,11 @@ must read or write at least, summed over all ranks:
   products (AIJ) also one read of A_fine, P and one write of A_coarse per
   level.  The coarsest factorisation is not counted (a few thousand DOFs);
 * ``solve``: the CG iterations times one MG-CG iteration: CG's MatMult and
-  ~12 vector passes, and per visit of a smoothed level (W-cycle: 2^depth
-  visits) ``2 m`` Chebyshev steps (a MatMult and ~7 vector passes each), the
-  residual, restriction and interpolation;
+  ~12 vector passes, and per visit of a smoothed level (W-cycles below a
+  V on the finest level: 2^(depth-1) visits,
+  :func:`~sphyr_hpc.solvers.multigrid.level_visits`) ``2 m`` Chebyshev
+  steps (a MatMult and ~7 vector passes each), the residual, restriction
+  and interpolation;
 * ``update``: element energies (the displacements read once, an energy
   written), sensitivities, the filter's two applications and the
   optimality-criteria bisection (``bisection_steps`` passes over 7 arrays of
@@ -33,6 +35,8 @@ bandwidth (bytes read + written per second, all ranks at once).
 """
 
 import numpy as np
+
+from ..solvers.multigrid import level_visits
 
 VECTOR_PASSES_CG = 12         # r.z, ||r||, x += a p, r -= a w, p = z + b p (reads and writes, 8 bytes each)
 VECTOR_PASSES_CHEBYSHEV = 7   # Jacobi scaling and the three-term update, a step
@@ -108,7 +112,8 @@ def phase_bytes(system, ksp_iterations, n_free):
     if pc.getType() != "mg":
         return None
     ops, interps = _levels(system)
-    w_cycle = getattr(system, "mg_cycle", "v") == "w"
+    cycle = getattr(system, "mg_cycle", "v")
+    finest_cycle = getattr(system, "mg_finest_cycle", cycle)
     galerkin_products = system.multigrid is None or system.multigrid.coarse is None
     n_elements = system.loadcase.n_elements
     fine = ops[0][0]
@@ -125,7 +130,7 @@ def phase_bytes(system, ksp_iterations, n_free):
             continue  # the coarsest: factorised, not counted
         steps = smoother.getTolerances()[3]
         setup += ESTEIG_STEPS * (matmult_bytes(A) + 8.0 * VECTOR_PASSES_ESTEIG * n) + matrix_bytes(A)
-        visits = 2**depth if w_cycle else 1
+        visits = level_visits(depth, cycle, finest_cycle)
         per_visit = 2 * steps * (matmult_bytes(A) + 8.0 * VECTOR_PASSES_CHEBYSHEV * n) + matmult_bytes(A)
         if depth < len(interps):
             per_visit += 2 * matmult_bytes(interps[depth])

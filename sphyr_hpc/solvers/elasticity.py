@@ -145,7 +145,7 @@ class ElasticitySystem(SlabFields, LinearSystem):
         if assembly == "elements":
             self._setup_assembly()
         else:
-            self._assembly, self.K = _grid_operator(self)
+            self._assembly, self.K = _grid_operator(self, options)
             self._nnz = self._assembly.nnz
         self._setup_vectors()
         self.ksp = _create_ksp(self, solver, options or {})
@@ -433,13 +433,15 @@ def _create_ksp(system, solver, options):
         # The multigrid cycle in force: for reports.
         system.mg_cycle = opts.getString("pc_mg_cycle_type", "v").lower()
         ksp.setFromOptions()
+        system.mg_finest_cycle = multigrid.set_finest_cycle(PETSc, ksp, system.prefix) or system.mg_cycle
     return ksp
 
 
-def _grid_operator(system):
+def _grid_operator(system, options):
     """(assembly, K) of a DMDA system: K applied from the moduli (:mod:`.matfree`, its own assembly)
-    or stored in the DMDA's matrix type with a stencil assembly (_grid_assembly)."""
-    kind = _mat_type(system.PETSc, system.prefix, system.solver)
+    or stored in the DMDA's matrix type with a stencil assembly (_grid_assembly).  ``options``: the
+    code's option defaults of the system (a smoother that reads K's entries needs it stored)."""
+    kind = _mat_type(system.PETSc, system.prefix, system.solver, options)
     fine = _fine_operator(system) if kind == MATRIX_FREE else None
     if fine is not None:
         return fine, fine.mat
@@ -484,14 +486,19 @@ def _assembly_kind(PETSc, prefix, solver, K):
     return kind, options.hasName("mat_assembly")
 
 
-def _mat_type(PETSc, prefix, solver):
+def _mat_type(PETSc, prefix, solver, defaults=None):
     """K's storage with stencil assembly: ``-<prefix>mat_type``, else none for geometric multigrid
-    with its coarse operators from the moduli (``shell``: applied from the moduli, :mod:`.matfree`),
-    AIJ otherwise (GAMG; PCMG's own P^T A P products need K's entries)."""
+    with its coarse operators from the moduli and Jacobi smoothing (``shell``: applied from the
+    moduli, :mod:`.matfree`), AIJ otherwise: SOR smoothing reads K's entries (PETSc 3.18's SOR on
+    SBAIJ with 2x2 blocks crashes), GAMG and PCMG's own P^T A P products need them.  ``defaults``:
+    the code's option defaults."""
     options = PETSc.Options(prefix)
+    defaults = defaults or {}
     default = "aij"
     if solver == "mg" and not options.hasName("pc_mg_galerkin") and options.getString("pc_type", "mg") == "mg":
-        default = MATRIX_FREE
+        smoothers = {options.getString(name, str(defaults.get(name, "jacobi")))
+                     for name in ("mg_levels_pc_type", "mg_levels_up_pc_type")}
+        default = MATRIX_FREE if smoothers <= {"jacobi", "none"} else "aij"
     return options.getString("mat_type", default)
 
 
