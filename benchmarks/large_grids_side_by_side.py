@@ -14,8 +14,9 @@
    ranks' peaks), the copy bandwidth, and for the new tree the bytes each
    phase must move and measured / bound (``sphyr_hpc/optimiser/measure.py``).
 3. Once, this tree with today's behaviour from options only
-   (``-sphyr_pc_mg_galerkin both -sphyr_filter_type matrix``: AIJ, PCMG's
-   PtAP, the filter matrix): the bytes the old format must move.
+   (``-sphyr_pc_mg_galerkin both -sphyr_filter_type matrix
+   -sphyr_mg_finest_cycle_type w``: K stored as AIJ, PCMG's PtAP, the filter
+   matrix, W-cycles on every level): the bytes the old format must move.
 4. ``--variant LABEL:OPTIONS``: this tree once more with other options (levers measured).
 5. ``--big``: this tree alone, ``--big-iterations`` iterations, after checking
    that the machine has the memory free (0.75 GB per 1M DOFs a run needs
@@ -34,7 +35,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "benchmarks", "results")
-TODAY_OPTIONS = ["-sphyr_pc_mg_galerkin", "both", "-sphyr_filter_type", "matrix"]
+TODAY_OPTIONS = ["-sphyr_pc_mg_galerkin", "both", "-sphyr_filter_type", "matrix", "-sphyr_mg_finest_cycle_type", "w"]
 
 
 def available_gb():

@@ -218,3 +218,41 @@ def test_the_finest_cycle_is_an_option():
             ElasticitySystem(lc, prefix="mf_cycle_x_", solver="mg")
     finally:
         clear()
+
+
+@ONE_RANK
+def test_the_bytes_model_counts_the_shell_and_the_cycles():
+    from sphyr_hpc.optimiser import measure
+
+    lc = problems.preset("mbb", 128, 64).loadcase()
+    moduli = fe.simp_modulus(np.full(lc.shape, 0.5))
+    phases = {}
+    for cycle in ("v", "w"):
+        clear = _with_options(f"mf_bytes_{cycle}_", {**COARSE, "mg_finest_cycle_type": cycle})
+        try:
+            with ElasticitySystem(lc, prefix=f"mf_bytes_{cycle}_", solver="mg") as system:
+                system.solve(system.slab_of(moduli))
+                phases[cycle] = measure.phase_bytes(system, ksp_iterations=7, n_free=lc.n_elements)
+                K = system.K
+                n = K.getSize()[0]
+                # The shell reads the moduli box (8 bytes an element: (65 + 1) x (129 + 1) around the
+                # owned nodes, with a zero border) and x's ghosted copy, and writes y.
+                assert measure.matmult_bytes(K) == 8.0 * 66 * 130 + 8.0 * 2 * n + 16.0 * n
+        finally:
+            clear()
+    v, w = phases["v"], phases["w"]
+    assert v["solve"] == 7 * v["mg_cg_iteration"] and v["assembly"] == w["assembly"] and v["setup"] == w["setup"]
+    assert w["mg_cg_iteration"] > 1.3 * v["mg_cg_iteration"]  # the levels below are visited twice as often
+
+
+@ONE_RANK
+def test_optimize_prints_the_bound_of_every_phase(tmp_path, capsys):
+    from sphyr_hpc import optimize
+
+    status = optimize.main(["--preset", "mbb", "--size", "128x64", "--iterations", "3", "--tolerance", "0",
+                            "--solver", "mg", "--bandwidth", "--quiet", "--json", str(tmp_path / "run.json"),
+                            "-sphyr_mg_coarse_max_dofs", "300"])
+    out = capsys.readouterr().out
+    assert status == 0
+    for phase in ("assembly", "setup", "solve", "update", "iteration"):
+        assert f"  {phase} " in out and "measured/bound" in out

@@ -112,8 +112,8 @@ def phase_bytes(system, ksp_iterations, n_free):
     if pc.getType() != "mg":
         return None
     ops, interps = _levels(system)
-    cycle = getattr(system, "mg_cycle", "v")
-    finest_cycle = getattr(system, "mg_finest_cycle", cycle)
+    cycle_type = getattr(system, "mg_cycle", "v")
+    finest_type = getattr(system, "mg_finest_cycle", cycle_type)
     galerkin_products = system.multigrid is None or system.multigrid.coarse is None
     n_elements = system.loadcase.n_elements
     fine = ops[0][0]
@@ -130,7 +130,7 @@ def phase_bytes(system, ksp_iterations, n_free):
             continue  # the coarsest: factorised, not counted
         steps = smoother.getTolerances()[3]
         setup += ESTEIG_STEPS * (matmult_bytes(A) + 8.0 * VECTOR_PASSES_ESTEIG * n) + matrix_bytes(A)
-        visits = level_visits(depth, cycle, finest_cycle)
+        visits = level_visits(depth, cycle_type, finest_type)
         per_visit = 2 * steps * (matmult_bytes(A) + 8.0 * VECTOR_PASSES_CHEBYSHEV * n) + matmult_bytes(A)
         if depth < len(interps):
             per_visit += 2 * matmult_bytes(interps[depth])
