@@ -28,6 +28,7 @@ Results: ``benchmarks/results/large_grids_side_by_side.{json,md}``.
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -152,7 +153,7 @@ def main(argv=None):
             report["runs"].append(run(REPO, args.size, args.ranks, args.iterations, design, workdir,
                                       f"new, {label}", options.split()))
         report["speedup"] = speedup
-        report["speedup_median"] = sorted(speedup)[len(speedup) // 2] if speedup else None
+        report["speedup_median"] = statistics.median(speedup) if speedup else None
         if args.big:
             nelx, nely = (int(v) for v in args.big.split("x"))
             need = 0.75 * 2 * (nelx + 1) * (nely + 1) / 1e6
