@@ -15,13 +15,14 @@ split as the DMDA splits it, the multigrid levels as
   bound / measured of the fit run);
 * ``T_halo``: every MatMult, restriction and interpolation on level l
   exchanges the rank's subdomain edge (2 DOFs a node, 8 bytes) with up to 8
-  neighbours: ``alpha * 8 + bytes / beta_link`` a time, times the W-cycle's
-  2^l visits per MG-CG iteration, plus the eigenvalue estimates of set-up;
+  neighbours: ``alpha * 8 + bytes / beta_link`` a time, times the cycle's
+  visits of level l per MG-CG iteration (``multigrid.level_visits``: W-cycles
+  below a V on the finest level, 2^(l-1)), plus the eigenvalue estimates of set-up;
 * ``T_reduce``: CG's 2 inner products per iteration, the bisection's ~55
   sums and the estimates' inner products, ``alpha * log2 N`` each;
 * ``T_coarse``: the coarsest level, LU redundant on every rank: an allgather
-  of its right-hand side and a banded triangular solve per visit (2^(L-1)
-  visits a W-cycle), the factorisation once per SIMP iteration
+  of its right-hand side and a banded triangular solve per visit (2^(L-2)
+  visits a cycle), the factorisation once per SIMP iteration
   (n * bandwidth^2 flops at ``coarse_flops``).
 
 alpha (latency) and beta_link are not measurable on one 2-core machine; the
@@ -73,6 +74,8 @@ def levels_for(n_ranks, nelx, nely):
 
 def project(fit, nelx, nely, n_ranks, alpha=2e-6, beta_link=10e9, coarse_flops=1e9, beta_core=None):
     """Seconds per SIMP iteration and its parts on ``n_ranks`` (a dict), or None if the grid cannot be split."""
+    from sphyr_hpc.solvers import multigrid
+
     px, py, levels = levels_for(n_ranks, nelx, nely)
     if levels is None:
         return None
@@ -90,14 +93,14 @@ def project(fit, nelx, nely, n_ranks, alpha=2e-6, beta_link=10e9, coarse_flops=1
             sub_y = len(level.y_pos) / py
             edge_bytes = 2 * (sub_x + sub_y + 2) * 2 * 8
             per_exchange = 8 * alpha + edge_bytes / beta_link
-            visits = 2**depth
+            visits = multigrid.level_visits(depth, "w", multigrid.FINEST_CYCLE)
             per_iteration = visits * (2 * SMOOTH_STEPS + 1 + 2) + (1 if depth == 0 else 0)
             t_halo += (its * per_iteration + ESTEIG_STEPS) * per_exchange
     coarse = levels[-1]
     n_c = coarse.n_dofs
     bandwidth = 2 * (len(coarse.x_pos) + 1)
     solve_flops = 4.0 * n_c * bandwidth
-    visits = 2**(n_levels - 1) if n_levels > 1 else 1
+    visits = multigrid.level_visits(n_levels - 1, "w", multigrid.FINEST_CYCLE)
     gather = (alpha * math.log2(n_ranks) + n_c * 8 / beta_link) if n_ranks > 1 else 0.0
     t_coarse = its * visits * (solve_flops / coarse_flops + gather) + n_c * bandwidth**2 / coarse_flops
     total = t_bytes + t_halo + t_reduce + t_coarse
