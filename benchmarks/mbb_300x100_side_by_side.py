@@ -32,7 +32,8 @@ def run(tree, ranks, iterations, workdir, label):
     subprocess.run(command, cwd=tree, check=True)
     with open(stem + ".json") as f:
         out = json.load(f)
-    return out, np.load(stem + ".npy"), " ".join(command[2:]).replace(tree + "/", "")
+    shown = ["bin/mpirun", "-n", str(ranks), ".venv/bin/python"] + command[4:]
+    return out, np.load(stem + ".npy"), " ".join(shown).replace(stem, "...")
 
 
 def compare(old, new):
