@@ -256,3 +256,29 @@ def test_optimize_prints_the_bound_of_every_phase(tmp_path, capsys):
     assert status == 0
     for phase in ("assembly", "setup", "solve", "update", "iteration"):
         assert f"  {phase} " in out and "measured/bound" in out
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: mpirun -n 2 python -m pytest -m mpi tests/test_matfree.py")
+def test_a_compiler_missing_on_one_rank_stores_k_on_every_rank(monkeypatch):
+    # The shell's set-up is collective: a rank that cannot compile must not leave the others waiting.
+    lc = problems.preset("mbb", 96, 32).loadcase()
+    if WORLD.rank == 1:
+        monkeypatch.setenv("CC", "no-such-compiler-here")
+    monkeypatch.setattr(elasticity, "_FALLBACK_SAID", [])
+    native.load.cache_clear()
+    clear = _with_options("mf_onecc_", COARSE)
+
+    def build():
+        with ElasticitySystem(lc, prefix="mf_onecc_", solver="mg") as system:
+            grey = fe.simp_modulus(np.random.default_rng(4).uniform(0.3, 1.0, lc.shape))
+            return system.K.getType(), system.solve(system.slab_of(grey))
+
+    try:
+        results = collective(build)
+    finally:
+        clear()
+        native.load.cache_clear()
+    assert [kind for kind, _ in results] == ["mpisbaij", "mpisbaij"]
+    assert np.isfinite(results[0][1]) and results[0][1] == results[1][1]
+    WORLD.Barrier()

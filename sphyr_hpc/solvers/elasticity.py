@@ -69,7 +69,7 @@ from ..runtime.native import NativeUnavailable
 from . import multigrid
 from .assembly import ElementAssembly, ElementBlockAssembly, StencilAssembly, StorageAssembly
 from .direct import BlockCopy, configure_direct, factor_solve
-from .matfree import FineOperator
+from . import matfree
 from .layout import ElementLayout, PartitionError, SlabFields, node_dmda  # noqa: F401  (PartitionError: re-exported)
 from .base import RESIDUAL_TOLERANCE, LinearSystem, residual_acceptable
 from .multigrid import configure_gamg, configure_mg
@@ -509,15 +509,21 @@ def _fine_operator(system):
     if len(multigrid.plan_levels(system)) < 2:
         return None
     try:
-        storage = system.PETSc.Options(system.prefix).getString("mg_levels_mat_type", multigrid.MAT_TYPE)
-        return FineOperator(system.PETSc, system.da, system.da_elem, system.loadcase.shape, system.fixed_local,
-                            system.ke, system.comm, storage)
+        matfree.kernel()
+        reason = None
     except NativeUnavailable as err:
+        reason = str(err)
+    # Every rank the same operator (its set-up is collective), also where one rank's compiler failed.
+    reason = next((r for r in system.comm.tompi4py().allgather(reason) if r), None)
+    if reason is not None:
         if not _FALLBACK_SAID and system.comm.getRank() == 0:
-            print(f"sphyr_hpc: warning: {err}; the finest multigrid level is stored as {multigrid.MAT_TYPE} "
+            print(f"sphyr_hpc: warning: {reason}; the finest multigrid level is stored as {multigrid.MAT_TYPE} "
                   f"(-{system.prefix}mat_type {multigrid.MAT_TYPE} does so without trying)", file=sys.stderr)
         _FALLBACK_SAID.append(True)
         return None
+    storage = system.PETSc.Options(system.prefix).getString("mg_levels_mat_type", multigrid.MAT_TYPE)
+    return matfree.FineOperator(system.PETSc, system.da, system.da_elem, system.loadcase.shape,
+                                system.fixed_local, system.ke, system.comm, storage)
 
 
 def unit_energies(u, edofs, ke):
