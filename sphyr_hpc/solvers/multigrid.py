@@ -45,9 +45,10 @@ uses :mod:`sphyr_hpc.solvers.galerkin`), stored as SBAIJ (coarsest: AIJ;
 finest level applied from the moduli with no stored K
 (:mod:`sphyr_hpc.solvers.matfree`; ``-<prefix>mat_type sbaij`` stores it);
 ``-<prefix>pc_mg_galerkin both`` gives PCMG's own products on AIJ instead,
-as before.  W-cycles, Chebyshev(2)/Jacobi smoothing with eigenvalue estimates
-(10 CG steps) recomputed for every new operator, LU on the coarsest level (``redundant``
-LU on several ranks).  ``-<prefix>pc_mg_levels N`` caps the number of levels
+as before.  W-cycles below a V on the finest level (:data:`FINEST_CYCLE`),
+Chebyshev(2)/Jacobi smoothing with eigenvalue estimates (10 CG steps)
+recomputed for every new operator, LU on the coarsest level (``redundant`` LU
+on several ranks).  ``-<prefix>pc_mg_levels N`` caps the number of levels
 and ``-<prefix>mg_coarse_max_dofs N`` sets the coarse-grid size target.
 
 Memory: with ``-<prefix>pc_mg_galerkin both`` PETSc keeps the intermediate
