@@ -63,3 +63,31 @@ def test_an_interrupt_on_two_ranks_ends_the_run_with_one_message_and_128_plus_th
     assert err.count(f"python -m sphyr_hpc.score: interrupted ({sig.name})") == 1, err[-3000:]
     if (out / "run.json").exists():
         assert json.loads((out / "run.json").read_text())["finished"] is False
+
+
+def test_an_interrupt_inside_a_weakref_callback_is_raised_after_it(capsys):
+    """A signal whose handler runs inside a weakref callback (matplotlib's, while a report is drawn)
+    ends the command as anywhere else: no "Exception ignored" traceback, the same Interrupted."""
+    import weakref
+
+    from sphyr_hpc.runtime import process
+
+    class Thing:
+        pass
+
+    def callback(_):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10_000):  # the handler runs here, inside the callback, where it cannot raise
+            pass
+
+    hook = sys.unraisablehook
+    with pytest.raises(process.Interrupted) as caught:
+        with process.interrupts():
+            thing = Thing()
+            ref = weakref.ref(thing, callback)
+            del thing  # the callback runs now
+            for _ in range(1_000_000):  # the signal delivered again is raised here
+                pass
+    assert ref() is None and caught.value.signum == signal.SIGTERM
+    assert "Exception ignored" not in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is not process._raise and sys.unraisablehook is hook

@@ -7,10 +7,12 @@ convention).  SIGINT and SIGTERM raise :class:`Interrupted` in the main
 thread, so the command leaves through one path whichever it was.
 """
 
+import functools
 import gc
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from contextlib import contextmanager
@@ -25,6 +27,8 @@ PEER_GRACE_SECONDS = 1.0
 # The same before MPI has started, when rank 0 cannot abort the others: its launcher ends them once
 # it has noticed rank 0's exit, which takes longer.
 LAUNCHER_GRACE_SECONDS = 5.0
+# An interrupt lost inside a callback is sent again after this long (_redeliver).
+REDELIVER_SECONDS = 0.001
 
 
 class UsageError(Exception):
@@ -66,13 +70,31 @@ def _raise(signum, frame):
     raise Interrupted(signum)
 
 
+def _redeliver(previous_hook, unraisable):
+    """``sys.unraisablehook`` inside :func:`interrupts`: an :class:`Interrupted` raised where Python
+    cannot raise it (a weakref callback or ``__del__`` run by a deallocation, such as matplotlib's
+    transform caches while a report is drawn; a C callback) would be printed as "Exception ignored"
+    with a traceback and lost.  It is sent again instead, from another thread once this hook has
+    returned (sent from here, its handler would run inside the hook, where it cannot raise either):
+    the main thread raises it at its next bytecode outside such a callback."""
+    err = unraisable.exc_value
+    if not isinstance(err, Interrupted):
+        previous_hook(unraisable)
+    elif signal.getsignal(err.signum) is _raise:  # not once the command is already ending
+        threading.Timer(REDELIVER_SECONDS, os.kill, (os.getpid(), err.signum)).start()
+
+
 @contextmanager
 def interrupts():
-    """SIGINT and SIGTERM raise :class:`Interrupted` inside the block (main thread only)."""
+    """SIGINT and SIGTERM raise :class:`Interrupted` inside the block (main thread only), also
+    when they arrive inside a callback that cannot raise (:func:`_redeliver`)."""
     previous = {s: signal.signal(s, _raise) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = functools.partial(_redeliver, previous_hook)
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
         for s, handler in previous.items():
             signal.signal(s, handler)
 
