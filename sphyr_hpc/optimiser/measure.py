@@ -36,6 +36,7 @@ bandwidth (bytes read + written per second, all ranks at once).
 
 import numpy as np
 
+from ..solvers.matfree import operator_of
 from ..solvers.multigrid import level_visits
 
 VECTOR_PASSES_CG = 12         # r.z, ||r||, x += a p, r -= a w, p = z + b p (reads and writes, 8 bytes each)
@@ -46,17 +47,12 @@ UPDATE_ARRAYS = 12            # energies 3, sensitivity 3, filter 2 x 2, change 
 BISECTION_ARRAYS = 7          # scaled, candidate (2 writes), low, high, dv, candidate read by the dot
 
 
-def _shell(A):
-    """The context of a finest level applied from the moduli, else None."""
-    return A.getPythonContext() if A.getType() == "python" else None
-
-
 def matrix_bytes(A):
     """Bytes one pass over A's stored entries reads (values and indices), all ranks; for a shell,
     the element moduli it reads."""
-    shell = _shell(A)
-    if shell is not None:
-        return 8.0 * shell.moduli_count
+    fine = operator_of(A)
+    if fine is not None:
+        return 8.0 * fine.moduli_count
     info = A.getInfo(A.InfoType.GLOBAL_SUM)
     nz = float(info["nz_used"])
     rows = A.getSize()[0]
@@ -69,13 +65,13 @@ def matrix_bytes(A):
 
 def matmult_bytes(A):
     m, n = A.getSize()
-    ghosted_copy = 16.0 * m if _shell(A) is not None else 0.0
+    ghosted_copy = 16.0 * m if operator_of(A) is not None else 0.0
     return matrix_bytes(A) + 8.0 * (m + n) + ghosted_copy
 
 
 def _written_by_assembly(A):
     """Bytes assembling A writes: every stored value, or a shell's moduli box and diagonal."""
-    if _shell(A) is not None:
+    if operator_of(A) is not None:
         return matrix_bytes(A) + 8.0 * A.getSize()[0]
     return 8.0 * float(A.getInfo(A.InfoType.GLOBAL_SUM)["nz_used"])
 

@@ -45,11 +45,12 @@ METRIC_CODE = ("core", "solvers", "optimiser", "scoring")
 
 @functools.lru_cache(maxsize=1)
 def code_digest():
-    """SHA-256 (64 hex digits) of the source of every module of :data:`METRIC_CODE`, in path order."""
+    """SHA-256 (64 hex digits) of the source of every module of :data:`METRIC_CODE`, Python and the C
+    kernels it compiles (sphyr_hpc.runtime.native), in path order."""
     root = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()
     for folder in METRIC_CODE:
-        for path in sorted((root / folder).glob("*.py")):
+        for path in sorted(p for suffix in ("*.py", "*.c") for p in (root / folder).glob(suffix)):
             digest.update(f"{folder}/{path.name}\0".encode("utf-8"))
             digest.update(path.read_bytes())
     return digest.hexdigest()

@@ -35,6 +35,14 @@ def kernel():
     return function
 
 
+def operator_of(A):
+    """The :class:`FineOperator` behind ``A`` when ``A`` is one's shell matrix, else None."""
+    if A.getType() != "python":
+        return None
+    context = A.getPythonContext()
+    return context if isinstance(context, FineOperator) else None
+
+
 def stencil_nonzeros(shape, storage="aij"):
     """Nonzeros K of a (nely, nelx) grid stores in ``storage``: 4 a pair of nodes in each other's
     3x3 (AIJ, BAIJ); SBAIJ keeps the upper pairs and the whole diagonal 2x2 blocks."""
@@ -115,13 +123,13 @@ class FineOperator:
 
     def close(self):
         self._moduli.close()
-        for name in ("_x_local", "mat"):
-            obj = getattr(self, name, None)
-            if obj is not None:
-                if name == "_x_local":
-                    obj.resetArray()
-                obj.destroy()
-                setattr(self, name, None)
+        if self._x_local is not None:
+            self._x_local.resetArray()  # the buffer is ours
+            self._x_local.destroy()
+            self._x_local = None
+        if self.mat is not None:
+            self.mat.destroy()
+            self.mat = None
 
 
-__all__ = ["FineOperator", "kernel", "stencil_nonzeros"]
+__all__ = ["FineOperator", "kernel", "operator_of", "stencil_nonzeros"]

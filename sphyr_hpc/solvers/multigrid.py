@@ -72,6 +72,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .matfree import operator_of
+
 MAX_LEVELS = 12
 # The coarsest grid is factorised (LU) at every set-up: ~2-4k DOFs costs milliseconds.
 COARSE_MAX_DOFS = 3000
@@ -361,7 +363,7 @@ def configure_mg(ksp, system):
 
         opts = PETSc.Options(prefix)
         assembled = system.K.getType().replace("mpi", "").replace("seq", "")
-        smoothed = opts.getString("mg_levels_mat_type", MAT_TYPE if assembled == "python" else assembled)
+        smoothed = opts.getString("mg_levels_mat_type", MAT_TYPE if operator_of(system.K) is not None else assembled)
         coarsest = opts.getString("mg_coarse_mat_type", COARSE_MAT_TYPE)
         types = [smoothed] * (len(levels) - 2) + [coarsest]
         coarse = GridGalerkin(PETSc, system, levels, types, tune=tune_operator)
@@ -473,10 +475,8 @@ def hierarchy_info(ksp):
     for level in range(n - 1, -1, -1):
         smoother = pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)
         A = smoother.getOperators()[0]
-        if A.getType() == "python":  # applied from the moduli (matfree): the nonzeros it stands for
-            nonzeros = A.getPythonContext().nnz
-        else:
-            nonzeros = int(A.getInfo(A.InfoType.GLOBAL_SUM)["nz_used"])
+        fine = operator_of(A)  # applied from the moduli: the nonzeros it stands for
+        nonzeros = fine.nnz if fine is not None else int(A.getInfo(A.InfoType.GLOBAL_SUM)["nz_used"])
         rows.append({"level": level, "rows": A.getSize()[0], "nonzeros": nonzeros})
     complexity = sum(r["nonzeros"] for r in rows) / rows[0]["nonzeros"] if rows and rows[0]["nonzeros"] else None
     return rows, complexity
