@@ -99,8 +99,8 @@ COARSE_MAT_TYPE = "aij"
 # The finest level's own cycle (``-<prefix>mg_finest_cycle_type``; every other level's is
 # ``-<prefix>pc_mg_cycle_type``, W by default): a V there visits the next level once a cycle
 # instead of twice.  With the finest level applied from the moduli (matfree) the coarser levels
-# are most of a cycle's time: 2048x1024 on 2 ranks, 6.8 MG-CG iterations instead of 6.2 and an
-# iteration 0.8-0.9x the time (benchmarks/results/large_grids_side_by_side.md).
+# are most of a cycle's time: 2048x1024 on 2 ranks, 6.75 MG-CG iterations a solve instead of 6.25
+# and 3.44 s an iteration instead of 4.02 (benchmarks/results/large_grids_finest_cycle.md).
 FINEST_CYCLE = "v"
 
 
