@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from ..io.yardstick_store import DamagedEntry, encode
+from .yardstick_store import package_version
 
 # Rows a table keeps (the latest written): many more than the models of any published benchmark.
 TABLE_ROWS = 4096
@@ -172,7 +173,7 @@ class ScoredTable:
         rows.update(self._new)
         self._rows, self._new = rows, {}
         kept = list(rows.items())[-TABLE_ROWS:]
-        header = {"key": self.digest, "algorithm": code_digest(), "package": self._stored.package(),
+        header = {"key": self.digest, "algorithm": code_digest(), "package": package_version(),
                   "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "dataset": self._stored.dataset,
                   "completions": [[digest] + list(row) for digest, row in kept]}
         self._stored.write_to(self._tables, self.digest, lambda: encode(header, {}))

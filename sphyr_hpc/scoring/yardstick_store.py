@@ -220,10 +220,6 @@ class StoredYardsticks:
     def scored_counts(self):
         return {"from_store": self.scored_from_store, "computed": self.scored_computed}
 
-    @staticmethod
-    def package():
-        return package_version()
-
     def _warn(self, message):
         if self.warning is None:  # the first: later ones are counted (run.json), not printed
             self.warning = f"warning: yardstick store {self.store.root}: {message}"
