@@ -26,8 +26,8 @@ A MatMult moves the stored matrix (AIJ: 12 bytes a nonzero and 4 a row;
 BAIJ/SBAIJ: 8 bytes a stored value, 4 a stored 2x2 block and 4 a block row)
 and x and y once each; the finest level applied from the moduli (``shell``,
 :mod:`sphyr_hpc.solvers.matfree`) stores no matrix: it reads the moduli around
-the owned nodes (8 bytes an element) and x's ghosted copy, which the halo
-exchange writes first (16 bytes a row more), and its assembly writes the
+the owned nodes (8 bytes an element) and x in place (its halo, the ring of
+nodes around each rank's box, is not counted), and its assembly writes the
 moduli box and the diagonal.  It is a lower bound: caches are assumed to catch every
 reuse within a MatMult (SBAIJ reads x and updates y twice), and Python's own
 temporaries are not counted.  :func:`bounds` divides by the measured copy
@@ -65,8 +65,7 @@ def matrix_bytes(A):
 
 def matmult_bytes(A):
     m, n = A.getSize()
-    ghosted_copy = 16.0 * m if operator_of(A) is not None else 0.0
-    return matrix_bytes(A) + 8.0 * (m + n) + ghosted_copy
+    return matrix_bytes(A) + 8.0 * (m + n)
 
 
 def _written_by_assembly(A):

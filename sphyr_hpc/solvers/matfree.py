@@ -2,12 +2,14 @@
 
 ``y = K(E) x`` on a rank's owned nodes is a sum over the (up to 4) elements
 around each node of ``E_e K0 x_e`` (``q4_apply.c``, compiled on first use by
-:mod:`sphyr_hpc.runtime.native`).  One product reads x's ghosted local copy,
-the element moduli around the owned nodes and writes y: about 48 bytes a node
+:mod:`sphyr_hpc.runtime.native`).  One product reads x's owned values in place,
+the element moduli around the owned nodes and writes y: about 40 bytes a node
 against ~190 for K's upper 2x2 blocks in SBAIJ, and nothing is stored but the
-moduli box and the diagonal.  Dirichlet DOFs are imposed as the assembled K
-imposes them (identity rows and columns): x's fixed DOFs count as 0 in the
-sum and ``y = x`` there.
+moduli box and the diagonal.  The neighbours' values it needs (the ring of
+nodes around the owned box) come by a PETSc scatter of those values alone into
+a halo buffer, not by ``DMGlobalToLocal``'s copy of the whole ghosted vector.
+Dirichlet DOFs are imposed as the assembled K imposes them (identity rows and
+columns): x's fixed DOFs count as 0 in the sum and ``y = x`` there.
 
 It serves geometric multigrid's finest level (CG's operator, Chebyshev's
 products, PCMG's residual; Jacobi reads :meth:`FineOperator.getDiagonal`); the
@@ -30,7 +32,7 @@ def kernel():
     """The compiled ``q4_apply`` (raises :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
     function = native.load(SOURCE).q4_apply
     pointer, size = ctypes.c_void_p, ctypes.c_int64
-    function.argtypes = [size, size, pointer, size, pointer, size, pointer, pointer]
+    function.argtypes = [size, size] + [pointer] * 6 + [size, pointer, pointer]
     function.restype = None
     return function
 
@@ -66,18 +68,11 @@ class FineOperator:
         self._apply = kernel()
         (oxs, oxe), (oys, oye) = da.getRanges()
         (gxs, gxe), (gys, gye) = da.getGhostRanges()
-        self._box = (oye - oys, oxe - oxs)
-        self._x_stride = 2 * (gxe - gxs)
-        n_local = 2 * (gxe - gxs) * (gye - gys)
-        # x's ghosted copy inside a zero margin: the kernel reads one node row and one node beyond
-        # the owned box, which lies outside the ghosted array on the grid's edges.
-        margin = self._x_stride + 4
-        self._x_buffer = np.zeros(n_local + 2 * margin)
-        self._x_first = margin + 2 * ((oys - gys) * (gxe - gxs) + (oxs - gxs))
-        self._da = da
-        self._x_local = da.createLocalVec()
-        self._x_local.placeArray(self._x_buffer[margin:margin + n_local])
-        self._fixed_ghosted = margin + np.flatnonzero(fixed_local)
+        self._box = ny, nx = (oye - oys, oxe - oxs)
+        self._halo, self._halo_scatter, self._halo_vec, fixed_halo = self._halo_plan(
+            PETSc, da, (oys, oye, oxs, oxe), (gys, gye, gxs, gxe), fixed_local)
+        self._fixed_halo = fixed_halo
+        self._modes = (PETSc.InsertMode.INSERT_VALUES, PETSc.ScatterMode.FORWARD)
         owned = np.zeros((gye - gys, gxe - gxs, 2), dtype=bool)
         owned[oys - gys:oye - gys, oxs - gxs:oxe - gxs] = True
         self._fixed_owned = np.flatnonzero(fixed_local[owned.ravel()])
@@ -93,6 +88,37 @@ class FineOperator:
                                             comm=comm)
         self.mat.setUp()
 
+    @staticmethod
+    def _halo_plan(PETSc, da, owned, ghosted, fixed_local):
+        """The halo buffer (the node rows above and below the owned box, nx + 2 nodes each from
+        column -1, then the node columns left and right, ny + 2 nodes each from row -1; 0 where no
+        node is), the scatter filling it from a global vector, and the buffer's fixed DOFs."""
+        oys, oye, oxs, oxe = owned
+        gys, gye, gxs, gxe = ghosted
+        ny, nx = oye - oys, oxe - oxs
+        rows = [np.full(nx + 2, oys - 1), np.full(nx + 2, oye)] + [np.arange(oys - 1, oye + 1)] * 2
+        cols = [np.arange(oxs - 1, oxe + 1)] * 2 + [np.full(ny + 2, oxs - 1), np.full(ny + 2, oxe)]
+        rows, cols = np.concatenate(rows), np.concatenate(cols)
+        n_nodes_x = da.getSizes()[0]
+        ghost = (rows >= gys) & (rows < gye) & (cols >= gxs) & (cols < gxe)  # the nodes in the grid
+        slots = np.flatnonzero(ghost)
+        dofs = np.stack([2 * slots, 2 * slots + 1], axis=1).ravel()
+        natural = 2 * (rows[slots] * n_nodes_x + cols[slots])
+        natural = np.stack([natural, natural + 1], axis=1).ravel()
+        index = PETSc.IntType
+        petsc = da.getAO().app2petsc(natural.astype(index))
+        halo = np.zeros(2 * rows.size)
+        halo_vec = PETSc.Vec().createWithArray(halo, comm=PETSc.COMM_SELF)
+        template = da.createGlobalVec()
+        source = PETSc.IS().createGeneral(np.asarray(petsc, dtype=index), comm=PETSc.COMM_SELF)
+        target = PETSc.IS().createGeneral(dofs.astype(index), comm=PETSc.COMM_SELF)
+        scatter = PETSc.Scatter().create(template, source, halo_vec, target)
+        for obj in (template, source, target):
+            obj.destroy()
+        local = 2 * ((rows[slots] - gys) * (gxe - gxs) + (cols[slots] - gxs))
+        local = np.stack([local, local + 1], axis=1).ravel()
+        return halo, scatter, halo_vec, dofs[fixed_local[local]]
+
     def assemble(self, K, moduli):
         """Take new element moduli (this rank's slab): ``K`` (:attr:`mat`) is K of them from now on."""
         self._E = self._moduli.box(moduli)
@@ -107,15 +133,22 @@ class FineOperator:
         self.mat.assemble()  # a new state: what PETSc caches of the operator is stale
 
     def mult(self, mat, x, y):
-        self._da.globalToLocal(x, self._x_local)
-        buffer = self._x_buffer
-        buffer[self._fixed_ghosted] = 0.0
+        self._halo_scatter.scatter(x, self._halo_vec, *self._modes)
+        halo = self._halo
+        halo[self._fixed_halo] = 0.0
         ny, nx = self._box
         E = self._E
+        top, left = halo.ctypes.data, halo.ctypes.data + 8 * 4 * (nx + 2)
+        fixed = self._fixed_owned
         with x as xa, y as ya:
-            self._apply(ny, nx, buffer.ctypes.data + 8 * self._x_first, self._x_stride,
-                        E.ctypes.data, E.shape[1], self._ke.ctypes.data, ya.ctypes.data)
-            ya[self._fixed_owned] = xa[self._fixed_owned]
+            kept = xa[fixed]
+            xa[fixed] = 0.0  # fixed DOFs count as 0 in the sum; put back below
+            try:
+                self._apply(ny, nx, xa.ctypes.data, top, top + 8 * 2 * (nx + 2), left, left + 8 * 2 * (ny + 2),
+                            E.ctypes.data, E.shape[1], self._ke.ctypes.data, ya.ctypes.data)
+            finally:
+                xa[fixed] = kept
+            ya[fixed] = kept
 
     def getDiagonal(self, mat, d):
         with d as da:
@@ -123,13 +156,11 @@ class FineOperator:
 
     def close(self):
         self._moduli.close()
-        if self._x_local is not None:
-            self._x_local.resetArray()  # the buffer is ours
-            self._x_local.destroy()
-            self._x_local = None
-        if self.mat is not None:
-            self.mat.destroy()
-            self.mat = None
+        for name in ("_halo_scatter", "_halo_vec", "mat"):
+            obj = getattr(self, name)
+            if obj is not None:
+                obj.destroy()
+                setattr(self, name, None)
 
 
 __all__ = ["FineOperator", "kernel", "operator_of", "stencil_nonzeros"]
