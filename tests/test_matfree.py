@@ -252,6 +252,17 @@ def test_the_bytes_model_counts_the_shell_and_the_cycles():
     v, w = phases["v"], phases["w"]
     assert v["solve"] == 7 * v["mg_cg_iteration"] and v["assembly"] == w["assembly"] and v["setup"] == w["setup"]
     assert w["mg_cg_iteration"] > 1.3 * v["mg_cg_iteration"]  # the levels below are visited twice as often
+    # The fused smoother's step moves the moduli and 6 vectors; KSPCHEBYSHEV's a product (the moduli,
+    # x and y) and 7 vectors: 3 vectors a step more, 2 steps each way.
+    clear = _with_options("mf_bytes_petsc_", {**COARSE, "mg_finest_smoother": "petsc"})
+    try:
+        with ElasticitySystem(lc, prefix="mf_bytes_petsc_", solver="mg") as system:
+            system.solve(system.slab_of(moduli))
+            stock = measure.phase_bytes(system, ksp_iterations=7, n_free=lc.n_elements)
+            n = system.K.getSize()[0]
+    finally:
+        clear()
+    assert stock["mg_cg_iteration"] - v["mg_cg_iteration"] == pytest.approx(2 * 2 * 3 * 8.0 * n, rel=1e-12)
 
 
 @ONE_RANK
@@ -291,3 +302,118 @@ def test_a_compiler_missing_on_one_rank_stores_k_on_every_rank(monkeypatch):
     assert [kind for kind, _ in results] == ["mpisbaij", "mpisbaij"]
     assert np.isfinite(results[0][1]) and results[0][1] == results[1][1]
     WORLD.Barrier()
+
+
+def _petsc_chebyshev(K, b, x, steps, bounds, zero_guess):
+    """PETSc's KSPCHEBYSHEV with PCJACOBI, ``steps`` steps on the interval ``bounds``, into x."""
+    PETSc = petsc()
+    ksp = PETSc.KSP().create(comm=K.getComm())
+    ksp.setOptionsPrefix("mf_reference_cheb_")
+    opts = PETSc.Options("mf_reference_cheb_")
+    opts.setValue("ksp_chebyshev_eigenvalues", "%r,%r" % bounds)
+    try:
+        ksp.setType(PETSc.KSP.Type.CHEBYSHEV)
+        ksp.setOperators(K)
+        ksp.getPC().setType(PETSc.PC.Type.JACOBI)
+        ksp.setTolerances(max_it=steps)
+        ksp.setNormType(PETSc.KSP.NormType.NONE)
+        ksp.setInitialGuessNonzero(not zero_guess)
+        ksp.setFromOptions()
+        ksp.solve(b, x)
+    finally:
+        opts.delValue("ksp_chebyshev_eigenvalues")
+        ksp.destroy()
+
+
+def _fused_against_petsc_step(preset, nelx, nely, seed, layout=None):
+    """Largest relative difference between one fused smoothing and KSPCHEBYSHEV's, from a nonzero
+    and from a zero initial guess, and the fused smoother's interval (``layout``: DMDA options)."""
+    from sphyr_hpc.solvers import multigrid
+
+    lc = problems.preset(preset, nelx, nely).loadcase()
+    moduli = fe.simp_modulus(np.random.default_rng(seed).uniform(0.3, 1.0, lc.shape))
+    clear = _with_options("mf_fused_step_", {**COARSE, **(layout or {})})
+    worst = 0.0
+    try:
+        with ElasticitySystem(lc, prefix="mf_fused_step_", solver="mg") as system:
+            system.solve(system.slab_of(moduli))
+            [(smoother, context)] = multigrid.fused_smoothers(system.ksp)
+            b = system.f.duplicate()
+            b.setRandom()
+            for zero_guess in (False, True):
+                x_fused = b.duplicate()
+                x_fused.setRandom()
+                if zero_guess:
+                    x_fused.set(0.0)
+                x_petsc = x_fused.copy()
+                smoother.setInitialGuessNonzero(not zero_guess)
+                context.solve(smoother, b, x_fused)
+                _petsc_chebyshev(system.K, b, x_petsc, smoother.getTolerances()[3], context.bounds, zero_guess)
+                x_fused.axpy(-1.0, x_petsc)
+                worst = max(worst, x_fused.norm() / x_petsc.norm())
+            smoother.setInitialGuessNonzero(True)
+            bounds = context.bounds
+    finally:
+        clear()
+    return worst, bounds
+
+
+@ONE_RANK
+@pytest.mark.parametrize("preset, nelx, nely", [("mbb", 96, 32), ("cantilever", 61, 27)])
+def test_the_fused_smoother_takes_petscs_chebyshev_steps(preset, nelx, nely):
+    # The same Chebyshev iteration (two steps, Dirichlet rows included) as KSPCHEBYSHEV + PCJACOBI on
+    # the same interval: rounding only.
+    worst, (emin, emax) = _fused_against_petsc_step(preset, nelx, nely, 5)
+    assert worst <= 1e-12
+    # PETSc's targets 0.1 and 1.1 times the largest estimated eigenvalue of D^-1 K (in (1, 4) for Q4).
+    assert emin == pytest.approx(emax / 11.0, rel=1e-12) and 1.0 < emax / 1.1 < 4.0
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: mpirun -n 2 python -m pytest -m mpi tests/test_matfree.py")
+def test_the_fused_smoother_takes_petscs_chebyshev_steps_on_2_ranks():
+    # The halo before each step holds the neighbours' values from before it; the noisy right-hand
+    # side of the estimate depends on the natural numbering only.
+    for ranks_x, ranks_y in ((2, 1), (1, 2)):
+        layout = {"da_processors_x": ranks_x, "da_processors_y": ranks_y}
+        results = collective(lambda: _fused_against_petsc_step("mbb", 97, 33, 5, layout))
+        for worst, _ in results:
+            assert worst <= 1e-12
+        assert results[0][1] == results[1][1]
+    WORLD.Barrier()
+
+
+def _solve_with_smoother(lc, moduli_list, prefix, options):
+    clear = _with_options(prefix, {**COARSE, **options})
+    try:
+        with ElasticitySystem(lc, prefix=prefix, solver="mg") as system:
+            pc = system.ksp.getPC()
+            out = []
+            for moduli in moduli_list:
+                compliance = system.solve(system.slab_of(moduli))
+                finest = pc.getMGSmoother(pc.getMGLevels() - 1)
+                bounds = finest.getPythonContext().bounds if finest.getType() == "python" else None
+                out.append((finest.getType(), compliance, system.last_iterations, bounds))
+            return out
+    finally:
+        clear()
+
+
+@ONE_RANK
+def test_the_finest_smoother_is_fused_by_default_and_petscs_by_option():
+    lc = problems.preset("mbb", 128, 64).loadcase()
+    designs = [fe.simp_modulus(np.random.default_rng(s).uniform(0.3, 1.0, lc.shape)) for s in (6, 7)]
+    fused = _solve_with_smoother(lc, designs, "mf_smooth_fused_", {})
+    stock = _solve_with_smoother(lc, designs, "mf_smooth_petsc_", {"mg_finest_smoother": "petsc"})
+    assert [kind for kind, *_ in fused] == ["python", "python"]
+    assert [kind for kind, *_ in stock] == ["chebyshev", "chebyshev"]
+    for (_, c_fused, its_fused, _), (_, c_stock, its_stock, _) in zip(fused, stock):
+        assert c_fused == pytest.approx(c_stock, rel=1e-9)  # both CG solves stop at 1e-6
+        assert abs(its_fused - its_stock) <= 1
+    # A new K is a new estimate (made in the set-up, before the solve).
+    assert fused[0][3] != fused[1][3]
+    # Another smoother on the levels keeps PETSc's there; an unknown word is refused.
+    other = _solve_with_smoother(lc, designs[:1], "mf_smooth_nopc_", {"mg_levels_pc_type": "none"})
+    assert other[0][0] == "chebyshev"
+    with pytest.raises(ValueError, match="-mf_smooth_bad_mg_finest_smoother fast: expected fused or petsc"):
+        _solve_with_smoother(lc, designs[:1], "mf_smooth_bad_", {"mg_finest_smoother": "fast"})

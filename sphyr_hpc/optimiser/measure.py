@@ -15,8 +15,9 @@ must read or write at least, summed over all ranks:
   ~12 vector passes, and per visit of a smoothed level (W-cycles below a
   V on the finest level: 2^(depth-1) visits,
   :func:`~sphyr_hpc.solvers.multigrid.level_visits`) ``2 m`` Chebyshev
-  steps (a MatMult and ~7 vector passes each), the residual, restriction
-  and interpolation;
+  steps (a MatMult and ~7 vector passes each; the finest level's fused
+  steps, :class:`~sphyr_hpc.solvers.matfree.ChebyshevSmoother`, the moduli
+  and 6 vector passes each), the residual, restriction and interpolation;
 * ``update``: element energies (the displacements read once, an energy
   written), sensitivities, the filter's two applications and the
   optimality-criteria bisection (``bisection_steps`` passes over 7 arrays of
@@ -37,10 +38,11 @@ bandwidth (bytes read + written per second, all ranks at once).
 import numpy as np
 
 from ..solvers.matfree import operator_of
-from ..solvers.multigrid import level_visits
+from ..solvers.multigrid import fused_smoothers, level_visits
 
 VECTOR_PASSES_CG = 12         # r.z, ||r||, x += a p, r -= a w, p = z + b p (reads and writes, 8 bytes each)
 VECTOR_PASSES_CHEBYSHEV = 7   # Jacobi scaling and the three-term update, a step
+VECTOR_PASSES_FUSED = 6       # the fused step (matfree.ChebyshevSmoother): x and d read and written, b, D^-1
 VECTOR_PASSES_ESTEIG = 10     # a CG step of the eigenvalue estimate
 ESTEIG_STEPS = 10             # multigrid.configure_mg: -mg_levels_esteig_ksp_max_it default
 UPDATE_ARRAYS = 12            # energies 3, sensitivity 3, filter 2 x 2, change 2 (8 bytes a cell)
@@ -113,6 +115,7 @@ def phase_bytes(system, ksp_iterations, n_free):
     n_elements = system.loadcase.n_elements
     fine = ops[0][0]
     n_fine = fine.getSize()[0]
+    fused = [smoother for smoother, _ in fused_smoothers(system.ksp)]
 
     assembly = 8.0 * n_elements
     setup = 0.0
@@ -126,7 +129,11 @@ def phase_bytes(system, ksp_iterations, n_free):
         steps = smoother.getTolerances()[3]
         setup += ESTEIG_STEPS * (matmult_bytes(A) + 8.0 * VECTOR_PASSES_ESTEIG * n) + matrix_bytes(A)
         visits = level_visits(depth, cycle_type, finest_type)
-        per_visit = 2 * steps * (matmult_bytes(A) + 8.0 * VECTOR_PASSES_CHEBYSHEV * n) + matmult_bytes(A)
+        if smoother in fused:  # one pass a step: the moduli, x and d read and written, b and D^-1 read
+            smoothing = matrix_bytes(A) + 8.0 * VECTOR_PASSES_FUSED * n
+        else:
+            smoothing = matmult_bytes(A) + 8.0 * VECTOR_PASSES_CHEBYSHEV * n
+        per_visit = 2 * steps * smoothing + matmult_bytes(A)
         if depth < len(interps):
             per_visit += 2 * matmult_bytes(interps[depth])
             if galerkin_products:

@@ -286,9 +286,11 @@ class ElasticitySystem(SlabFields, LinearSystem):
             if self._defaults is None:  # set up before: the options were read then
                 with timing.timed(timing.SETUP):
                     self.ksp.setUp()
+                    multigrid.set_up_fused_smoothers(self.ksp)
             else:
                 with timing.timed(timing.SETUP), inserted_options(self.prefix, self._defaults):
                     self.ksp.setUp()
+                    multigrid.set_up_fused_smoothers(self.ksp)
                 self._defaults = None  # read: the first set-up is done
                 if self.solver != "direct":
                     multigrid.plain_csr_kernels(self.ksp)

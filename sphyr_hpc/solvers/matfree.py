@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..runtime import native
+from ..runtime.petsc import petsc
 from .assembly import _POS, ModuliBox
 
 SOURCE = Path(__file__).with_name("q4_apply.c")
@@ -33,6 +34,15 @@ def kernel():
     function = native.load(SOURCE).q4_apply
     pointer, size = ctypes.c_void_p, ctypes.c_int64
     function.argtypes = [size, size] + [pointer] * 6 + [size, pointer, pointer]
+    function.restype = None
+    return function
+
+
+def step_kernel():
+    """The compiled ``chebyshev_step`` (raises :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
+    function = native.load(SOURCE).chebyshev_step
+    pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
+    function.argtypes = [size, size] + [pointer] * 6 + [size] + [pointer] * 4 + [real, real, pointer]
     function.restype = None
     return function
 
@@ -66,6 +76,8 @@ class FineOperator:
         """``storage``: the format :attr:`nnz` counts in (the coarser levels', for the operator
         complexity)."""
         self._apply = kernel()
+        self._step = step_kernel()
+        self.version = 0  # counts assemblies: what a smoother derived from K (eigenvalues) is for
         (oxs, oxe), (oys, oye) = da.getRanges()
         (gxs, gxe), (gys, gye) = da.getGhostRanges()
         self._box = ny, nx = (oye - oys, oxe - oxs)
@@ -80,6 +92,9 @@ class FineOperator:
         self._moduli = ModuliBox(da, da_elem, shape)
         self._E = None
         self._diagonal = np.zeros(2 * self._box[0] * self._box[1])
+        self._inverse_diagonal = np.zeros_like(self._diagonal)
+        self._work = np.zeros(6 * nx)
+        self._natural = self._natural_dofs(da, (oys, oye, oxs, oxe))
         self.nnz = stencil_nonzeros(shape, storage)
         # Moduli one product reads, all ranks (the model of sphyr_hpc.optimiser.measure).
         self.moduli_count = comm.tompi4py().allreduce(self._moduli.box_array.size)
@@ -130,7 +145,69 @@ class FineOperator:
             for d in (0, 1):
                 diagonal[:, :, d] += E * self._ke[2 * a + d, 2 * a + d]
         self._diagonal[self._fixed_owned] = 1.0
+        np.divide(1.0, self._diagonal, out=self._inverse_diagonal)
+        self.version += 1
         self.mat.assemble()  # a new state: what PETSc caches of the operator is stale
+
+    @staticmethod
+    def _natural_dofs(da, owned):
+        """The natural number (row-major over the grid's nodes, 2 a node) of every owned DOF."""
+        oys, oye, oxs, oxe = owned
+        rows, cols = np.meshgrid(np.arange(oys, oye), np.arange(oxs, oxe), indexing="ij")
+        node = (rows * da.getSizes()[0] + cols).ravel()
+        return np.stack([2 * node, 2 * node + 1], axis=1).ravel()
+
+    def noise(self, vec):
+        """Fill ``vec`` with values in [-1, 1) hashed from each DOF's natural number: the same
+        right-hand side for an eigenvalue estimate on any number of ranks."""
+        h = self._natural.astype(np.uint64) & np.uint64(0xFFFFFFFF)
+        for _ in range(2):
+            h = (((h >> np.uint64(16)) ^ h) * np.uint64(0x45D9F3B)) & np.uint64(0xFFFFFFFF)
+        h = (h >> np.uint64(16)) ^ h
+        with vec as values:
+            values[:] = h.astype(np.float64) * 2.0**-31 - 1.0
+
+    def chebyshev(self, b, x, steps, emin, emax, zero_guess):
+        """``steps`` steps of Jacobi-preconditioned Chebyshev (the first kind, as KSPCHEBYSHEV) for
+        ``K x = b`` on the eigenvalue interval [emin, emax] of D^-1 K; each step after the first
+        is one pass of ``chebyshev_step``, and so is the first without ``zero_guess``."""
+        theta, delta = (emax + emin) / 2.0, (emax - emin) / 2.0
+        sigma = theta / delta
+        d = self._d if getattr(self, "_d", None) is not None else np.zeros_like(self._diagonal)
+        self._d = d
+        with b as ba, x as xa:
+            if zero_guess:
+                np.multiply(self._inverse_diagonal, ba, out=d)
+                d *= 1.0 / theta
+                xa[:] = d
+                first = 1
+            else:
+                first = 0
+            rho = 1.0 / sigma
+            for k in range(first, steps):
+                if k == 0:
+                    c_d, c_r = 0.0, 1.0 / theta
+                else:
+                    rho, rho_before = 1.0 / (2.0 * sigma - rho), rho
+                    c_d, c_r = rho * rho_before, 2.0 * rho / delta
+                self._chebyshev_step(x, xa, ba, d, c_d, c_r)
+
+    def _chebyshev_step(self, x, xa, ba, d, c_d, c_r):
+        """``d = c_d d + c_r D^-1 (b - K x)``, ``x += d`` in place (K's identity rows at the fixed DOFs)."""
+        self._halo_scatter.scatter(x, self._halo_vec, *self._modes)
+        halo = self._halo
+        halo[self._fixed_halo] = 0.0
+        ny, nx = self._box
+        E = self._E
+        top, left = halo.ctypes.data, halo.ctypes.data + 8 * 4 * (nx + 2)
+        fixed = self._fixed_owned
+        kept_x, kept_d = xa[fixed], d[fixed]
+        xa[fixed] = 0.0  # fixed DOFs count as 0 in the sums; their own rows are K's identity rows
+        self._step(ny, nx, xa.ctypes.data, top, top + 8 * 2 * (nx + 2), left, left + 8 * 2 * (ny + 2),
+                   E.ctypes.data, E.shape[1], self._ke.ctypes.data, ba.ctypes.data,
+                   self._inverse_diagonal.ctypes.data, d.ctypes.data, c_d, c_r, self._work.ctypes.data)
+        d[fixed] = c_d * kept_d + c_r * (ba[fixed] - kept_x)
+        xa[fixed] = kept_x + d[fixed]
 
     def mult(self, mat, x, y):
         self._halo_scatter.scatter(x, self._halo_vec, *self._modes)
@@ -163,4 +240,77 @@ class FineOperator:
                 setattr(self, name, None)
 
 
-__all__ = ["FineOperator", "kernel", "operator_of", "stencil_nonzeros"]
+class ChebyshevSmoother:
+    """A petsc4py KSP context (``KSPPYTHON``): Jacobi-preconditioned Chebyshev smoothing of the
+    matrix-free finest level, each step one fused pass over memory (``chebyshev_step``: the product,
+    the residual, the Jacobi scaling and both updates) where KSPCHEBYSHEV with PCJACOBI takes a
+    product and four vector operations.
+
+    The same iteration as KSPCHEBYSHEV (first kind, ``max_it`` steps, the first without a product
+    from a zero initial guess) on the same interval: the largest eigenvalue of D^-1 K estimated by
+    ``esteig_ksp_max_it`` (10) CG steps from a noisy right-hand side, and the targets
+    ``-ksp_chebyshev_esteig a,b,c,d`` (0,0.1,0,1.1), both under the smoother's prefix.  The estimate
+    is redone whenever K has new moduli.
+    """
+
+    def __init__(self):
+        self._version = None
+        self._bounds = None
+
+    @property
+    def bounds(self):
+        """(emin, emax): the Chebyshev interval in use (None before the first set-up)."""
+        return self._bounds
+
+    def _operator(self, ksp):
+        fine = operator_of(ksp.getOperators()[0])
+        if fine is None:
+            raise ValueError("the fused Chebyshev smoother needs the finest level applied from the moduli "
+                             "(-<prefix>mat_type shell)")
+        return fine
+
+    def _estimate(self, ksp, fine):
+        """The Chebyshev interval for K's current moduli (CG's Lanczos values, as KSPCHEBYSHEV)."""
+        PETSc = petsc()
+        options = PETSc.Options(ksp.getOptionsPrefix())
+        transform = [float(v) for v in options.getString("ksp_chebyshev_esteig", "0,0.1,0,1.1").split(",")]
+        if len(transform) != 4:
+            raise ValueError(f"-{ksp.getOptionsPrefix()}ksp_chebyshev_esteig: expected a,b,c,d")
+        estimator = PETSc.KSP().create(comm=ksp.getComm())
+        try:
+            estimator.setOperators(fine.mat)
+            estimator.setType(PETSc.KSP.Type.CG)
+            estimator.getPC().setType(PETSc.PC.Type.JACOBI)
+            estimator.setTolerances(rtol=1e-30, atol=0.0, max_it=options.getInt("esteig_ksp_max_it", 10))
+            estimator.setNormType(PETSc.KSP.NormType.NONE)
+            estimator.setComputeEigenvalues(True)
+            rhs, solution = fine.mat.createVecs()
+            fine.noise(rhs)
+            estimator.solve(rhs, solution)
+            values = estimator.computeEigenvalues().real
+            rhs.destroy()
+            solution.destroy()
+        finally:
+            estimator.destroy()
+        low, high = float(values.min()), float(values.max())
+        a, b, c, d = transform
+        return a * low + b * high, c * low + d * high
+
+    def setUp(self, ksp):
+        fine = self._operator(ksp)
+        if fine.version != self._version:
+            self._bounds = self._estimate(ksp, fine)
+            self._version = fine.version
+
+    def solve(self, ksp, b, x):
+        PETSc = petsc()
+        fine = self._operator(ksp)
+        self.setUp(ksp)  # K had new moduli since the set-up
+        steps = ksp.getTolerances()[3]
+        emin, emax = self._bounds
+        fine.chebyshev(b, x, steps, emin, emax, zero_guess=not ksp.getInitialGuessNonzero())
+        ksp.setIterationNumber(steps)
+        ksp.setConvergedReason(PETSc.KSP.ConvergedReason.CONVERGED_ITS)
+
+
+__all__ = ["ChebyshevSmoother", "FineOperator", "kernel", "operator_of", "stencil_nonzeros"]

@@ -102,6 +102,10 @@ COARSE_MAT_TYPE = "aij"
 # are most of a cycle's time: 2048x1024 on 2 ranks, 6.75 MG-CG iterations a solve instead of 6.25
 # and 3.44 s an iteration instead of 4.02 (benchmarks/results/large_grids_finest_cycle.md).
 FINEST_CYCLE = "v"
+# The finest level's smoother with the matrix-free operator (``-<prefix>mg_finest_smoother``):
+# "fused", matfree.ChebyshevSmoother (the Chebyshev step in one pass), or "petsc", KSPCHEBYSHEV
+# with PCJACOBI as on the other levels.
+FINEST_SMOOTHER = "fused"
 
 
 def tune_operator(A):
@@ -378,6 +382,7 @@ def configure_mg(ksp, system):
         for level, A in enumerate(reversed(coarse.mats)):  # coarsest first, as PCMG numbers them
             (pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)).setOperators(A)
     return MultigridSetup(levels=levels, interpolations=interpolations, coarse=coarse, defaults={
+        **fused_smoother_defaults(PETSc, system, len(levels) - 1),
         "pc_mg_galerkin": "none" if coarse is not None else "both",
         # W-cycles: on converged SIMP designs (0/1 with voids) 8-11 CG iterations from
         # 128x64 to 1024x512 instead of 17-19 with V-cycles, and faster overall
@@ -392,6 +397,49 @@ def configure_mg(ksp, system):
         "mg_coarse_ksp_type": "preonly",
         "mg_coarse_pc_type": "lu" if system.comm.getSize() == 1 else "redundant",
     })
+
+
+def fused_smoother_defaults(PETSc, system, finest):
+    """Options making PCMG level ``finest`` smooth with :class:`~.matfree.ChebyshevSmoother` (a
+    KSPPYTHON): with the finest level applied from the moduli, ``-<prefix>mg_finest_smoother fused``
+    (FINEST_SMOOTHER) and the levels' smoother left at Chebyshev with Jacobi; else none.
+    ``-<prefix>mg_finest_smoother petsc`` keeps PETSc's KSPCHEBYSHEV there."""
+    opts = PETSc.Options(system.prefix)
+    choice = opts.getString("mg_finest_smoother", FINEST_SMOOTHER).lower()
+    if choice not in ("fused", "petsc"):
+        raise ValueError(f"-{system.prefix}mg_finest_smoother {choice}: expected fused or petsc")
+    chosen = {name: opts.getString(name, default).lower()
+              for name, default in (("mg_levels_ksp_type", "chebyshev"), ("mg_levels_pc_type", "jacobi"))}
+    if choice != "fused" or operator_of(system.K) is None or chosen != {
+            "mg_levels_ksp_type": "chebyshev", "mg_levels_pc_type": "jacobi"}:
+        return {}
+    return {f"mg_levels_{finest}_ksp_type": "python",
+            f"mg_levels_{finest}_ksp_python_type": "sphyr_hpc.solvers.matfree.ChebyshevSmoother",
+            f"mg_levels_{finest}_pc_type": "none",
+            # A KSPPYTHON declares no support for PCMG's norm type NONE; it computes no norm either way.
+            f"mg_levels_{finest}_ksp_norm_type": "preconditioned"}
+
+
+def fused_smoothers(ksp):
+    """(level's KSP, :class:`~.matfree.ChebyshevSmoother`) of every PCMG level of ``ksp`` smoothed by one."""
+    from .matfree import ChebyshevSmoother
+
+    pc = ksp.getPC()
+    if pc.getType() != "mg":
+        return []
+    found = []
+    for level in range(1, pc.getMGLevels()):
+        smoother = pc.getMGSmoother(level)
+        if smoother.getType() == "python" and isinstance(smoother.getPythonContext(), ChebyshevSmoother):
+            found.append((smoother, smoother.getPythonContext()))
+    return found
+
+
+def set_up_fused_smoothers(ksp):
+    """The eigenvalue estimates of ``ksp``'s fused smoothers for the current K, now (in the set-up, as
+    KSPCHEBYSHEV's own, which PCMG redoes for a new finest operator; a KSPPYTHON is set up once)."""
+    for smoother, context in fused_smoothers(ksp):
+        context.setUp(smoother)
 
 
 def set_finest_cycle(PETSc, ksp, prefix):

@@ -17,40 +17,37 @@
  * y: the owned values, (ny, nx, 2) contiguous, every one written.
  * Inside a node row (columns 1 .. nx - 2) nodes do not depend on each other: gcc vectorises that
  * loop; the first and last node of a row read the halo columns.
+ *
+ * chebyshev_step (below) is one step of Jacobi-preconditioned Chebyshev smoothing fused around the
+ * same product, x updated in place row by row.
  */
 #include <stdint.h>
+#include <string.h>
 
 static const int PR[4] = {0, 0, 1, 1};
 static const int PC[4] = {0, 1, 1, 0};
 
-struct box {
-    int64_t ny, nx;
-    const double *x, *top, *bottom, *left, *right;
-};
-
-/* Node (r, c)'s two values, r in [-1, ny], c in [-1, nx]. */
-static const double *at(const struct box *b, int64_t r, int64_t c)
+/* Node (r, c)'s two values for r in [j - 1, j + 1], c in [-1, nx]: rows[r - j + 1] is node row r
+ * at column 0 (its halo row above or below the box included), left/right the halo columns. */
+static const double *at(const double *const rows[3], const double *left, const double *right, int64_t nx,
+                        int64_t j, int64_t r, int64_t c)
 {
     if (c < 0)
-        return b->left + 2 * (r + 1);
-    if (c >= b->nx)
-        return b->right + 2 * (r + 1);
-    if (r < 0)
-        return b->top + 2 * (c + 1);
-    if (r >= b->ny)
-        return b->bottom + 2 * (c + 1);
-    return b->x + 2 * (r * b->nx + c);
+        return left + 2 * (r + 1);
+    if (c >= nx)
+        return right + 2 * (r + 1);
+    return rows[r - j + 1] + 2 * c;
 }
 
-static void edge_node(const struct box *bx, int64_t j, int64_t i, const double *E, int64_t e_stride,
-                      const double *k, double *out)
+static void edge_node(const double *const rows[3], const double *left, const double *right, int64_t nx,
+                      int64_t j, int64_t i, const double *E, int64_t e_stride, const double *k, double *out)
 {
     double acc0 = 0.0, acc1 = 0.0;
     for (int a = 0; a < 4; ++a) {
         const double e = E[(j + 1 - PR[a]) * e_stride + i + 1 - PC[a]];
         double s0 = 0.0, s1 = 0.0;
         for (int b = 0; b < 4; ++b) {
-            const double *xp = at(bx, j - PR[a] + PR[b], i - PC[a] + PC[b]);
+            const double *xp = at(rows, left, right, nx, j, j - PR[a] + PR[b], i - PC[a] + PC[b]);
             s0 += k[16 * a + 2 * b] * xp[0] + k[16 * a + 2 * b + 1] * xp[1];
             s1 += k[16 * a + 8 + 2 * b] * xp[0] + k[16 * a + 8 + 2 * b + 1] * xp[1];
         }
@@ -61,41 +58,80 @@ static void edge_node(const struct box *bx, int64_t j, int64_t i, const double *
     out[1] = acc1;
 }
 
+/* Node row j of K x into out (2 nx values): r0, r1, r2 node rows j - 1, j, j + 1 at column 0. */
+static void apply_row(int64_t nx, int64_t j, const double *restrict r0, const double *restrict r1,
+                      const double *restrict r2, const double *left, const double *right,
+                      const double *restrict E, int64_t e_stride, const double *restrict k, double *restrict out)
+{
+    const double *const rows[3] = {r0, r1, r2};
+    const double *restrict e0 = E + j * e_stride, *restrict e1 = E + (j + 1) * e_stride;
+    edge_node(rows, left, right, nx, j, 0, E, e_stride, k, out);
+    if (nx > 1)
+        edge_node(rows, left, right, nx, j, nx - 1, E, e_stride, k, out + 2 * (nx - 1));
+    for (int64_t i = 1; i < nx - 1; ++i) {
+        double acc0 = 0.0, acc1 = 0.0;
+#pragma GCC unroll 4
+        for (int a = 0; a < 4; ++a) {
+            const double e = (PR[a] ? e0 : e1)[i + 1 - PC[a]];
+            double s0 = 0.0, s1 = 0.0;
+#pragma GCC unroll 4
+            for (int b = 0; b < 4; ++b) {
+                const int r = 1 - PR[a] + PR[b];
+                const double *xp = (r == 0 ? r0 : r == 1 ? r1 : r2) + 2 * (i - PC[a] + PC[b]);
+                s0 += k[16 * a + 2 * b] * xp[0] + k[16 * a + 2 * b + 1] * xp[1];
+                s1 += k[16 * a + 8 + 2 * b] * xp[0] + k[16 * a + 8 + 2 * b + 1] * xp[1];
+            }
+            acc0 += e * s0;
+            acc1 += e * s1;
+        }
+        out[2 * i] = acc0;
+        out[2 * i + 1] = acc1;
+    }
+}
+
 void q4_apply(int64_t ny, int64_t nx, const double *restrict x, const double *restrict top,
               const double *restrict bottom, const double *restrict left, const double *restrict right,
               const double *restrict E, int64_t e_stride, const double *restrict ke, double *restrict y)
 {
-    const struct box bx = {ny, nx, x, top, bottom, left, right};
     double k[64];
     for (int q = 0; q < 64; ++q)
         k[q] = ke[q];
+    for (int64_t j = 0; j < ny; ++j)
+        apply_row(nx, j, j > 0 ? x + 2 * nx * (j - 1) : top + 2, x + 2 * nx * j,
+                  j + 1 < ny ? x + 2 * nx * (j + 1) : bottom + 2, left, right, E, e_stride, k, y + 2 * nx * j);
+}
+
+/* One Chebyshev step on the owned nodes, in place:
+ *
+ *   d = c_d d + c_r D^-1 (b - K x),   x = x + d
+ *
+ * (dinv: D^-1, the inverse diagonal).  x, the halo and E as for q4_apply, the halo holding the
+ * neighbours' values from before the step.  work: 6 nx doubles.  Each row's product is computed
+ * from the rows' values before the step (row j - 1's are kept in work before row j - 1 is
+ * updated), so the step is the same as with a separate product. */
+void chebyshev_step(int64_t ny, int64_t nx, double *restrict x, const double *restrict top,
+                    const double *restrict bottom, const double *restrict left, const double *restrict right,
+                    const double *restrict E, int64_t e_stride, const double *restrict ke,
+                    const double *restrict b, const double *restrict dinv, double *restrict d,
+                    double c_d, double c_r, double *restrict work)
+{
+    double k[64];
+    for (int q = 0; q < 64; ++q)
+        k[q] = ke[q];
+    const int64_t n = 2 * nx;
+    double *restrict kx = work, *restrict before[2] = {work + n, work + 2 * n};
     for (int64_t j = 0; j < ny; ++j) {
-        const double *restrict r0 = j > 0 ? x + 2 * nx * (j - 1) : top + 2;
-        const double *restrict r1 = x + 2 * nx * j;
-        const double *restrict r2 = j + 1 < ny ? x + 2 * nx * (j + 1) : bottom + 2;
-        const double *restrict e0 = E + j * e_stride, *restrict e1 = E + (j + 1) * e_stride;
-        double *restrict row = y + j * 2 * nx;
-        edge_node(&bx, j, 0, E, e_stride, k, row);
-        if (nx > 1)
-            edge_node(&bx, j, nx - 1, E, e_stride, k, row + 2 * (nx - 1));
-        for (int64_t i = 1; i < nx - 1; ++i) {
-            double acc0 = 0.0, acc1 = 0.0;
-#pragma GCC unroll 4
-            for (int a = 0; a < 4; ++a) {
-                const double e = (PR[a] ? e0 : e1)[i + 1 - PC[a]];
-                double s0 = 0.0, s1 = 0.0;
-#pragma GCC unroll 4
-                for (int b = 0; b < 4; ++b) {
-                    const int r = 1 - PR[a] + PR[b];
-                    const double *xp = (r == 0 ? r0 : r == 1 ? r1 : r2) + 2 * (i - PC[a] + PC[b]);
-                    s0 += k[16 * a + 2 * b] * xp[0] + k[16 * a + 2 * b + 1] * xp[1];
-                    s1 += k[16 * a + 8 + 2 * b] * xp[0] + k[16 * a + 8 + 2 * b + 1] * xp[1];
-                }
-                acc0 += e * s0;
-                acc1 += e * s1;
-            }
-            row[2 * i] = acc0;
-            row[2 * i + 1] = acc1;
+        double *restrict xj = x + n * j;
+        double *restrict kept = before[j & 1];
+        apply_row(nx, j, j > 0 ? before[(j - 1) & 1] : top + 2, xj, j + 1 < ny ? xj + n : bottom + 2,
+                  left, right, E, e_stride, k, kx);
+        memcpy(kept, xj, (size_t)n * sizeof(double));
+        const double *restrict bj = b + n * j, *restrict dj_inv = dinv + n * j;
+        double *restrict dj = d + n * j;
+        for (int64_t q = 0; q < n; ++q) {
+            const double step = c_d * dj[q] + c_r * dj_inv[q] * (bj[q] - kx[q]);
+            dj[q] = step;
+            xj[q] += step;
         }
     }
 }
