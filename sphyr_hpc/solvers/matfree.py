@@ -24,7 +24,7 @@ import numpy as np
 
 from ..runtime import native
 from ..runtime.petsc import petsc
-from .assembly import _POS, ModuliBox
+from .assembly import ModuliBox
 
 SOURCE = Path(__file__).with_name("q4_apply.c")
 
@@ -38,13 +38,20 @@ def kernel():
     return function
 
 
-def step_kernel():
-    """The compiled ``chebyshev_step`` (raises :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
-    function = native.load(SOURCE).chebyshev_step
-    pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
-    function.argtypes = [size, size] + [pointer] * 6 + [size] + [pointer] * 4 + [real, real, pointer]
+def _function(name, *argtypes):
+    function = getattr(native.load(SOURCE), name)
+    function.argtypes = list(argtypes)
     function.restype = None
     return function
+
+
+def kernels():
+    """The compiled ``chebyshev_step``, ``chebyshev_first`` and ``q4_diagonal`` (raises
+    :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
+    pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
+    return (_function("chebyshev_step", size, size, *[pointer] * 6, size, *[pointer] * 4, real, real, pointer),
+            _function("chebyshev_first", size, pointer, pointer, real, pointer, pointer),
+            _function("q4_diagonal", size, size, pointer, size, pointer, pointer, pointer))
 
 
 def operator_of(A):
@@ -76,7 +83,7 @@ class FineOperator:
         """``storage``: the format :attr:`nnz` counts in (the coarser levels', for the operator
         complexity)."""
         self._apply = kernel()
-        self._step = step_kernel()
+        self._step, self._first, self._diagonal_of = kernels()
         self.version = 0  # counts assemblies: what a smoother derived from K (eigenvalues) is for
         (oxs, oxe), (oys, oye) = da.getRanges()
         (gxs, gxe), (gys, gye) = da.getGhostRanges()
@@ -95,6 +102,8 @@ class FineOperator:
         self._inverse_diagonal = np.zeros_like(self._diagonal)
         self._work = np.zeros(6 * nx)
         self._natural = self._natural_dofs(da, (oys, oye, oxs, oxe))
+        self._noise = None
+        self._d = np.zeros_like(self._diagonal)
         self.nnz = stencil_nonzeros(shape, storage)
         # Moduli one product reads, all ranks (the model of sphyr_hpc.optimiser.measure).
         self.moduli_count = comm.tompi4py().allreduce(self._moduli.box_array.size)
@@ -136,16 +145,12 @@ class FineOperator:
 
     def assemble(self, K, moduli):
         """Take new element moduli (this rank's slab): ``K`` (:attr:`mat`) is K of them from now on."""
-        self._E = self._moduli.box(moduli)
+        self._E = E = self._moduli.box(moduli)
         ny, nx = self._box
-        diagonal = self._diagonal.reshape(ny, nx, 2)
-        diagonal[...] = 0.0
-        for a, (ar, ac) in enumerate(_POS):
-            E = self._E[1 - ar:ny + 1 - ar, 1 - ac:nx + 1 - ac]
-            for d in (0, 1):
-                diagonal[:, :, d] += E * self._ke[2 * a + d, 2 * a + d]
+        self._diagonal_of(ny, nx, E.ctypes.data, E.shape[1], self._ke.ctypes.data, self._diagonal.ctypes.data,
+                          self._inverse_diagonal.ctypes.data)
         self._diagonal[self._fixed_owned] = 1.0
-        np.divide(1.0, self._diagonal, out=self._inverse_diagonal)
+        self._inverse_diagonal[self._fixed_owned] = 1.0
         self.version += 1
         self.mat.assemble()  # a new state: what PETSc caches of the operator is stale
 
@@ -160,12 +165,15 @@ class FineOperator:
     def noise(self, vec):
         """Fill ``vec`` with values in [-1, 1) hashed from each DOF's natural number: the same
         right-hand side for an eigenvalue estimate on any number of ranks."""
-        h = self._natural.astype(np.uint64) & np.uint64(0xFFFFFFFF)
-        for _ in range(2):
-            h = (((h >> np.uint64(16)) ^ h) * np.uint64(0x45D9F3B)) & np.uint64(0xFFFFFFFF)
-        h = (h >> np.uint64(16)) ^ h
+        if self._noise is None:
+            h = self._natural.astype(np.uint64) & np.uint64(0xFFFFFFFF)
+            for _ in range(2):
+                h = (((h >> np.uint64(16)) ^ h) * np.uint64(0x45D9F3B)) & np.uint64(0xFFFFFFFF)
+            h = (h >> np.uint64(16)) ^ h
+            self._noise = h.astype(np.float64) * 2.0**-31 - 1.0
+            self._natural = None
         with vec as values:
-            values[:] = h.astype(np.float64) * 2.0**-31 - 1.0
+            values[:] = self._noise
 
     def chebyshev(self, b, x, steps, emin, emax, zero_guess):
         """``steps`` steps of Jacobi-preconditioned Chebyshev (the first kind, as KSPCHEBYSHEV) for
@@ -173,13 +181,11 @@ class FineOperator:
         is one pass of ``chebyshev_step``, and so is the first without ``zero_guess``."""
         theta, delta = (emax + emin) / 2.0, (emax - emin) / 2.0
         sigma = theta / delta
-        d = self._d if getattr(self, "_d", None) is not None else np.zeros_like(self._diagonal)
-        self._d = d
+        d = self._d
         with b as ba, x as xa:
             if zero_guess:
-                np.multiply(self._inverse_diagonal, ba, out=d)
-                d *= 1.0 / theta
-                xa[:] = d
+                self._first(d.size, ba.ctypes.data, self._inverse_diagonal.ctypes.data, 1.0 / theta, d.ctypes.data,
+                            xa.ctypes.data)
                 first = 1
             else:
                 first = 0

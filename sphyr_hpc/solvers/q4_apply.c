@@ -135,3 +135,40 @@ void chebyshev_step(int64_t ny, int64_t nx, double *restrict x, const double *re
         }
     }
 }
+
+/* The first Chebyshev step from x = 0: d = scale D^-1 b, x = d (n values). */
+void chebyshev_first(int64_t n, const double *restrict b, const double *restrict dinv, double scale,
+                     double *restrict d, double *restrict x)
+{
+    for (int64_t q = 0; q < n; ++q) {
+        const double step = scale * dinv[q] * b[q];
+        d[q] = step;
+        x[q] = step;
+    }
+}
+
+/* K's diagonal on the owned nodes and its inverse, from the element moduli (E as for q4_apply). */
+void q4_diagonal(int64_t ny, int64_t nx, const double *restrict E, int64_t e_stride, const double *restrict ke,
+                 double *restrict diagonal, double *restrict inverse)
+{
+    double k[8];
+    for (int q = 0; q < 8; ++q)
+        k[q] = ke[9 * q];
+    for (int64_t j = 0; j < ny; ++j) {
+        const double *restrict e0 = E + j * e_stride, *restrict e1 = E + (j + 1) * e_stride;
+        double *restrict row = diagonal + 2 * nx * j, *restrict inv = inverse + 2 * nx * j;
+        for (int64_t i = 0; i < nx; ++i) {
+            double acc0 = 0.0, acc1 = 0.0;
+#pragma GCC unroll 4
+            for (int a = 0; a < 4; ++a) {
+                const double e = (PR[a] ? e0 : e1)[i + 1 - PC[a]];
+                acc0 += e * k[2 * a];
+                acc1 += e * k[2 * a + 1];
+            }
+            row[2 * i] = acc0;
+            row[2 * i + 1] = acc1;
+            inv[2 * i] = 1.0 / acc0;
+            inv[2 * i + 1] = 1.0 / acc1;
+        }
+    }
+}
