@@ -298,7 +298,7 @@ def _oc_update_linear(mpi, design, dc, dv, is_free, pinned, density_filter, targ
         if top + slope / np.sqrt(middle) < target - margin:
             return False
         np.multiply(scaled, 1.0 / np.sqrt(middle), out=candidate)
-        np.clip(candidate, low, high, out=candidate)
+        fe.clip(candidate, low, high, out=candidate)
         return mpi.allreduce(fixed + float(np.dot(free_dv, candidate)), op=MPI.SUM) > target
 
     _bisect(-np.inf, np.inf, over)  # every step evaluated: ``candidate`` is the final middle's
