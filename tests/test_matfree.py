@@ -260,9 +260,12 @@ def test_the_bytes_model_counts_the_shell_and_the_cycles():
             system.solve(system.slab_of(moduli))
             stock = measure.phase_bytes(system, ksp_iterations=7, n_free=lc.n_elements)
             n = system.K.getSize()[0]
+            diagonal_read = measure.matrix_bytes(system.K)
     finally:
         clear()
     assert stock["mg_cg_iteration"] - v["mg_cg_iteration"] == pytest.approx(2 * 2 * 3 * 8.0 * n, rel=1e-12)
+    # Its estimate: 10 CG steps of 8 vector passes instead of KSPCG's 10, and no read of the diagonal.
+    assert stock["setup"] - v["setup"] == pytest.approx(10 * 2 * 8.0 * n + diagonal_read, rel=1e-12)
 
 
 @ONE_RANK
@@ -417,3 +420,54 @@ def test_the_finest_smoother_is_fused_by_default_and_petscs_by_option():
     assert other[0][0] == "chebyshev"
     with pytest.raises(ValueError, match="-mf_smooth_bad_mg_finest_smoother fast: expected fused or petsc"):
         _solve_with_smoother(lc, designs[:1], "mf_smooth_bad_", {"mg_finest_smoother": "fast"})
+
+
+def _estimate_against_petsc_cg(preset, nelx, nely, seed, steps=10):
+    """(fused (min, max), PETSc KSPCG's (min, max)) Lanczos values of D^-1 K from the same noise."""
+    PETSc = petsc()
+    lc = problems.preset(preset, nelx, nely).loadcase()
+    moduli = fe.simp_modulus(np.random.default_rng(seed).uniform(0.3, 1.0, lc.shape))
+    clear = _with_options("mf_esteig_", COARSE)
+    try:
+        with ElasticitySystem(lc, prefix="mf_esteig_", solver="mg") as system:
+            system.assemble(system.slab_of(moduli))
+            fine = matfree.operator_of(system.K)
+            fused = fine.extreme_eigenvalues(steps, system.comm)
+            cg = PETSc.KSP().create(comm=system.comm)
+            try:
+                cg.setType(PETSc.KSP.Type.CG)
+                cg.setOperators(system.K)
+                cg.getPC().setType(PETSc.PC.Type.JACOBI)
+                cg.setTolerances(rtol=1e-30, atol=0.0, max_it=steps)
+                cg.setNormType(PETSc.KSP.NormType.NONE)
+                cg.setComputeEigenvalues(True)
+                b, x = system.K.createVecs()
+                fine.noise(b)
+                cg.solve(b, x)
+                values = cg.computeEigenvalues().real
+                b.destroy()
+                x.destroy()
+            finally:
+                cg.destroy()
+    finally:
+        clear()
+    return fused, (float(values.min()), float(values.max()))
+
+
+@ONE_RANK
+@pytest.mark.parametrize("preset, nelx, nely", [("mbb", 96, 32), ("bridge", 80, 41)])
+def test_the_fused_estimate_is_petscs_cg_estimate(preset, nelx, nely):
+    # The same CG steps (fused passes, Dirichlet rows included) and the same tridiagonal.
+    fused, stock = _estimate_against_petsc_cg(preset, nelx, nely, 8)
+    assert fused == pytest.approx(stock, rel=1e-9)
+    assert 0.0 < fused[0] < 1.0 < fused[1] < 4.0  # D^-1 K of Q4 elasticity: largest in (1, 4)
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: mpirun -n 2 python -m pytest -m mpi tests/test_matfree.py")
+def test_the_fused_estimate_is_petscs_cg_estimate_on_2_ranks():
+    results = collective(lambda: _estimate_against_petsc_cg("mbb", 97, 33, 8))
+    for fused, stock in results:
+        assert fused == pytest.approx(stock, rel=1e-9)
+    assert results[0][0] == results[1][0]
+    WORLD.Barrier()

@@ -7,8 +7,9 @@ must read or write at least, summed over all ranks:
 * ``assembly``: every stored value of every multigrid operator written once
   (8 bytes), the moduli read once;
 * ``setup`` (PC set-up): per smoothed level the Chebyshev eigenvalue estimate
-  (``esteig_steps`` CG steps: a MatMult and ~10 vector passes each) and the
-  Jacobi diagonal (one read of the operator); with PCMG's own Galerkin
+  (``esteig_steps`` CG steps: a MatMult and ~10 vector passes each, 8 for the
+  fused smoother's own) and the Jacobi diagonal (one read of the operator;
+  the fused smoother's comes with the assembly); with PCMG's own Galerkin
   products (AIJ) also one read of A_fine, P and one write of A_coarse per
   level.  The coarsest factorisation is not counted (a few thousand DOFs);
 * ``solve``: the CG iterations times one MG-CG iteration: CG's MatMult and
@@ -44,6 +45,7 @@ VECTOR_PASSES_CG = 12         # r.z, ||r||, x += a p, r -= a w, p = z + b p (rea
 VECTOR_PASSES_CHEBYSHEV = 7   # Jacobi scaling and the three-term update, a step
 VECTOR_PASSES_FUSED = 6       # the fused step (matfree.ChebyshevSmoother): x and d read and written, b, D^-1
 VECTOR_PASSES_ESTEIG = 10     # a CG step of the eigenvalue estimate
+VECTOR_PASSES_ESTEIG_FUSED = 8  # matfree's fused CG step: r read and written, Kp, D^-1; D^-1, r, p read, p written
 ESTEIG_STEPS = 10             # multigrid.configure_mg: -mg_levels_esteig_ksp_max_it default
 UPDATE_ARRAYS = 12            # energies 3, sensitivity 3, filter 2 x 2, change 2 (8 bytes a cell)
 BISECTION_ARRAYS = 7          # scaled, candidate (2 writes), low, high, dv, candidate read by the dot
@@ -127,7 +129,10 @@ def phase_bytes(system, ksp_iterations, n_free):
         if smoother is None:
             continue  # the coarsest: factorised, not counted
         steps = smoother.getTolerances()[3]
-        setup += ESTEIG_STEPS * (matmult_bytes(A) + 8.0 * VECTOR_PASSES_ESTEIG * n) + matrix_bytes(A)
+        if smoother in fused:  # the fused CG steps; D^-1 comes with the assembly
+            setup += ESTEIG_STEPS * (matmult_bytes(A) + 8.0 * VECTOR_PASSES_ESTEIG_FUSED * n)
+        else:  # KSPCG's steps and PCJACOBI's read of the diagonal
+            setup += ESTEIG_STEPS * (matmult_bytes(A) + 8.0 * VECTOR_PASSES_ESTEIG * n) + matrix_bytes(A)
         visits = level_visits(depth, cycle_type, finest_type)
         if smoother in fused:  # one pass a step: the moduli, x and d read and written, b and D^-1 read
             smoothing = matrix_bytes(A) + 8.0 * VECTOR_PASSES_FUSED * n

@@ -33,8 +33,8 @@ def kernel():
     """The compiled ``q4_apply`` (raises :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
     function = native.load(SOURCE).q4_apply
     pointer, size = ctypes.c_void_p, ctypes.c_int64
-    function.argtypes = [size, size] + [pointer] * 6 + [size, pointer, pointer]
-    function.restype = None
+    function.argtypes = [size, size] + [pointer] * 6 + [size, pointer, pointer, size]
+    function.restype = ctypes.c_double
     return function
 
 
@@ -46,12 +46,15 @@ def _function(name, *argtypes):
 
 
 def kernels():
-    """The compiled ``chebyshev_step``, ``chebyshev_first`` and ``q4_diagonal`` (raises
-    :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
+    """The compiled ``chebyshev_step``, ``chebyshev_first``, ``q4_diagonal``, ``cg_residual`` and
+    ``cg_direction`` (raises :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
     pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
+    residual = _function("cg_residual", size, real, pointer, pointer, pointer)
+    residual.restype = real
     return (_function("chebyshev_step", size, size, *[pointer] * 6, size, *[pointer] * 4, real, real, pointer),
             _function("chebyshev_first", size, pointer, pointer, real, pointer, pointer),
-            _function("q4_diagonal", size, size, pointer, size, pointer, pointer, pointer))
+            _function("q4_diagonal", size, size, pointer, size, pointer, pointer, pointer),
+            residual, _function("cg_direction", size, real, pointer, pointer, pointer))
 
 
 def operator_of(A):
@@ -83,7 +86,7 @@ class FineOperator:
         """``storage``: the format :attr:`nnz` counts in (the coarser levels', for the operator
         complexity)."""
         self._apply = kernel()
-        self._step, self._first, self._diagonal_of = kernels()
+        self._step, self._first, self._diagonal_of, self._cg_residual, self._cg_direction = kernels()
         self.version = 0  # counts assemblies: what a smoother derived from K (eigenvalues) is for
         (oxs, oxe), (oys, oye) = da.getRanges()
         (gxs, gxe), (gys, gye) = da.getGhostRanges()
@@ -216,6 +219,10 @@ class FineOperator:
         xa[fixed] = kept_x + d[fixed]
 
     def mult(self, mat, x, y):
+        self._product(x, y, want_dot=False)
+
+    def _product(self, x, y, want_dot):
+        """y = K x (x, y Vecs); with ``want_dot`` returns this rank's part of x . y."""
         self._halo_scatter.scatter(x, self._halo_vec, *self._modes)
         halo = self._halo
         halo[self._fixed_halo] = 0.0
@@ -227,11 +234,48 @@ class FineOperator:
             kept = xa[fixed]
             xa[fixed] = 0.0  # fixed DOFs count as 0 in the sum; put back below
             try:
-                self._apply(ny, nx, xa.ctypes.data, top, top + 8 * 2 * (nx + 2), left, left + 8 * 2 * (ny + 2),
-                            E.ctypes.data, E.shape[1], self._ke.ctypes.data, ya.ctypes.data)
+                dot = self._apply(ny, nx, xa.ctypes.data, top, top + 8 * 2 * (nx + 2), left, left + 8 * 2 * (ny + 2),
+                                  E.ctypes.data, E.shape[1], self._ke.ctypes.data, ya.ctypes.data, int(want_dot))
             finally:
                 xa[fixed] = kept
             ya[fixed] = kept
+        return dot + float(kept @ kept)  # y = x on the fixed DOFs
+
+    def extreme_eigenvalues(self, steps, comm):
+        """(smallest, largest) Lanczos value of D^-1 K after ``steps`` Jacobi-preconditioned CG steps
+        from :meth:`noise` (x0 = 0), as PETSc's KSPCG with eigenvalue computation gives them: the
+        tridiagonal of CG's coefficients.  Each step is a product (with p . Kp on the way) and two
+        fused passes (``cg_residual``: r -= alpha Kp and r . D^-1 r; ``cg_direction``)."""
+        mpi = comm.tompi4py()
+        n = self._diagonal.size
+        r = np.empty(n)
+        p_vec, w_vec = self.mat.createVecs()
+        try:
+            self.noise(p_vec)  # r0 = b
+            with p_vec as pa:
+                r[:] = pa
+            dinv = self._inverse_diagonal
+            rz = mpi.allreduce(float(np.dot(r * dinv, r)))
+            with p_vec as pa:
+                np.multiply(dinv, r, out=pa)
+            alphas, betas = [], []
+            for _ in range(steps):
+                pw = mpi.allreduce(self._product(p_vec, w_vec, want_dot=True))
+                if not pw > 0.0 or not rz > 0.0:
+                    break
+                alpha = rz / pw
+                with w_vec as wa:
+                    rz_next = mpi.allreduce(self._cg_residual(n, alpha, r.ctypes.data, wa.ctypes.data, dinv.ctypes.data))
+                alphas.append(alpha)
+                beta = rz_next / rz
+                betas.append(beta)
+                with p_vec as pa:
+                    self._cg_direction(n, beta, r.ctypes.data, dinv.ctypes.data, pa.ctypes.data)
+                rz = rz_next
+        finally:
+            p_vec.destroy()
+            w_vec.destroy()
+        return lanczos_extremes(alphas, betas)
 
     def getDiagonal(self, mat, d):
         with d as da:
@@ -246,6 +290,21 @@ class FineOperator:
                 setattr(self, name, None)
 
 
+def lanczos_extremes(alphas, betas):
+    """Smallest and largest eigenvalue of the Lanczos tridiagonal of CG's step lengths ``alphas`` and
+    direction coefficients ``betas`` (PETSc's KSPComputeEigenvalues for KSPCG builds the same one)."""
+    alphas = np.asarray(alphas, dtype=float)
+    if alphas.size == 0:
+        raise ValueError("no CG step to estimate eigenvalues from (a zero right-hand side or K not positive)")
+    betas = np.asarray(betas[:alphas.size - 1], dtype=float)
+    diagonal = 1.0 / alphas
+    diagonal[1:] += betas / alphas[:-1]
+    off = np.sqrt(betas) / alphas[:-1]
+    T = np.diag(diagonal) + np.diag(off, 1) + np.diag(off, -1)
+    values = np.linalg.eigvalsh(T)
+    return float(values[0]), float(values[-1])
+
+
 class ChebyshevSmoother:
     """A petsc4py KSP context (``KSPPYTHON``): Jacobi-preconditioned Chebyshev smoothing of the
     matrix-free finest level, each step one fused pass over memory (``chebyshev_step``: the product,
@@ -253,10 +312,11 @@ class ChebyshevSmoother:
     product and four vector operations.
 
     The same iteration as KSPCHEBYSHEV (first kind, ``max_it`` steps, the first without a product
-    from a zero initial guess) on the same interval: the largest eigenvalue of D^-1 K estimated by
-    ``esteig_ksp_max_it`` (10) CG steps from a noisy right-hand side, and the targets
-    ``-ksp_chebyshev_esteig a,b,c,d`` (0,0.1,0,1.1), both under the smoother's prefix.  The estimate
-    is redone whenever K has new moduli.
+    from a zero initial guess) on the same interval: the extreme eigenvalues of D^-1 K estimated as
+    KSPCHEBYSHEV's CG estimator does, by ``esteig_ksp_max_it`` (10) Jacobi-preconditioned CG steps
+    from a noisy right-hand side (:meth:`FineOperator.extreme_eigenvalues`, fused passes too), and
+    the targets ``-ksp_chebyshev_esteig a,b,c,d`` (0,0.1,0,1.1), both under the smoother's prefix.
+    The estimate is redone whenever K has new moduli.
     """
 
     def __init__(self):
@@ -282,23 +342,7 @@ class ChebyshevSmoother:
         transform = [float(v) for v in options.getString("ksp_chebyshev_esteig", "0,0.1,0,1.1").split(",")]
         if len(transform) != 4:
             raise ValueError(f"-{ksp.getOptionsPrefix()}ksp_chebyshev_esteig: expected a,b,c,d")
-        estimator = PETSc.KSP().create(comm=ksp.getComm())
-        try:
-            estimator.setOperators(fine.mat)
-            estimator.setType(PETSc.KSP.Type.CG)
-            estimator.getPC().setType(PETSc.PC.Type.JACOBI)
-            estimator.setTolerances(rtol=1e-30, atol=0.0, max_it=options.getInt("esteig_ksp_max_it", 10))
-            estimator.setNormType(PETSc.KSP.NormType.NONE)
-            estimator.setComputeEigenvalues(True)
-            rhs, solution = fine.mat.createVecs()
-            fine.noise(rhs)
-            estimator.solve(rhs, solution)
-            values = estimator.computeEigenvalues().real
-            rhs.destroy()
-            solution.destroy()
-        finally:
-            estimator.destroy()
-        low, high = float(values.min()), float(values.max())
+        low, high = fine.extreme_eigenvalues(options.getInt("esteig_ksp_max_it", 10), ksp.getComm())
         a, b, c, d = transform
         return a * low + b * high, c * low + d * high
 

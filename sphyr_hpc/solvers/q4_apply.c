@@ -89,16 +89,38 @@ static void apply_row(int64_t nx, int64_t j, const double *restrict r0, const do
     }
 }
 
-void q4_apply(int64_t ny, int64_t nx, const double *restrict x, const double *restrict top,
-              const double *restrict bottom, const double *restrict left, const double *restrict right,
-              const double *restrict E, int64_t e_stride, const double *restrict ke, double *restrict y)
+/* Sum of a[q] b[q] (c[q] if c) over n values, in four interleaved partial sums (vectorisable). */
+static double dot4(int64_t n, const double *restrict a, const double *restrict b, const double *restrict c)
+{
+    double s[4] = {0.0, 0.0, 0.0, 0.0};
+    int64_t q = 0;
+    for (; q + 4 <= n; q += 4)
+        for (int l = 0; l < 4; ++l)
+            s[l] += a[q + l] * b[q + l] * (c ? c[q + l] : 1.0);
+    for (; q < n; ++q)
+        s[0] += a[q] * b[q] * (c ? c[q] : 1.0);
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+/* With want_dot, returns x . y over the owned values (each row's, while it is in cache), else 0. */
+double q4_apply(int64_t ny, int64_t nx, const double *restrict x, const double *restrict top,
+                const double *restrict bottom, const double *restrict left, const double *restrict right,
+                const double *restrict E, int64_t e_stride, const double *restrict ke, double *restrict y,
+                int64_t want_dot)
 {
     double k[64];
     for (int q = 0; q < 64; ++q)
         k[q] = ke[q];
-    for (int64_t j = 0; j < ny; ++j)
-        apply_row(nx, j, j > 0 ? x + 2 * nx * (j - 1) : top + 2, x + 2 * nx * j,
-                  j + 1 < ny ? x + 2 * nx * (j + 1) : bottom + 2, left, right, E, e_stride, k, y + 2 * nx * j);
+    double dot = 0.0;
+    for (int64_t j = 0; j < ny; ++j) {
+        const double *restrict xj = x + 2 * nx * j;
+        double *restrict yj = y + 2 * nx * j;
+        apply_row(nx, j, j > 0 ? xj - 2 * nx : top + 2, xj, j + 1 < ny ? xj + 2 * nx : bottom + 2, left, right, E,
+                  e_stride, k, yj);
+        if (want_dot)
+            dot += dot4(2 * nx, xj, yj, 0);
+    }
+    return dot;
 }
 
 /* One Chebyshev step on the owned nodes, in place:
@@ -171,4 +193,20 @@ void q4_diagonal(int64_t ny, int64_t nx, const double *restrict E, int64_t e_str
             inv[2 * i + 1] = 1.0 / acc1;
         }
     }
+}
+
+/* A CG step's residual update, r -= alpha w; returns r . D^-1 r. */
+double cg_residual(int64_t n, double alpha, double *restrict r, const double *restrict w,
+                   const double *restrict dinv)
+{
+    for (int64_t q = 0; q < n; ++q)
+        r[q] -= alpha * w[q];
+    return dot4(n, r, r, dinv);
+}
+
+/* A CG step's new direction, p = D^-1 r + beta p. */
+void cg_direction(int64_t n, double beta, const double *restrict r, const double *restrict dinv, double *restrict p)
+{
+    for (int64_t q = 0; q < n; ++q)
+        p[q] = dinv[q] * r[q] + beta * p[q];
 }
