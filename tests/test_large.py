@@ -719,3 +719,29 @@ def test_the_stencil_filter_equals_the_filter_matrix_on_2_ranks():
     for difference in collective(lambda: _filters_agree(33, 17, 2.5)):
         assert difference <= 1e-14
     WORLD.Barrier()
+
+
+def _second_design_after_first(prefix, first):
+    """(compliance, MG-CG iterations) of a design solved from zero, by a system that solved ``first``
+    before it (None: a new system)."""
+    from sphyr_hpc.core import discretisation as fe
+    from sphyr_hpc.optimiser import problems
+    from sphyr_hpc.solvers.elasticity import ElasticitySystem
+
+    lc = problems.preset("mbb", 128, 64).loadcase()
+    second = fe.simp_modulus(np.random.default_rng(12).uniform(0.001, 1.0, lc.shape))
+    with ElasticitySystem(lc, prefix=prefix, solver="mg") as system:
+        if first is not None:
+            system.solve(system.slab_of(fe.simp_modulus(np.full(lc.shape, first))))
+            system.reset()  # from zero, as the new system
+        return system.solve(system.slab_of(second)), system.last_iterations
+
+
+@pytest.mark.skipif(MPI.COMM_WORLD.size > 1, reason="serial test")
+def test_the_coarse_levels_are_set_up_for_each_new_design():
+    # The coarse operators from the moduli change in place: without a new set-up their Chebyshev
+    # smoothers would keep the eigenvalue interval of the first design (0.95 everywhere here).
+    fresh = _second_design_after_first("lg_renew_fresh_", None)
+    after = _second_design_after_first("lg_renew_after_", 0.95)
+    assert after[1] == fresh[1]
+    assert after[0] == pytest.approx(fresh[0], rel=1e-13)

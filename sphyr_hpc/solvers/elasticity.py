@@ -224,21 +224,25 @@ class ElasticitySystem(SlabFields, LinearSystem):
         with timing.timed(timing.ASSEMBLY):
             if self.assembly == "stencil":
                 self._assembly.assemble(self.K, moduli)
-                if self.multigrid is not None and self.multigrid.coarse is not None:
-                    self.multigrid.coarse.update(moduli)
+                self._update_coarse(moduli)
             elif self._values is not None:
                 self._assembly.values(moduli, out=self._values)  # K's own values, in place
                 self.K.assemble()  # a new state (refactorise) and stale cached data dropped (SOR's diagonal)
                 if self.blocks is not None:
                     self.blocks.refill()
-                if self.multigrid is not None and self.multigrid.coarse is not None:
-                    self.multigrid.coarse.update(moduli)
+                self._update_coarse(moduli)
             else:
                 K = self.K
                 K.zeroEntries()
                 K.setValuesLocalCSR(self._assembly.indptr, self._assembly.indices, self._assembly.values(moduli),
                                     addv=self.PETSc.InsertMode.ADD_VALUES)
                 K.assemble()
+
+    def _update_coarse(self, moduli):
+        """The coarse operators from the moduli (multigrid), their smoothers to be set up anew."""
+        if self.multigrid is not None and self.multigrid.coarse is not None:
+            self.multigrid.coarse.update(moduli)
+            multigrid.renew_coarse_smoothers(self.ksp)
 
     # -- what a condensation needs (one rank, assembled in place) --------------------------------
     @property

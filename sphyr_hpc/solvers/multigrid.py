@@ -420,6 +420,23 @@ def fused_smoother_defaults(PETSc, system, finest):
             f"mg_levels_{finest}_ksp_norm_type": "preconditioned"}
 
 
+def renew_coarse_smoothers(ksp):
+    """Mark the set-up of every coarser level's KSP of ``ksp``'s PCMG stale (KSPSetOperators with its own
+    operators), so that the next set-up redoes it for their new values (Chebyshev's eigenvalue
+    estimates, the coarse factorisation).
+
+    PCMG does so itself for the finest level and for operators it computes (Galerkin products); the
+    operators from the moduli (:mod:`.grid_galerkin`) are updated in place, where a KSP set up
+    before would keep the Chebyshev interval of the first design.
+    """
+    pc = ksp.getPC()
+    if pc.getType() != "mg":
+        return
+    for level in range(pc.getMGLevels() - 1):
+        smoother = pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)
+        smoother.setOperators(*smoother.getOperators())
+
+
 def fused_smoothers(ksp):
     """(level's KSP, :class:`~.matfree.ChebyshevSmoother`) of every PCMG level of ``ksp`` smoothed by one."""
     from .matfree import ChebyshevSmoother
