@@ -21,10 +21,11 @@ import ctypes
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..runtime import native
 from ..runtime.petsc import petsc
-from .assembly import ModuliBox
+from .assembly import _POS, ModuliBox
 
 SOURCE = Path(__file__).with_name("q4_apply.c")
 
@@ -91,7 +92,7 @@ class FineOperator:
         (oxs, oxe), (oys, oye) = da.getRanges()
         (gxs, gxe), (gys, gye) = da.getGhostRanges()
         self._box = ny, nx = (oye - oys, oxe - oxs)
-        self._halo, self._halo_scatter, self._halo_vec, fixed_halo = self._halo_plan(
+        self._halo, self._halo_scatter, self._halo_vec, fixed_halo, halo_nodes = self._halo_plan(
             PETSc, da, (oys, oye, oxs, oxe), (gys, gye, gxs, gxe), fixed_local)
         self._fixed_halo = fixed_halo
         self._modes = (PETSc.InsertMode.INSERT_VALUES, PETSc.ScatterMode.FORWARD)
@@ -99,6 +100,8 @@ class FineOperator:
         owned[oys - gys:oye - gys, oxs - gxs:oxe - gxs] = True
         self._fixed_owned = np.flatnonzero(fixed_local[owned.ravel()])
         self._ke = np.ascontiguousarray(ke, dtype=float)
+        self._fixed_columns = self._fixed_column_plan((oys, oye, oxs, oxe), halo_nodes, da.getSizes())
+        self._fixed_values = None
         self._moduli = ModuliBox(da, da_elem, shape)
         self._E = None
         self._diagonal = np.zeros(2 * self._box[0] * self._box[1])
@@ -119,7 +122,8 @@ class FineOperator:
     def _halo_plan(PETSc, da, owned, ghosted, fixed_local):
         """The halo buffer (the node rows above and below the owned box, nx + 2 nodes each from
         column -1, then the node columns left and right, ny + 2 nodes each from row -1; 0 where no
-        node is), the scatter filling it from a global vector, and the buffer's fixed DOFs."""
+        node is), the scatter filling it from a global vector, the buffer's fixed DOFs and the grid
+        (rows, columns) of its nodes."""
         oys, oye, oxs, oxe = owned
         gys, gye, gxs, gxe = ghosted
         ny, nx = oye - oys, oxe - oxs
@@ -144,7 +148,35 @@ class FineOperator:
             obj.destroy()
         local = 2 * ((rows[slots] - gys) * (gxe - gxs) + (cols[slots] - gxs))
         local = np.stack([local, local + 1], axis=1).ravel()
-        return halo, scatter, halo_vec, dofs[fixed_local[local]]
+        return halo, scatter, halo_vec, dofs[fixed_local[local]], (rows, cols)
+
+    def _fixed_column_plan(self, owned, halo_nodes, nodes):
+        """K's entries in the columns of the fixed DOFs, rows of this rank's owned DOFs: the rows (owned
+        DOFs) they fall in, and per term (position in those rows, column, element in the moduli box,
+        K0 entry), the columns indexing ``x[fixed owned]`` then ``halo[fixed halo]``.  A product from
+        x as it is subtracts them (:meth:`mult`)."""
+        oys, oye, oxs, oxe = owned
+        n_x, n_y = nodes
+        nx = oxe - oxs
+        owned_rows, owned_cols = np.divmod(self._fixed_owned // 2, nx)
+        halo_rows, halo_cols = halo_nodes
+        fr = np.concatenate([owned_rows + oys, halo_rows[self._fixed_halo // 2]])
+        fc = np.concatenate([owned_cols + oxs, halo_cols[self._fixed_halo // 2]])
+        fd = np.concatenate([self._fixed_owned % 2, self._fixed_halo % 2])
+        terms = []
+        for b, (br, bc) in enumerate(_POS):  # the fixed node is local node b of an element
+            er, ec = fr - br, fc - bc
+            inside = (er >= 0) & (er < n_y - 1) & (ec >= 0) & (ec < n_x - 1)
+            for a, (ar, ac) in enumerate(_POS):  # ... which adds to its local node a's rows
+                nr, nc = er + ar, ec + ac
+                column = np.flatnonzero(inside & (nr >= oys) & (nr < oye) & (nc >= oxs) & (nc < oxe))
+                node = (nr[column] - oys) * nx + (nc[column] - oxs)
+                element = (er[column] - oys + 1) * (nx + 1) + (ec[column] - oxs + 1)
+                for d in (0, 1):
+                    terms.append((2 * node + d, column, element, self._ke[2 * a + d, 2 * b + fd[column]]))
+        row, column, element, entry = (np.concatenate(parts) for parts in zip(*terms))
+        rows, position = np.unique(row, return_inverse=True)
+        return rows, position, column, element, entry
 
     def assemble(self, K, moduli):
         """Take new element moduli (this rank's slab): ``K`` (:attr:`mat`) is K of them from now on."""
@@ -154,6 +186,9 @@ class FineOperator:
                           self._inverse_diagonal.ctypes.data)
         self._diagonal[self._fixed_owned] = 1.0
         self._inverse_diagonal[self._fixed_owned] = 1.0
+        rows, row, column, element, entry = self._fixed_columns
+        self._fixed_values = sp.csr_matrix((E.ravel()[element] * entry, (row, column)),
+                                           shape=(rows.size, self._fixed_owned.size + self._fixed_halo.size))
         self.version += 1
         self.mat.assemble()  # a new state: what PETSc caches of the operator is stale
 
@@ -219,10 +254,23 @@ class FineOperator:
         xa[fixed] = kept_x + d[fixed]
 
     def mult(self, mat, x, y):
-        self._product(x, y, want_dot=False)
+        """y = K x for PETSc, x only read (MatMult may hold it locked for reading): the product of
+        x as it is, less K's entries in the fixed DOFs' columns times their values."""
+        self._halo_scatter.scatter(x, self._halo_vec, *self._modes)
+        ny, nx = self._box
+        E, halo = self._E, self._halo
+        top, left = halo.ctypes.data, halo.ctypes.data + 8 * 4 * (nx + 2)
+        xa = x.getArray(readonly=True)
+        with y as ya:
+            self._apply(ny, nx, xa.ctypes.data, top, top + 8 * 2 * (nx + 2), left, left + 8 * 2 * (ny + 2),
+                        E.ctypes.data, E.shape[1], self._ke.ctypes.data, ya.ctypes.data, 0)
+            fixed_x = np.concatenate([xa[self._fixed_owned], halo[self._fixed_halo]])
+            ya[self._fixed_columns[0]] -= self._fixed_values @ fixed_x
+            ya[self._fixed_owned] = xa[self._fixed_owned]
 
     def _product(self, x, y, want_dot):
-        """y = K x (x, y Vecs); with ``want_dot`` returns this rank's part of x . y."""
+        """y = K x for vectors of this operator's own (x's fixed DOFs zeroed for the sum and put
+        back); with ``want_dot`` returns this rank's part of x . y."""
         self._halo_scatter.scatter(x, self._halo_vec, *self._modes)
         halo = self._halo
         halo[self._fixed_halo] = 0.0
@@ -232,7 +280,7 @@ class FineOperator:
         fixed = self._fixed_owned
         with x as xa, y as ya:
             kept = xa[fixed]
-            xa[fixed] = 0.0  # fixed DOFs count as 0 in the sum; put back below
+            xa[fixed] = 0.0
             try:
                 dot = self._apply(ny, nx, xa.ctypes.data, top, top + 8 * 2 * (nx + 2), left, left + 8 * 2 * (ny + 2),
                                   E.ctypes.data, E.shape[1], self._ke.ctypes.data, ya.ctypes.data, int(want_dot))
