@@ -236,19 +236,26 @@ class FineOperator:
                     c_d, c_r = rho * rho_before, 2.0 * rho / delta
                 self._chebyshev_step(x, xa, ba, d, c_d, c_r)
 
+    def _fetch_halo(self, x, zero_fixed):
+        """x's ring of neighbours scattered into the halo buffer (its fixed DOFs zeroed if asked):
+        the kernels' (top, bottom, left, right) arrays."""
+        self._halo_scatter.scatter(x, self._halo_vec, *self._modes)
+        if zero_fixed:
+            self._halo[self._fixed_halo] = 0.0
+        ny, nx = self._box
+        top = self._halo.ctypes.data
+        left = top + 8 * 4 * (nx + 2)
+        return top, top + 8 * 2 * (nx + 2), left, left + 8 * 2 * (ny + 2)
+
     def _chebyshev_step(self, x, xa, ba, d, c_d, c_r):
         """``d = c_d d + c_r D^-1 (b - K x)``, ``x += d`` in place (K's identity rows at the fixed DOFs)."""
-        self._halo_scatter.scatter(x, self._halo_vec, *self._modes)
-        halo = self._halo
-        halo[self._fixed_halo] = 0.0
+        halo = self._fetch_halo(x, zero_fixed=True)
         ny, nx = self._box
         E = self._E
-        top, left = halo.ctypes.data, halo.ctypes.data + 8 * 4 * (nx + 2)
         fixed = self._fixed_owned
         kept_x, kept_d = xa[fixed], d[fixed]
         xa[fixed] = 0.0  # fixed DOFs count as 0 in the sums; their own rows are K's identity rows
-        self._step(ny, nx, xa.ctypes.data, top, top + 8 * 2 * (nx + 2), left, left + 8 * 2 * (ny + 2),
-                   E.ctypes.data, E.shape[1], self._ke.ctypes.data, ba.ctypes.data,
+        self._step(ny, nx, xa.ctypes.data, *halo, E.ctypes.data, E.shape[1], self._ke.ctypes.data, ba.ctypes.data,
                    self._inverse_diagonal.ctypes.data, d.ctypes.data, c_d, c_r, self._work.ctypes.data)
         d[fixed] = c_d * kept_d + c_r * (ba[fixed] - kept_x)
         xa[fixed] = kept_x + d[fixed]
@@ -256,34 +263,30 @@ class FineOperator:
     def mult(self, mat, x, y):
         """y = K x for PETSc, x only read (MatMult may hold it locked for reading): the product of
         x as it is, less K's entries in the fixed DOFs' columns times their values."""
-        self._halo_scatter.scatter(x, self._halo_vec, *self._modes)
+        halo = self._fetch_halo(x, zero_fixed=False)
         ny, nx = self._box
-        E, halo = self._E, self._halo
-        top, left = halo.ctypes.data, halo.ctypes.data + 8 * 4 * (nx + 2)
+        E = self._E
         xa = x.getArray(readonly=True)
         with y as ya:
-            self._apply(ny, nx, xa.ctypes.data, top, top + 8 * 2 * (nx + 2), left, left + 8 * 2 * (ny + 2),
-                        E.ctypes.data, E.shape[1], self._ke.ctypes.data, ya.ctypes.data, 0)
-            fixed_x = np.concatenate([xa[self._fixed_owned], halo[self._fixed_halo]])
+            self._apply(ny, nx, xa.ctypes.data, *halo, E.ctypes.data, E.shape[1], self._ke.ctypes.data,
+                        ya.ctypes.data, 0)
+            fixed_x = np.concatenate([xa[self._fixed_owned], self._halo[self._fixed_halo]])
             ya[self._fixed_columns[0]] -= self._fixed_values @ fixed_x
             ya[self._fixed_owned] = xa[self._fixed_owned]
 
     def _product(self, x, y, want_dot):
         """y = K x for vectors of this operator's own (x's fixed DOFs zeroed for the sum and put
         back); with ``want_dot`` returns this rank's part of x . y."""
-        self._halo_scatter.scatter(x, self._halo_vec, *self._modes)
-        halo = self._halo
-        halo[self._fixed_halo] = 0.0
+        halo = self._fetch_halo(x, zero_fixed=True)
         ny, nx = self._box
         E = self._E
-        top, left = halo.ctypes.data, halo.ctypes.data + 8 * 4 * (nx + 2)
         fixed = self._fixed_owned
         with x as xa, y as ya:
             kept = xa[fixed]
             xa[fixed] = 0.0
             try:
-                dot = self._apply(ny, nx, xa.ctypes.data, top, top + 8 * 2 * (nx + 2), left, left + 8 * 2 * (ny + 2),
-                                  E.ctypes.data, E.shape[1], self._ke.ctypes.data, ya.ctypes.data, int(want_dot))
+                dot = self._apply(ny, nx, xa.ctypes.data, *halo, E.ctypes.data, E.shape[1], self._ke.ctypes.data,
+                                  ya.ctypes.data, int(want_dot))
             finally:
                 xa[fixed] = kept
             ya[fixed] = kept
