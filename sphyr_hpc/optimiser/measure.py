@@ -129,15 +129,15 @@ def phase_bytes(system, ksp_iterations, n_free):
         if smoother is None:
             continue  # the coarsest: factorised, not counted
         steps = smoother.getTolerances()[3]
-        if smoother in fused:  # the fused CG steps; D^-1 comes with the assembly
+        if smoother in fused:
+            # The fused CG steps (D^-1 comes with the assembly); one pass a Chebyshev step: the
+            # moduli, x and d read and written, b and D^-1 read.
             setup += ESTEIG_STEPS * (matmult_bytes(A) + 8.0 * VECTOR_PASSES_ESTEIG_FUSED * n)
-        else:  # KSPCG's steps and PCJACOBI's read of the diagonal
-            setup += ESTEIG_STEPS * (matmult_bytes(A) + 8.0 * VECTOR_PASSES_ESTEIG * n) + matrix_bytes(A)
-        visits = level_visits(depth, cycle_type, finest_type)
-        if smoother in fused:  # one pass a step: the moduli, x and d read and written, b and D^-1 read
             smoothing = matrix_bytes(A) + 8.0 * VECTOR_PASSES_FUSED * n
-        else:
+        else:  # KSPCG's steps and PCJACOBI's read of the diagonal; KSPCHEBYSHEV's product and passes
+            setup += ESTEIG_STEPS * (matmult_bytes(A) + 8.0 * VECTOR_PASSES_ESTEIG * n) + matrix_bytes(A)
             smoothing = matmult_bytes(A) + 8.0 * VECTOR_PASSES_CHEBYSHEV * n
+        visits = level_visits(depth, cycle_type, finest_type)
         per_visit = 2 * steps * smoothing + matmult_bytes(A)
         if depth < len(interps):
             per_visit += 2 * matmult_bytes(interps[depth])

@@ -107,9 +107,9 @@ class FineOperator:
         self._diagonal = np.zeros(2 * self._box[0] * self._box[1])
         self._inverse_diagonal = np.zeros_like(self._diagonal)
         self._work = np.zeros(6 * nx)
-        self._natural = self._natural_dofs(da, (oys, oye, oxs, oxe))
-        self._noise = None
-        self._d = np.zeros_like(self._diagonal)
+        self._owned_box, self._nodes_x = (oys, oye, oxs, oxe), da.getSizes()[0]
+        self._noise = None  # the estimate's right-hand side and the smoother's update: made when first used
+        self._d = None
         self.nnz = stencil_nonzeros(shape, storage)
         # Moduli one product reads, all ranks (the model of sphyr_hpc.optimiser.measure).
         self.moduli_count = comm.tompi4py().allreduce(self._moduli.box_array.size)
@@ -192,24 +192,19 @@ class FineOperator:
         self.version += 1
         self.mat.assemble()  # a new state: what PETSc caches of the operator is stale
 
-    @staticmethod
-    def _natural_dofs(da, owned):
-        """The natural number (row-major over the grid's nodes, 2 a node) of every owned DOF."""
-        oys, oye, oxs, oxe = owned
-        rows, cols = np.meshgrid(np.arange(oys, oye), np.arange(oxs, oxe), indexing="ij")
-        node = (rows * da.getSizes()[0] + cols).ravel()
-        return np.stack([2 * node, 2 * node + 1], axis=1).ravel()
-
     def noise(self, vec):
-        """Fill ``vec`` with values in [-1, 1) hashed from each DOF's natural number: the same
-        right-hand side for an eigenvalue estimate on any number of ranks."""
+        """Fill ``vec`` with values in [-1, 1) hashed from each DOF's natural number (row-major over
+        the grid's nodes, 2 a node): the same right-hand side for an eigenvalue estimate on any number
+        of ranks."""
         if self._noise is None:
-            h = self._natural.astype(np.uint64) & np.uint64(0xFFFFFFFF)
+            oys, oye, oxs, oxe = self._owned_box
+            rows, cols = np.meshgrid(np.arange(oys, oye), np.arange(oxs, oxe), indexing="ij")
+            node = (rows * self._nodes_x + cols).ravel().astype(np.uint64)
+            h = np.stack([2 * node, 2 * node + 1], axis=1).ravel() & np.uint64(0xFFFFFFFF)
             for _ in range(2):
                 h = (((h >> np.uint64(16)) ^ h) * np.uint64(0x45D9F3B)) & np.uint64(0xFFFFFFFF)
             h = (h >> np.uint64(16)) ^ h
             self._noise = h.astype(np.float64) * 2.0**-31 - 1.0
-            self._natural = None
         with vec as values:
             values[:] = self._noise
 
@@ -219,6 +214,8 @@ class FineOperator:
         is one pass of ``chebyshev_step``, and so is the first without ``zero_guess``."""
         theta, delta = (emax + emin) / 2.0, (emax - emin) / 2.0
         sigma = theta / delta
+        if self._d is None:
+            self._d = np.zeros_like(self._diagonal)
         d = self._d
         with b as ba, x as xa:
             if zero_guess:
@@ -274,9 +271,9 @@ class FineOperator:
             ya[self._fixed_columns[0]] -= self._fixed_values @ fixed_x
             ya[self._fixed_owned] = xa[self._fixed_owned]
 
-    def _product(self, x, y, want_dot):
+    def _product_dot(self, x, y):
         """y = K x for vectors of this operator's own (x's fixed DOFs zeroed for the sum and put
-        back); with ``want_dot`` returns this rank's part of x . y."""
+        back); returns this rank's part of x . y."""
         halo = self._fetch_halo(x, zero_fixed=True)
         ny, nx = self._box
         E = self._E
@@ -286,7 +283,7 @@ class FineOperator:
             xa[fixed] = 0.0
             try:
                 dot = self._apply(ny, nx, xa.ctypes.data, *halo, E.ctypes.data, E.shape[1], self._ke.ctypes.data,
-                                  ya.ctypes.data, int(want_dot))
+                                  ya.ctypes.data, 1)
             finally:
                 xa[fixed] = kept
             ya[fixed] = kept
@@ -311,7 +308,7 @@ class FineOperator:
                 np.multiply(dinv, r, out=pa)
             alphas, betas = [], []
             for _ in range(steps):
-                pw = mpi.allreduce(self._product(p_vec, w_vec, want_dot=True))
+                pw = mpi.allreduce(self._product_dot(p_vec, w_vec))
                 if not pw > 0.0 or not rz > 0.0:
                     break
                 alpha = rz / pw

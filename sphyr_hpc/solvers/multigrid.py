@@ -72,7 +72,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .matfree import operator_of
+from .matfree import ChebyshevSmoother, operator_of
 
 MAX_LEVELS = 12
 # The coarsest grid is factorised (LU) at every set-up: ~2-4k DOFs costs milliseconds.
@@ -439,8 +439,6 @@ def renew_coarse_smoothers(ksp):
 
 def fused_smoothers(ksp):
     """(level's KSP, :class:`~.matfree.ChebyshevSmoother`) of every PCMG level of ``ksp`` smoothed by one."""
-    from .matfree import ChebyshevSmoother
-
     pc = ksp.getPC()
     if pc.getType() != "mg":
         return []
