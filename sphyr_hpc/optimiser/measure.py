@@ -54,9 +54,9 @@ BISECTION_ARRAYS = 7          # scaled, candidate (2 writes), low, high, dv, can
 def matrix_bytes(A):
     """Bytes one pass over A's stored entries reads (values and indices), all ranks; for a shell,
     the element moduli it reads."""
-    fine = operator_of(A)
-    if fine is not None:
-        return 8.0 * fine.moduli_count
+    fused = operator_of(A)
+    if fused is not None:
+        return fused.stored_bytes
     info = A.getInfo(A.InfoType.GLOBAL_SUM)
     nz = float(info["nz_used"])
     rows = A.getSize()[0]

@@ -527,7 +527,7 @@ def _fine_operator(system):
                   f"(-{system.prefix}mat_type {multigrid.MAT_TYPE} does so without trying)", file=sys.stderr)
         _FALLBACK_SAID.append(True)
         return None
-    storage = system.PETSc.Options(system.prefix).getString("mg_levels_mat_type", multigrid.MAT_TYPE)
+    storage = system.PETSc.Options(system.prefix).getString("mg_levels_mat_type", multigrid.LEVELS_MAT_TYPE)
     return matfree.FineOperator(system.PETSc, system.da, system.da_elem, system.loadcase.shape,
                                 system.fixed_local, system.ke, system.comm, storage)
 

@@ -35,6 +35,11 @@ DMDA's matrix type (AIJ, BAIJ or SBAIJ, block size 2).  The operators equal
 import numpy as np
 
 from .assembly import _POS
+from .matfree import stencil_nonzeros
+from .stencil import StencilOperator
+
+# The storage (``mat_types``) of a level held as node stencils (:mod:`.stencil`) instead of a PETSc matrix.
+STENCIL = "stencil"
 
 # Level 1 is computed this many coarse element rows at a time (see GridGalerkin.update).
 BAND_ROWS = 32
@@ -151,6 +156,7 @@ class GridGalerkin:
         (exs, exe), (eys, eye) = system.da_elem.getRanges()
         self._slab_shape = (eye - eys, exe - exs)
         self.dms, self.mats, self.G, self._rows, self._steps = [], [], [], [], []
+        self.operators, self._first = [], []  # per level: its StencilOperator or None; its box's first element
         box = ((eys, eye), (exs, exe))
         fine = levels[0]
         for depth, level in enumerate(levels[1:], start=1):
@@ -191,12 +197,19 @@ class GridGalerkin:
                 dim=2, dof=2, sizes=(level.nelx + 1, level.nely + 1), proc_sizes=da.getProcSizes(),
                 ownership_ranges=(np.diff(level.x_starts).tolist(), np.diff(level.y_starts).tolist()),
                 stencil_width=1, stencil_type=PETSc.DMDA.StencilType.BOX, comm=system.comm)
-            dm.setMatType(mat_types[depth - 1])
-            A = dm.createMatrix()
-            if tune is not None:
-                tune(A)
+            if mat_types[depth - 1] == STENCIL:
+                op = StencilOperator(PETSc, dm, stencil_nonzeros((level.nely, level.nelx), "sbaij"))
+                A = op.mat
+            else:
+                op = None
+                dm.setMatType(mat_types[depth - 1])
+                A = dm.createMatrix()
+                if tune is not None:
+                    tune(A)
             self.dms.append(dm)
             self.mats.append(A)
+            self.operators.append(op)
+            self._first.append((py[0], px[0]))
             self._rows.append(self._element_nodes(dm, py, px))
         if len(self.mats) > 1:
             self._plan_level2()
@@ -301,9 +314,12 @@ class GridGalerkin:
         moduli = np.asarray(moduli, dtype=float).reshape(self._slab_shape)
         for G in self.G[1:]:
             G.fill(0.0)
-        A1, rows1 = self.mats[0], self._rows[0]
+        A1, rows1, op1 = self.mats[0], self._rows[0], self.operators[0]
         ny, nx = self._level1_shape
-        A1.zeroEntries()
+        if op1 is not None:
+            op1.begin()
+        else:
+            A1.zeroEntries()
         for a in range(0, ny, BAND_ROWS):
             b = min(a + BAND_ROWS, ny)
             slots = np.zeros((b - a, nx, 4))  # the main parents' children's moduli, by position
@@ -323,19 +339,31 @@ class GridGalerkin:
                 inside = (parents >= a * nx) & (parents < b * nx)
                 np.add.at(band.reshape(-1, 64), parents[inside] - a * nx,
                           moduli.reshape(-1)[children[inside]][:, None] * fa[inside] + fb[inside])
-            A1.setValuesBlockedLocalRCV(rows1[a * nx:b * nx], rows1[a * nx:b * nx], band.reshape(-1, 64), addv=add)
+            if op1 is not None:
+                op1.add_elements(band, self._first[0][0] + a, self._first[0][1])
+            else:
+                A1.setValuesBlockedLocalRCV(rows1[a * nx:b * nx], rows1[a * nx:b * nx], band.reshape(-1, 64),
+                                            addv=add)
             if len(self.mats) > 1:  # this band's part of level 2 (its children rows a..b of level 1)
                 self._level2_band(band, slots, a, b)
             del band, slots
-        A1.assemble()
+        if op1 is not None:
+            op1.finish()
+        else:
+            A1.assemble()
         for depth in range(1, len(self.mats)):
-            G, A, rows = self.G[depth], self.mats[depth], self._rows[depth]
+            G, A, rows, op = self.G[depth], self.mats[depth], self._rows[depth], self.operators[depth]
             if depth >= 2:
                 for sy, cy, sx, cx, kron in self._steps[depth]:
                     G[sy, sx] += _product(self.G[depth - 1][cy, cx], kron, G[sy, sx].shape)
-            A.zeroEntries()
-            A.setValuesBlockedLocalRCV(rows, rows, G.reshape(-1, 64), addv=add)
-            A.assemble()
+            if op is not None:
+                op.begin()
+                op.add_elements(G, *self._first[depth])
+                op.finish()
+            else:
+                A.zeroEntries()
+                A.setValuesBlockedLocalRCV(rows, rows, G.reshape(-1, 64), addv=add)
+                A.assemble()
 
     def _level2_band(self, band, slots, a, b):
         """Add level-1 rows a..b (``band``, their children's moduli ``slots``) into level 2 (_plan_level2)."""
@@ -356,6 +384,12 @@ class GridGalerkin:
                 np.add.at(G1.reshape(-1, 64), parents[lo:hi][mine], beyond[mine] @ self._steps[1][k][4])
 
     def close(self):
-        for obj in self.mats + self.dms:
-            obj.destroy()
-        self.mats, self.dms, self.G = [], [], []
+        for op in self.operators:
+            if op is not None:
+                op.close()
+        for op, A in zip(self.operators, self.mats):
+            if op is None:
+                A.destroy()
+        for dm in self.dms:
+            dm.destroy()
+        self.mats, self.dms, self.G, self.operators = [], [], [], []

@@ -72,7 +72,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .matfree import ChebyshevSmoother, operator_of
+from .fused import ChebyshevSmoother, operator_of
 
 MAX_LEVELS = 12
 # The coarsest grid is factorised (LU) at every set-up: ~2-4k DOFs costs milliseconds.
@@ -106,6 +106,17 @@ FINEST_CYCLE = "v"
 # "fused", matfree.ChebyshevSmoother (the Chebyshev step in one pass), or "petsc", KSPCHEBYSHEV
 # with PCJACOBI as on the other levels.
 FINEST_SMOOTHER = "fused"
+# The storage of the levels between the finest and the coarsest when the finest is applied from the
+# moduli (``-<prefix>mg_levels_mat_type``): symmetric node stencils applied in C (:mod:`.stencil`),
+# 19 numbers a node and no index, where PETSc's SBAIJ product is bound by its arithmetic.  Their
+# smoother (``-<prefix>mg_levels_smoother``): "fused" as on the finest level, or "petsc".
+LEVELS_MAT_TYPE = "stencil"
+LEVELS_SMOOTHER = "fused"
+STENCIL = "stencil"
+# A level smaller than this a rank stays SBAIJ (``-<prefix>mg_stencil_min_dofs``): its smoothing is
+# visited many times a cycle and is short, where a Python smoother's call costs more than PETSc's
+# (2048x1024 on 2 ranks: 4290 DOFs slower as stencils, 16770 faster).
+STENCIL_MIN_DOFS = 5000
 
 
 def tune_operator(A):
@@ -367,9 +378,13 @@ def configure_mg(ksp, system):
 
         opts = PETSc.Options(prefix)
         assembled = system.K.getType().replace("mpi", "").replace("seq", "")
-        smoothed = opts.getString("mg_levels_mat_type", MAT_TYPE if operator_of(system.K) is not None else assembled)
+        own = operator_of(system.K) is not None  # the finest level applied by our kernels: so can the others
+        smoothed = opts.getString("mg_levels_mat_type", LEVELS_MAT_TYPE if own else assembled)
+        if smoothed == STENCIL and not own:
+            raise ValueError(f"-{prefix}mg_levels_mat_type stencil: needs the finest level applied from the moduli "
+                             f"(-{prefix}mat_type shell)")
         coarsest = opts.getString("mg_coarse_mat_type", COARSE_MAT_TYPE)
-        types = [smoothed] * (len(levels) - 2) + [coarsest]
+        types = [_level_storage(smoothed, level, system.comm.getSize(), opts) for level in levels[1:-1]] + [coarsest]
         coarse = GridGalerkin(PETSc, system, levels, types, tune=tune_operator)
         for level, A in enumerate(reversed(coarse.mats)):  # coarsest first, as PCMG numbers them
             (pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)).setOperators(A)
@@ -382,7 +397,7 @@ def configure_mg(ksp, system):
         for level, A in enumerate(reversed(coarse.mats)):  # coarsest first, as PCMG numbers them
             (pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)).setOperators(A)
     return MultigridSetup(levels=levels, interpolations=interpolations, coarse=coarse, defaults={
-        **fused_smoother_defaults(PETSc, system, len(levels) - 1),
+        **fused_smoother_defaults(PETSc, system, len(levels) - 1, _stencil_levels(coarse)),
         "pc_mg_galerkin": "none" if coarse is not None else "both",
         # W-cycles: on converged SIMP designs (0/1 with voids) 8-11 CG iterations from
         # 128x64 to 1024x512 instead of 17-19 with V-cycles, and faster overall
@@ -399,25 +414,54 @@ def configure_mg(ksp, system):
     })
 
 
-def fused_smoother_defaults(PETSc, system, finest):
-    """Options making PCMG level ``finest`` smooth with :class:`~.matfree.ChebyshevSmoother` (a
-    KSPPYTHON): with the finest level applied from the moduli, ``-<prefix>mg_finest_smoother fused``
-    (FINEST_SMOOTHER) and the levels' smoother left at Chebyshev with Jacobi; else none.
-    ``-<prefix>mg_finest_smoother petsc`` keeps PETSc's KSPCHEBYSHEV there."""
-    opts = PETSc.Options(system.prefix)
-    choice = opts.getString("mg_finest_smoother", FINEST_SMOOTHER).lower()
+def _level_storage(chosen, level, ranks, opts):
+    """A level's storage: ``chosen``, but SBAIJ (MAT_TYPE) for a stencil level with fewer than
+    ``-<prefix>mg_stencil_min_dofs`` (STENCIL_MIN_DOFS) DOFs a rank."""
+    if chosen != STENCIL:
+        return chosen
+    dofs = 2 * (level.nelx + 1) * (level.nely + 1)
+    return STENCIL if dofs >= ranks * opts.getInt("mg_stencil_min_dofs", STENCIL_MIN_DOFS) else MAT_TYPE
+
+
+def _stencil_levels(coarse):
+    """PCMG numbers of the levels of a :class:`~.grid_galerkin.GridGalerkin` held as node stencils."""
+    operators = getattr(coarse, "operators", None) or []
+    n = len(operators)  # operators[k] (second finest first) is PCMG level n - 1 - k (the coarsest 0)
+    return [n - 1 - k for k, op in enumerate(operators) if op is not None]
+
+
+def _smoother_choice(opts, prefix, name, default):
+    choice = opts.getString(name, default).lower()
     if choice not in ("fused", "petsc"):
-        raise ValueError(f"-{system.prefix}mg_finest_smoother {choice}: expected fused or petsc")
+        raise ValueError(f"-{prefix}{name} {choice}: expected fused or petsc")
+    return choice == "fused"
+
+
+def fused_smoother_defaults(PETSc, system, finest, stencil_levels=()):
+    """Options making PCMG levels smooth with :class:`~.fused.ChebyshevSmoother` (a KSPPYTHON) where
+    the levels' smoother is left at Chebyshev with Jacobi: level ``finest`` when applied from the
+    moduli and ``-<prefix>mg_finest_smoother fused`` (FINEST_SMOOTHER), the ``stencil_levels`` (held
+    as node stencils) when ``-<prefix>mg_levels_smoother fused`` (LEVELS_SMOOTHER).  ``petsc`` keeps
+    PETSc's KSPCHEBYSHEV there."""
+    opts = PETSc.Options(system.prefix)
+    levels = []
+    if _smoother_choice(opts, system.prefix, "mg_finest_smoother", FINEST_SMOOTHER) and operator_of(system.K) is not None:
+        levels.append(finest)
+    if _smoother_choice(opts, system.prefix, "mg_levels_smoother", LEVELS_SMOOTHER):
+        levels.extend(stencil_levels)
     chosen = {name: opts.getString(name, default).lower()
               for name, default in (("mg_levels_ksp_type", "chebyshev"), ("mg_levels_pc_type", "jacobi"))}
-    if choice != "fused" or operator_of(system.K) is None or chosen != {
-            "mg_levels_ksp_type": "chebyshev", "mg_levels_pc_type": "jacobi"}:
+    if chosen != {"mg_levels_ksp_type": "chebyshev", "mg_levels_pc_type": "jacobi"}:
         return {}
-    return {f"mg_levels_{finest}_ksp_type": "python",
-            f"mg_levels_{finest}_ksp_python_type": "sphyr_hpc.solvers.matfree.ChebyshevSmoother",
-            f"mg_levels_{finest}_pc_type": "none",
+    defaults = {}
+    for level in levels:
+        defaults.update({
+            f"mg_levels_{level}_ksp_type": "python",
+            f"mg_levels_{level}_ksp_python_type": "sphyr_hpc.solvers.fused.ChebyshevSmoother",
+            f"mg_levels_{level}_pc_type": "none",
             # A KSPPYTHON declares no support for PCMG's norm type NONE; it computes no norm either way.
-            f"mg_levels_{finest}_ksp_norm_type": "preconditioned"}
+            f"mg_levels_{level}_ksp_norm_type": "preconditioned"})
+    return defaults
 
 
 def renew_coarse_smoothers(ksp):
@@ -438,7 +482,7 @@ def renew_coarse_smoothers(ksp):
 
 
 def fused_smoothers(ksp):
-    """(level's KSP, :class:`~.matfree.ChebyshevSmoother`) of every PCMG level of ``ksp`` smoothed by one."""
+    """(level's KSP, :class:`~.fused.ChebyshevSmoother`) of every PCMG level of ``ksp`` smoothed by one."""
     pc = ksp.getPC()
     if pc.getType() != "mg":
         return []

@@ -1,0 +1,221 @@
+"""What the fused Chebyshev smoother needs of an operator, whatever stores it.
+
+Two operators of the large-grid multigrid apply themselves in C and smooth in
+fused passes (one pass over memory a Chebyshev step, a CG step of the
+eigenvalue estimate in three): the finest level from the element moduli
+(:class:`~sphyr_hpc.solvers.matfree.FineOperator`) and the coarser levels from
+symmetric node stencils (:class:`~sphyr_hpc.solvers.stencil.StencilOperator`).
+:class:`FusedOperator` holds what they share: the estimate's right-hand side
+hashed from natural DOF numbers (the same on any number of ranks), the
+Chebyshev recurrence and the Lanczos estimate of D^-1 A's extreme eigenvalues.
+A subclass provides ``_chebyshev_step`` and ``_product_dot`` (its kernels), the
+owned diagonal and its inverse, the owned box of nodes and its PETSc shell
+matrix :attr:`mat`.  :class:`ChebyshevSmoother` is the KSPPYTHON smoothing
+with any of them.
+"""
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+
+from ..runtime import native
+from ..runtime.petsc import petsc
+
+# The vector kernels (the first Chebyshev step, the estimate's CG passes) live beside the finest
+# level's product.
+VECTOR_SOURCE = Path(__file__).with_name("q4_apply.c")
+
+
+def _function(name, restype, *argtypes):
+    function = getattr(native.load(VECTOR_SOURCE), name)
+    function.argtypes = list(argtypes)
+    function.restype = restype
+    return function
+
+
+def vector_kernels():
+    """The compiled ``chebyshev_first``, ``cg_residual`` and ``cg_direction`` (raises
+    :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
+    pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
+    return (_function("chebyshev_first", None, size, pointer, pointer, real, pointer, pointer),
+            _function("cg_residual", real, size, real, pointer, pointer, pointer),
+            _function("cg_direction", None, size, real, pointer, pointer, pointer))
+
+
+def operator_of(A):
+    """The :class:`FusedOperator` behind ``A`` when ``A`` is one's shell matrix, else None."""
+    if A.getType() != "python":
+        return None
+    context = A.getPythonContext()
+    return context if isinstance(context, FusedOperator) else None
+
+
+class FusedOperator:
+    """Base of the operators smoothed by :class:`ChebyshevSmoother` (see the module's text).
+
+    ``version`` counts assemblies (what a smoother derived from the operator is for);
+    ``stored_bytes`` is what one product reads of the operator's own data, all ranks.
+    """
+
+    version = 0
+    stored_bytes = 0.0
+
+    def _init_fused(self, owned_box, nodes_x):
+        self._first, self._cg_residual, self._cg_direction = vector_kernels()
+        self._owned_box, self._nodes_x = owned_box, nodes_x
+        self._noise = None  # the estimate's right-hand side and the smoother's update: made when first used
+        self._d = None
+
+    def noise(self, vec):
+        """Fill ``vec`` with values in [-1, 1) hashed from each DOF's natural number (row-major over
+        the grid's nodes, 2 a node): the same right-hand side for an eigenvalue estimate on any number
+        of ranks."""
+        if self._noise is None:
+            oys, oye, oxs, oxe = self._owned_box
+            rows, cols = np.meshgrid(np.arange(oys, oye), np.arange(oxs, oxe), indexing="ij")
+            node = (rows * self._nodes_x + cols).ravel().astype(np.uint64)
+            h = np.stack([2 * node, 2 * node + 1], axis=1).ravel() & np.uint64(0xFFFFFFFF)
+            for _ in range(2):
+                h = (((h >> np.uint64(16)) ^ h) * np.uint64(0x45D9F3B)) & np.uint64(0xFFFFFFFF)
+            h = (h >> np.uint64(16)) ^ h
+            self._noise = h.astype(np.float64) * 2.0**-31 - 1.0
+        with vec as values:
+            values[:] = self._noise
+
+    def chebyshev(self, b, x, steps, emin, emax, zero_guess):
+        """``steps`` steps of Jacobi-preconditioned Chebyshev (the first kind, as KSPCHEBYSHEV) for
+        ``K x = b`` on the eigenvalue interval [emin, emax] of D^-1 K; each step after the first
+        is one pass of ``chebyshev_step``, and so is the first without ``zero_guess``."""
+        theta, delta = (emax + emin) / 2.0, (emax - emin) / 2.0
+        sigma = theta / delta
+        if self._d is None:
+            self._d = np.zeros_like(self._diagonal)
+        d = self._d
+        with b as ba, x as xa:
+            if zero_guess:
+                self._first(d.size, ba.ctypes.data, self._inverse_diagonal.ctypes.data, 1.0 / theta, d.ctypes.data,
+                            xa.ctypes.data)
+                first = 1
+            else:
+                first = 0
+            rho = 1.0 / sigma
+            for k in range(first, steps):
+                if k == 0:
+                    c_d, c_r = 0.0, 1.0 / theta
+                else:
+                    rho, rho_before = 1.0 / (2.0 * sigma - rho), rho
+                    c_d, c_r = rho * rho_before, 2.0 * rho / delta
+                self._chebyshev_step(x, xa, ba, d, c_d, c_r)
+
+    def extreme_eigenvalues(self, steps, comm):
+        """(smallest, largest) Lanczos value of D^-1 K after ``steps`` Jacobi-preconditioned CG steps
+        from :meth:`noise` (x0 = 0), as PETSc's KSPCG with eigenvalue computation gives them: the
+        tridiagonal of CG's coefficients.  Each step is a product (with p . Kp on the way) and two
+        fused passes (``cg_residual``: r -= alpha Kp and r . D^-1 r; ``cg_direction``)."""
+        mpi = comm.tompi4py()
+        n = self._diagonal.size
+        r = np.empty(n)
+        p_vec, w_vec = self.mat.createVecs()
+        try:
+            self.noise(p_vec)  # r0 = b
+            with p_vec as pa:
+                r[:] = pa
+            dinv = self._inverse_diagonal
+            rz = mpi.allreduce(float(np.dot(r * dinv, r)))
+            with p_vec as pa:
+                np.multiply(dinv, r, out=pa)
+            alphas, betas = [], []
+            for _ in range(steps):
+                pw = mpi.allreduce(self._product_dot(p_vec, w_vec))
+                if not pw > 0.0 or not rz > 0.0:
+                    break
+                alpha = rz / pw
+                with w_vec as wa:
+                    rz_next = mpi.allreduce(self._cg_residual(n, alpha, r.ctypes.data, wa.ctypes.data, dinv.ctypes.data))
+                alphas.append(alpha)
+                beta = rz_next / rz
+                betas.append(beta)
+                with p_vec as pa:
+                    self._cg_direction(n, beta, r.ctypes.data, dinv.ctypes.data, pa.ctypes.data)
+                rz = rz_next
+        finally:
+            p_vec.destroy()
+            w_vec.destroy()
+        return lanczos_extremes(alphas, betas)
+
+
+def lanczos_extremes(alphas, betas):
+    """Smallest and largest eigenvalue of the Lanczos tridiagonal of CG's step lengths ``alphas`` and
+    direction coefficients ``betas`` (PETSc's KSPComputeEigenvalues for KSPCG builds the same one)."""
+    alphas = np.asarray(alphas, dtype=float)
+    if alphas.size == 0:
+        raise ValueError("no CG step to estimate eigenvalues from (a zero right-hand side or K not positive)")
+    betas = np.asarray(betas[:alphas.size - 1], dtype=float)
+    diagonal = 1.0 / alphas
+    diagonal[1:] += betas / alphas[:-1]
+    off = np.sqrt(betas) / alphas[:-1]
+    T = np.diag(diagonal) + np.diag(off, 1) + np.diag(off, -1)
+    values = np.linalg.eigvalsh(T)
+    return float(values[0]), float(values[-1])
+
+
+class ChebyshevSmoother:
+    """A petsc4py KSP context (``KSPPYTHON``): Jacobi-preconditioned Chebyshev smoothing of a
+    level whose operator is a :class:`FusedOperator`, each step one fused pass over memory (the
+    product, the residual, the Jacobi scaling and both updates) where KSPCHEBYSHEV with PCJACOBI
+    takes a product and four vector operations.
+
+    The same iteration as KSPCHEBYSHEV (first kind, ``max_it`` steps, the first without a product
+    from a zero initial guess) on the same interval: the extreme eigenvalues of D^-1 K estimated as
+    KSPCHEBYSHEV's CG estimator does, by ``esteig_ksp_max_it`` (10) Jacobi-preconditioned CG steps
+    from a noisy right-hand side (:meth:`FusedOperator.extreme_eigenvalues`, fused passes too), and
+    the targets ``-ksp_chebyshev_esteig a,b,c,d`` (0,0.1,0,1.1), both under the smoother's prefix.
+    The estimate is redone whenever the operator has new values.
+    """
+
+    def __init__(self):
+        self._version = None
+        self._bounds = None
+
+    @property
+    def bounds(self):
+        """(emin, emax): the Chebyshev interval in use (None before the first set-up)."""
+        return self._bounds
+
+    def _operator(self, ksp):
+        fine = operator_of(ksp.getOperators()[0])
+        if fine is None:
+            raise ValueError("the fused Chebyshev smoother needs a level applied by sphyr_hpc's own kernels "
+                             "(-<prefix>mat_type shell, -<prefix>mg_levels_mat_type stencil)")
+        return fine
+
+    def _estimate(self, ksp, fine):
+        """The Chebyshev interval for K's current moduli (CG's Lanczos values, as KSPCHEBYSHEV)."""
+        PETSc = petsc()
+        options = PETSc.Options(ksp.getOptionsPrefix())
+        transform = [float(v) for v in options.getString("ksp_chebyshev_esteig", "0,0.1,0,1.1").split(",")]
+        if len(transform) != 4:
+            raise ValueError(f"-{ksp.getOptionsPrefix()}ksp_chebyshev_esteig: expected a,b,c,d")
+        low, high = fine.extreme_eigenvalues(options.getInt("esteig_ksp_max_it", 10), ksp.getComm())
+        a, b, c, d = transform
+        return a * low + b * high, c * low + d * high
+
+    def setUp(self, ksp):
+        fine = self._operator(ksp)
+        if fine.version != self._version:
+            self._bounds = self._estimate(ksp, fine)
+            self._version = fine.version
+
+    def solve(self, ksp, b, x):
+        PETSc = petsc()
+        fine = self._operator(ksp)
+        self.setUp(ksp)  # K had new moduli since the set-up
+        steps = ksp.getTolerances()[3]
+        emin, emax = self._bounds
+        fine.chebyshev(b, x, steps, emin, emax, zero_guess=not ksp.getInitialGuessNonzero())
+        ksp.setIterationNumber(steps)
+        ksp.setConvergedReason(PETSc.KSP.ConvergedReason.CONVERGED_ITS)
+
+
+__all__ = ["ChebyshevSmoother", "FusedOperator", "lanczos_extremes", "operator_of", "vector_kernels"]

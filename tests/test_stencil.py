@@ -1,0 +1,246 @@
+"""The coarse multigrid levels held as symmetric node stencils (sphyr_hpc.solvers.stencil) against
+the same levels stored as SBAIJ: the products, the diagonals, the fused smoother's steps and
+estimates, and the solves.
+
+Serial tests run under plain ``pytest``; tests marked ``mpi`` need 2 ranks
+(``mpirun -n 2 python -m pytest -m mpi tests/test_stencil.py``) and gather what
+every rank got before asserting.
+"""
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from conftest import collective
+from sphyr_hpc.core import discretisation as fe
+from sphyr_hpc.optimiser import measure, problems
+from sphyr_hpc.runtime.petsc import petsc
+from sphyr_hpc.solvers import multigrid
+from sphyr_hpc.solvers.elasticity import ElasticitySystem
+from sphyr_hpc.solvers.fused import operator_of
+from sphyr_hpc.solvers.stencil import NS, StencilOperator
+from test_matfree import COARSE, _petsc_chebyshev, _with_options
+
+WORLD = MPI.COMM_WORLD
+ONE_RANK = pytest.mark.skipif(WORLD.size > 1, reason="serial test")
+TWO_RANKS = [pytest.mark.mpi, pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: "
+                                                 "mpirun -n 2 python -m pytest -m mpi tests/test_stencil.py")]
+# Every level between the finest and the coarsest as stencils, however small.
+ALL_STENCILS = {**COARSE, "mg_stencil_min_dofs": 0}
+
+
+def _grey(shape, seed):
+    return fe.simp_modulus(np.random.default_rng(seed).uniform(0.3, 1.0, shape))
+
+
+def _voids(shape, seed):
+    rho = np.random.default_rng(seed).uniform(0.0, 1.0, shape)
+    rho[rho < 0.35] = 0.0
+    rho[rho > 0.9] = 1.0
+    return fe.simp_modulus(rho)
+
+
+def _levels(system):
+    """(PCMG level, its smoother KSP, its operator) of the levels between the finest and the coarsest."""
+    pc = system.ksp.getPC()
+    n = pc.getMGLevels()
+    return [(level, pc.getMGSmoother(level), pc.getMGSmoother(level).getOperators()[0]) for level in range(1, n - 1)]
+
+
+def _relative(a, b):
+    a = a.copy()
+    a.axpy(-1.0, b)
+    return a.norm() / b.norm()
+
+
+def _stencil_against_sbaij(preset, nelx, nely, seed, layout=None):
+    """Per level between the finest and the coarsest (worst over two designs, the second assembled
+    after the first): the kinds, the products' and diagonals' relative differences; on the second,
+    the fused smoothing against KSPCHEBYSHEV on the SBAIJ level, the compliances' difference and
+    both iteration counts."""
+    lc = problems.preset(preset, nelx, nely).loadcase()
+    clear = _with_options("st_stencil_", {**ALL_STENCILS, **(layout or {})})
+    clear_sbaij = _with_options("st_sbaij_", {**COARSE, **(layout or {}), "mg_levels_mat_type": "sbaij"})
+    out = {"kinds": set(), "mult": 0.0, "diag": 0.0, "smooth": 0.0, "compliance": 0.0, "its": []}
+    try:
+        with ElasticitySystem(lc, prefix="st_stencil_", solver="mg") as ours, \
+                ElasticitySystem(lc, prefix="st_sbaij_", solver="mg") as stock:
+            # Voids (modulus contrast 1e-9) beside solid cells: the products; then a design CG
+            # converges on (random voids leave islands): the solves and the smoothing too.
+            for solve, moduli in ((False, _voids(lc.shape, seed)), (True, _grey(lc.shape, seed + 1))):
+                if solve:
+                    c_ours, c_stock = ours.solve(ours.slab_of(moduli)), stock.solve(stock.slab_of(moduli))
+                    out["compliance"] = max(out["compliance"], abs(c_ours - c_stock) / c_stock)
+                    out["its"].append((ours.last_iterations, stock.last_iterations))
+                else:
+                    ours.assemble(ours.slab_of(moduli))
+                    stock.assemble(stock.slab_of(moduli))
+                for (_, smoother, A), (_, _, B) in zip(_levels(ours), _levels(stock)):
+                    x = B.createVecs()[0]
+                    x.setRandom()
+                    y_ours, y_stock = B.createVecs()
+                    A.mult(x, y_ours)
+                    B.mult(x, y_stock)
+                    out["mult"] = max(out["mult"], _relative(y_ours, y_stock))
+                    out["diag"] = max(out["diag"], _relative(A.getDiagonal(), B.getDiagonal()))
+                    if not solve:
+                        continue  # (the levels' smoothers are made by the first solve's set-up)
+                    out["kinds"].add((A.getType(), smoother.getType(), B.getType()))
+                    context = smoother.getPythonContext()
+                    for zero_guess in (False, True):
+                        x_fused = x.copy()
+                        if zero_guess:
+                            x_fused.set(0.0)
+                        x_petsc = x_fused.copy()
+                        smoother.setInitialGuessNonzero(not zero_guess)
+                        context.solve(smoother, y_stock, x_fused)
+                        _petsc_chebyshev(B, y_stock, x_petsc, smoother.getTolerances()[3], context.bounds,
+                                         zero_guess)
+                        out["smooth"] = max(out["smooth"], _relative(x_fused, x_petsc))
+                    smoother.setInitialGuessNonzero(True)
+    finally:
+        clear()
+        clear_sbaij()
+    return out
+
+
+@ONE_RANK
+@pytest.mark.parametrize("preset, nelx, nely", [("mbb", 96, 32), ("cantilever", 61, 27), ("bridge", 80, 41)])
+def test_the_stencil_levels_apply_the_sbaij_levels(preset, nelx, nely):
+    got = _stencil_against_sbaij(preset, nelx, nely, 3)
+    assert got["kinds"] == {("python", "python", "seqsbaij")}
+    # The same sums in another order: rounding only (odd grids' half-width last intervals included).
+    assert got["mult"] <= 1e-13 and got["diag"] <= 1e-14
+    # The fused Chebyshev step of a stencil level is KSPCHEBYSHEV + PCJACOBI's on the same interval.
+    assert got["smooth"] <= 1e-12
+    # New values replace the old ones (the second design), and the solves agree to CG's tolerance.
+    assert got["compliance"] <= 1e-9
+    assert all(abs(a - b) <= 1 for a, b in got["its"])
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: mpirun -n 2 python -m pytest -m mpi tests/test_stencil.py")
+def test_the_stencil_levels_apply_the_sbaij_levels_on_2_ranks():
+    # A coarse element astride the ranks is held by both, each with its own children's part: the
+    # parts are summed on the owner and the ghost nodes' stencils come back for the transposed terms.
+    for preset, nelx, nely, ranks_x, ranks_y in (("mbb", 97, 33, 2, 1), ("bridge", 80, 41, 1, 2),
+                                                 ("cantilever", 61, 27, 2, 1)):
+        layout = {"da_processors_x": ranks_x, "da_processors_y": ranks_y}
+        for got in collective(lambda: _stencil_against_sbaij(preset, nelx, nely, 4, layout)):
+            assert got["kinds"] == {("python", "python", "mpisbaij")}
+            assert got["mult"] <= 1e-13 and got["diag"] <= 1e-14 and got["smooth"] <= 1e-12
+            assert got["compliance"] <= 1e-9
+    WORLD.Barrier()
+
+
+def _estimates(preset, nelx, nely, seed, steps=8):
+    """Per stencil level: the fused estimate and PETSc KSPCG's on the SBAIJ level, from the same noise."""
+    PETSc = petsc()
+    lc = problems.preset(preset, nelx, nely).loadcase()
+    clear = _with_options("st_est_", ALL_STENCILS)
+    clear_sbaij = _with_options("st_est_sbaij_", {**COARSE, "mg_levels_mat_type": "sbaij"})
+    pairs = []
+    try:
+        with ElasticitySystem(lc, prefix="st_est_", solver="mg") as ours, \
+                ElasticitySystem(lc, prefix="st_est_sbaij_", solver="mg") as stock:
+            moduli = _grey(lc.shape, seed)
+            ours.solve(ours.slab_of(moduli))
+            stock.solve(stock.slab_of(moduli))
+            for (_, _, A), (_, _, B) in zip(_levels(ours), _levels(stock)):
+                op = operator_of(A)
+                fused = op.extreme_eigenvalues(steps, ours.comm)
+                cg = PETSc.KSP().create(comm=ours.comm)
+                b, x = B.createVecs()
+                try:
+                    cg.setType(PETSc.KSP.Type.CG)
+                    cg.setOperators(B)
+                    cg.getPC().setType(PETSc.PC.Type.JACOBI)
+                    cg.setTolerances(rtol=1e-30, atol=0.0, max_it=steps)
+                    cg.setNormType(PETSc.KSP.NormType.NONE)
+                    cg.setComputeEigenvalues(True)
+                    op.noise(b)
+                    cg.solve(b, x)
+                    values = cg.computeEigenvalues().real
+                finally:
+                    cg.destroy()
+                    b.destroy()
+                    x.destroy()
+                pairs.append((fused, (float(values.min()), float(values.max()))))
+    finally:
+        clear()
+        clear_sbaij()
+    return pairs
+
+
+@ONE_RANK
+def test_the_fused_estimate_of_a_stencil_level_is_petscs_cg_estimate():
+    pairs = _estimates("mbb", 96, 32, 9)
+    assert len(pairs) >= 2
+    for fused, stock in pairs:
+        assert fused == pytest.approx(stock, rel=1e-9)
+        assert 0.0 < fused[0] < 1.0 < fused[1] < 4.0
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: mpirun -n 2 python -m pytest -m mpi tests/test_stencil.py")
+def test_the_fused_estimate_of_a_stencil_level_is_petscs_cg_estimate_on_2_ranks():
+    results = collective(lambda: _estimates("mbb", 97, 33, 9))
+    for pairs in results:
+        for fused, stock in pairs:
+            assert fused == pytest.approx(stock, rel=1e-9)
+    assert results[0] == results[1]  # the noise depends on the natural numbering only
+    WORLD.Barrier()
+
+
+def _kinds(lc, prefix, options):
+    clear = _with_options(prefix, options)
+    try:
+        with ElasticitySystem(lc, prefix=prefix, solver="mg") as system:
+            compliance = system.solve(system.slab_of(_grey(lc.shape, 2)))
+            kinds = [(A.getType(), smoother.getType()) for _, smoother, A in _levels(system)]
+            phases = measure.phase_bytes(system, 1.0, lc.n_elements)
+            stored = [operator_of(A).stored_bytes for _, _, A in _levels(system) if operator_of(A) is not None]
+            sizes = [A.getSize()[0] for _, _, A in _levels(system)]
+            return kinds, compliance, phases, stored, sizes
+    finally:
+        clear()
+
+
+@ONE_RANK
+def test_small_levels_stay_sbaij_and_every_choice_is_an_option():
+    lc = problems.preset("mbb", 192, 64).loadcase()
+    # By default a level under STENCIL_MIN_DOFS (a rank) stays SBAIJ with PETSc's Chebyshev.
+    kinds, c_default, _, stored, sizes = _kinds(lc, "st_default_", COARSE)
+    expected = [("python", "python") if n >= multigrid.STENCIL_MIN_DOFS else ("seqsbaij", "chebyshev")
+                for n in sizes]
+    assert kinds == expected and ("python", "python") in kinds and ("seqsbaij", "chebyshev") in kinds
+    # The bytes model reads a stencil level's 19 numbers a node.
+    assert stored == [8.0 * NS * n / 2 for n in sizes if n >= multigrid.STENCIL_MIN_DOFS]
+    # Stencils smoothed by PETSc's KSPCHEBYSHEV (the shell's product and diagonal): the same solve.
+    kinds, c_petsc, _, _, _ = _kinds(lc, "st_petsc_", {**ALL_STENCILS, "mg_levels_smoother": "petsc"})
+    assert set(kinds) == {("python", "chebyshev")}
+    assert c_petsc == pytest.approx(c_default, rel=1e-9)
+    # Today's SBAIJ levels are one option away.
+    kinds, c_sbaij, _, _, _ = _kinds(lc, "st_sbaij_", {**COARSE, "mg_levels_mat_type": "sbaij"})
+    assert set(kinds) == {("seqsbaij", "chebyshev")}
+    assert c_sbaij == pytest.approx(c_default, rel=1e-9)
+    with pytest.raises(ValueError, match="-st_bad_mg_levels_smoother quick: expected fused or petsc"):
+        _kinds(lc, "st_bad_", {**COARSE, "mg_levels_smoother": "quick"})
+    with pytest.raises(ValueError, match="-st_stored_mg_levels_mat_type stencil: needs the finest level"):
+        _kinds(lc, "st_stored_", {**COARSE, "mat_type": "sbaij", "mg_levels_mat_type": "stencil"})
+
+
+@ONE_RANK
+def test_elements_outside_the_ghosted_nodes_are_refused():
+    PETSc = petsc()
+    dm = PETSc.DMDA().create(dim=2, dof=2, sizes=(5, 4), stencil_width=1,
+                             stencil_type=PETSc.DMDA.StencilType.BOX, comm=PETSc.COMM_SELF)
+    op = StencilOperator(PETSc, dm, nnz=0)
+    try:
+        op.begin()
+        with pytest.raises(RuntimeError, match="outside this rank's ghosted nodes"):
+            op.add_elements(np.zeros((3, 4, 64)), 1, 1)  # elements 1..3 x 1..4: nodes up to 4 x 5
+        op.add_elements(np.ones((3, 4, 64)), 0, 0)  # the whole grid: accepted
+    finally:
+        op.close()
+        dm.destroy()
