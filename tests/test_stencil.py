@@ -231,15 +231,15 @@ def test_small_levels_stay_sbaij_and_every_choice_is_an_option():
 
 
 @ONE_RANK
-def test_elements_outside_the_ghosted_nodes_are_refused():
+def test_elements_beyond_the_ring_are_refused():
     PETSc = petsc()
     dm = PETSc.DMDA().create(dim=2, dof=2, sizes=(5, 4), stencil_width=1,
                              stencil_type=PETSc.DMDA.StencilType.BOX, comm=PETSc.COMM_SELF)
     op = StencilOperator(PETSc, dm, nnz=0)
     try:
         op.begin()
-        with pytest.raises(RuntimeError, match="outside this rank's ghosted nodes"):
-            op.add_elements(np.zeros((3, 4, 64)), 1, 1)  # elements 1..3 x 1..4: nodes up to 4 x 5
+        with pytest.raises(RuntimeError, match="outside this rank's nodes and the ring around them"):
+            op.add_elements(np.zeros((3, 4, 64)), 2, 2)  # nodes up to row 5, column 6: beyond the ring
         op.add_elements(np.ones((3, 4, 64)), 0, 0)  # the whole grid: accepted
     finally:
         op.close()

@@ -43,6 +43,51 @@ def vector_kernels():
             _function("cg_direction", None, size, real, pointer, pointer, pointer))
 
 
+def ring_plan(PETSc, da, dof):
+    """The ring of nodes around this rank's owned box of the DMDA ``da`` for vectors of ``dof``
+    values a node on ``da``'s grid and ownership (``da``'s own dof or another):
+    ``(halo, halo_vec, scatter, slots, (rows, cols))``.
+
+    ``halo`` (numpy, wrapped by ``halo_vec``) holds the node rows above and below the box (nx + 2
+    nodes each from column -1), then the node columns left and right of it (ny + 2 nodes each from
+    row -1): corners twice, 0 where no node is.  ``scatter`` fills it from a global vector of
+    ``da``'s layout (forward, INSERT_VALUES) or adds it into one (reverse, ADD_VALUES);
+    ``slots`` are the ring positions of nodes in the grid, ``rows``/``cols`` every position's node."""
+    (oxs, oxe), (oys, oye) = da.getRanges()
+    (gxs, gxe), (gys, gye) = da.getGhostRanges()
+    ny, nx = oye - oys, oxe - oxs
+    rows = [np.full(nx + 2, oys - 1), np.full(nx + 2, oye)] + [np.arange(oys - 1, oye + 1)] * 2
+    cols = [np.arange(oxs - 1, oxe + 1)] * 2 + [np.full(ny + 2, oxs - 1), np.full(ny + 2, oxe)]
+    rows, cols = np.concatenate(rows), np.concatenate(cols)
+    inside = (rows >= gys) & (rows < gye) & (cols >= gxs) & (cols < gxe)  # the nodes in the grid
+    slots = np.flatnonzero(inside)
+    values = np.arange(dof)
+    target = (dof * slots[:, None] + values).ravel()
+    # The nodes' PETSc numbers from da's ordering (node by node, its dofs interleaved): no ordering
+    # of dof values a node is made.
+    own = da.getDof()
+    natural = own * (rows[slots] * da.getSizes()[0] + cols[slots])
+    index = PETSc.IntType
+    nodes = np.asarray(da.getAO().app2petsc(natural.astype(index)), dtype=np.int64) // own
+    petsc_numbers = (dof * nodes[:, None] + values).ravel()
+    halo = np.zeros(dof * rows.size)
+    halo_vec = PETSc.Vec().createWithArray(halo, comm=PETSc.COMM_SELF)
+    template = PETSc.Vec().createMPI((dof * (oye - oys) * (oxe - oxs), PETSc.DECIDE), comm=da.getComm())
+    source = PETSc.IS().createGeneral(np.asarray(petsc_numbers, dtype=index), comm=PETSc.COMM_SELF)
+    target_is = PETSc.IS().createGeneral(target.astype(index), comm=PETSc.COMM_SELF)
+    scatter = PETSc.Scatter().create(template, source, halo_vec, target_is)
+    for obj in (template, source, target_is):
+        obj.destroy()
+    return halo, halo_vec, scatter, slots, (rows, cols)
+
+
+def ring_pointers(halo, nx, ny, dof):
+    """The addresses of a :func:`ring_plan` buffer's four parts: (top, bottom, left, right)."""
+    top = halo.ctypes.data
+    return (top, top + 8 * dof * (nx + 2), top + 8 * 2 * dof * (nx + 2),
+            top + 8 * dof * (2 * (nx + 2) + (ny + 2)))
+
+
 def operator_of(A):
     """The :class:`FusedOperator` behind ``A`` when ``A`` is one's shell matrix, else None."""
     if A.getType() != "python":
@@ -218,4 +263,5 @@ class ChebyshevSmoother:
         ksp.setConvergedReason(PETSc.KSP.ConvergedReason.CONVERGED_ITS)
 
 
-__all__ = ["ChebyshevSmoother", "FusedOperator", "lanczos_extremes", "operator_of", "vector_kernels"]
+__all__ = ["ChebyshevSmoother", "FusedOperator", "lanczos_extremes", "operator_of", "ring_plan", "ring_pointers",
+           "vector_kernels"]

@@ -25,7 +25,7 @@ import scipy.sparse as sp
 
 from ..runtime import native
 from .assembly import _POS, ModuliBox
-from .fused import ChebyshevSmoother, FusedOperator, lanczos_extremes, operator_of
+from .fused import ChebyshevSmoother, FusedOperator, lanczos_extremes, operator_of, ring_plan, ring_pointers
 
 SOURCE = Path(__file__).with_name("q4_apply.c")
 
@@ -81,7 +81,7 @@ class FineOperator(FusedOperator):
         (gxs, gxe), (gys, gye) = da.getGhostRanges()
         self._box = ny, nx = (oye - oys, oxe - oxs)
         self._halo, self._halo_scatter, self._halo_vec, fixed_halo, halo_nodes = self._halo_plan(
-            PETSc, da, (oys, oye, oxs, oxe), (gys, gye, gxs, gxe), fixed_local)
+            PETSc, da, fixed_local)
         self._fixed_halo = fixed_halo
         self._modes = (PETSc.InsertMode.INSERT_VALUES, PETSc.ScatterMode.FORWARD)
         owned = np.zeros((gye - gys, gxe - gxs, 2), dtype=bool)
@@ -104,35 +104,15 @@ class FineOperator(FusedOperator):
         self.mat.setUp()
 
     @staticmethod
-    def _halo_plan(PETSc, da, owned, ghosted, fixed_local):
-        """The halo buffer (the node rows above and below the owned box, nx + 2 nodes each from
-        column -1, then the node columns left and right, ny + 2 nodes each from row -1; 0 where no
-        node is), the scatter filling it from a global vector, the buffer's fixed DOFs and the grid
-        (rows, columns) of its nodes."""
-        oys, oye, oxs, oxe = owned
-        gys, gye, gxs, gxe = ghosted
-        ny, nx = oye - oys, oxe - oxs
-        rows = [np.full(nx + 2, oys - 1), np.full(nx + 2, oye)] + [np.arange(oys - 1, oye + 1)] * 2
-        cols = [np.arange(oxs - 1, oxe + 1)] * 2 + [np.full(ny + 2, oxs - 1), np.full(ny + 2, oxe)]
-        rows, cols = np.concatenate(rows), np.concatenate(cols)
-        n_nodes_x = da.getSizes()[0]
-        ghost = (rows >= gys) & (rows < gye) & (cols >= gxs) & (cols < gxe)  # the nodes in the grid
-        slots = np.flatnonzero(ghost)
-        dofs = np.stack([2 * slots, 2 * slots + 1], axis=1).ravel()
-        natural = 2 * (rows[slots] * n_nodes_x + cols[slots])
-        natural = np.stack([natural, natural + 1], axis=1).ravel()
-        index = PETSc.IntType
-        petsc = da.getAO().app2petsc(natural.astype(index))
-        halo = np.zeros(2 * rows.size)
-        halo_vec = PETSc.Vec().createWithArray(halo, comm=PETSc.COMM_SELF)
-        template = da.createGlobalVec()
-        source = PETSc.IS().createGeneral(np.asarray(petsc, dtype=index), comm=PETSc.COMM_SELF)
-        target = PETSc.IS().createGeneral(dofs.astype(index), comm=PETSc.COMM_SELF)
-        scatter = PETSc.Scatter().create(template, source, halo_vec, target)
-        for obj in (template, source, target):
-            obj.destroy()
+    def _halo_plan(PETSc, da, fixed_local):
+        """The ring of nodes around the owned box (:func:`~.fused.ring_plan`, 2 DOFs a node): the
+        buffer, its scatter and vector, the buffer's fixed DOFs and the grid (rows, columns) of
+        its nodes."""
+        halo, halo_vec, scatter, slots, (rows, cols) = ring_plan(PETSc, da, 2)
+        (gxs, gxe), (gys, gye) = da.getGhostRanges()
         local = 2 * ((rows[slots] - gys) * (gxe - gxs) + (cols[slots] - gxs))
         local = np.stack([local, local + 1], axis=1).ravel()
+        dofs = np.stack([2 * slots, 2 * slots + 1], axis=1).ravel()
         return halo, scatter, halo_vec, dofs[fixed_local[local]], (rows, cols)
 
     def _fixed_column_plan(self, owned, halo_nodes, nodes):
@@ -184,9 +164,7 @@ class FineOperator(FusedOperator):
         if zero_fixed:
             self._halo[self._fixed_halo] = 0.0
         ny, nx = self._box
-        top = self._halo.ctypes.data
-        left = top + 8 * 4 * (nx + 2)
-        return top, top + 8 * 2 * (nx + 2), left, left + 8 * 2 * (ny + 2)
+        return ring_pointers(self._halo, nx, ny, 2)
 
     def _chebyshev_step(self, x, xa, ba, d, c_d, c_r):
         """``d = c_d d + c_r D^-1 (b - K x)``, ``x += d`` in place (K's identity rows at the fixed DOFs)."""

@@ -12,66 +12,84 @@
  *
  * so y(n) = D x(n) + sum_dir U_dir(n) x(n + dir) + sum_dir U_dir(n - dir)^T x(n - dir).
  *
- * Every array is over the rank's ghosted nodes (gny x gnx, the DMDA's box ghost region of width 1):
- * x's ghosted values and the stencils (the neighbours' below and left of the owned box are read for
- * the transposed terms).  A neighbour outside the ghosted region is outside the grid: its terms
- * are skipped.  The owned box is (ny, nx) nodes from ghosted node (oy, ox); y, b, d and the
- * owned x of chebyshev are over the owned nodes only, (ny, nx, 2) contiguous.
+ * Values of a node (x's 2, a stencil's NS) come from the owned box, (ny, nx) nodes row-major, or
+ * from the ring of nodes around it, as in q4_apply.c: the top and bottom rows (nx + 2 nodes from
+ * column -1) and the left and right columns (ny + 2 nodes from row -1), corners included.  A ring
+ * node outside the grid holds zeros (x's values and its stencil), so no term needs a test.  y,
+ * b, d and x are over the owned nodes, (ny, nx, 2) contiguous.
  */
 #include <stdint.h>
+#include <string.h>
 
 #define NS 19
+
+typedef struct {
+    const double *owned, *top, *bottom, *left, *right;
+    int64_t ny, nx, width;
+} field;
+
+/* Node (r, c)'s values, r in [-1, ny], c in [-1, nx] (not both outside for the owned rows). */
+static const double *node(const field *f, int64_t r, int64_t c)
+{
+    if (r < 0)
+        return f->top + f->width * (c + 1);
+    if (r >= f->ny)
+        return f->bottom + f->width * (c + 1);
+    if (c < 0)
+        return f->left + f->width * (r + 1);
+    if (c >= f->nx)
+        return f->right + f->width * (r + 1);
+    return f->owned + f->width * (r * f->nx + c);
+}
+
+/* Row r's first node (column 0) and its values at columns -1 and nx: for a ring row, its own
+ * array; for an owned row, the row and the ring columns. */
+static const double *row_start(const field *f, int64_t r)
+{
+    if (r < 0)
+        return f->top + f->width;
+    if (r >= f->ny)
+        return f->bottom + f->width;
+    return f->owned + f->width * r * f->nx;
+}
 
 static const int DR[4] = {0, 1, 1, 1};   /* E, NW, N, NE: row offset */
 static const int DC[4] = {1, -1, 0, 1};  /* column offset */
 
-/* Node (r, c)'s product (ghosted coordinates), every neighbour checked. */
-static void edge_node(int64_t gny, int64_t gnx, int64_t r, int64_t c, const double *x, const double *s,
+/* Node (j, i)'s product, every value looked up (the first and last column of a row); xrow[k] is
+ * x's row j - 1 + k at column 0 as the step sees it. */
+static void edge_node(const field *x, const double *const xrow[3], const field *s, int64_t j, int64_t i,
                       double *out)
 {
-    const double *sn = s + NS * (r * gnx + c), *xn = x + 2 * (r * gnx + c);
+    const double *sn = node(s, j, i), *xn = xrow[1] + 2 * i;
     double y0 = sn[0] * xn[0] + sn[1] * xn[1];
     double y1 = sn[1] * xn[0] + sn[2] * xn[1];
     for (int k = 0; k < 4; ++k) {
-        const int64_t ru = r + DR[k], cu = c + DC[k];
-        if (ru >= 0 && ru < gny && cu >= 0 && cu < gnx) {
-            const double *u = sn + 3 + 4 * k, *xm = x + 2 * (ru * gnx + cu);
-            y0 += u[0] * xm[0] + u[1] * xm[1];
-            y1 += u[2] * xm[0] + u[3] * xm[1];
-        }
-        const int64_t rl = r - DR[k], cl = c - DC[k];
-        if (rl >= 0 && rl < gny && cl >= 0 && cl < gnx) {
-            const double *u = s + NS * (rl * gnx + cl) + 3 + 4 * k, *xm = x + 2 * (rl * gnx + cl);
-            y0 += u[0] * xm[0] + u[2] * xm[1];
-            y1 += u[1] * xm[0] + u[3] * xm[1];
-        }
+        const int64_t cu = i + DC[k], cl = i - DC[k];
+        const double *u = sn + 3 + 4 * k;
+        const double *xm = (cu >= 0 && cu < x->nx) ? xrow[1 + DR[k]] + 2 * cu : node(x, j + DR[k], cu);
+        y0 += u[0] * xm[0] + u[1] * xm[1];
+        y1 += u[2] * xm[0] + u[3] * xm[1];
+        const double *l = node(s, j - DR[k], cl) + 3 + 4 * k;
+        const double *xl = (cl >= 0 && cl < x->nx) ? xrow[1 - DR[k]] + 2 * cl : node(x, j - DR[k], cl);
+        y0 += l[0] * xl[0] + l[2] * xl[1];
+        y1 += l[1] * xl[0] + l[3] * xl[1];
     }
     out[0] = y0;
     out[1] = y1;
 }
 
-/* Owned node row j's product into out (2 nx values). */
-static void apply_row(int64_t gny, int64_t gnx, int64_t oy, int64_t ox, int64_t nx, int64_t j,
-                      const double *restrict x, const double *restrict s, double *restrict out)
+/* Owned node row j's product into out (2 nx values); xrow[k]: x's row j - 1 + k at column 0. */
+static void apply_row(const field *x, const double *const xrow[3], const field *s, int64_t j,
+                      double *restrict out)
 {
-    const int64_t r = oy + j;
-    int64_t first = 0, last = nx;  /* the owned columns with every neighbour inside */
-    if (r == 0 || r + 1 >= gny) {
-        first = last = nx;
-    } else {
-        if (ox == 0)
-            first = 1;
-        if (ox + nx >= gnx)
-            last = nx - 1;
-    }
-    for (int64_t i = 0; i < first; ++i)
-        edge_node(gny, gnx, r, ox + i, x, s, out + 2 * i);
-    for (int64_t i = last > first ? last : first; i < nx; ++i)
-        edge_node(gny, gnx, r, ox + i, x, s, out + 2 * i);
-    const double *restrict s0 = s + NS * ((r - 1) * gnx + ox), *restrict s1 = s + NS * (r * gnx + ox);
-    const double *restrict x0 = x + 2 * ((r - 1) * gnx + ox), *restrict x1 = x + 2 * (r * gnx + ox),
-                 *restrict x2 = x + 2 * ((r + 1) * gnx + ox);
-    for (int64_t i = first; i < last; ++i) {
+    const int64_t nx = x->nx;
+    edge_node(x, xrow, s, j, 0, out);
+    if (nx > 1)
+        edge_node(x, xrow, s, j, nx - 1, out + 2 * (nx - 1));
+    const double *restrict s0 = row_start(s, j - 1), *restrict s1 = row_start(s, j);
+    const double *restrict x0 = xrow[0], *restrict x1 = xrow[1], *restrict x2 = xrow[2];
+    for (int64_t i = 1; i < nx - 1; ++i) {
         const double *sn = s1 + NS * i;
         double y0 = sn[0] * x1[2 * i] + sn[1] * x1[2 * i + 1];
         double y1 = sn[1] * x1[2 * i] + sn[2] * x1[2 * i + 1];
@@ -100,84 +118,100 @@ static void apply_row(int64_t gny, int64_t gnx, int64_t oy, int64_t ox, int64_t 
     }
 }
 
-/* y = A x on the owned nodes; with want_dot returns the owned part of x . y, else 0. */
-double stencil_apply(int64_t gny, int64_t gnx, int64_t oy, int64_t ox, int64_t ny, int64_t nx,
-                     const double *restrict x, const double *restrict s, double *restrict y, int64_t want_dot)
+static field make(const double *owned, const double *ring, int64_t ny, int64_t nx, int64_t width)
 {
+    field f = {owned, ring, ring + width * (nx + 2), ring + 2 * width * (nx + 2),
+               ring + width * (2 * (nx + 2) + (ny + 2)), ny, nx, width};
+    return f;
+}
+
+/* y = A x on the owned nodes (x, s: owned values and rings); with want_dot returns the owned
+ * part of x . y, else 0. */
+double stencil_apply(int64_t ny, int64_t nx, const double *x, const double *x_ring, const double *s,
+                     const double *s_ring, double *restrict y, int64_t want_dot)
+{
+    const field fx = make(x, x_ring, ny, nx, 2), fs = make(s, s_ring, ny, nx, NS);
     double dot = 0.0;
     for (int64_t j = 0; j < ny; ++j) {
+        const double *const xrow[3] = {row_start(&fx, j - 1), row_start(&fx, j), row_start(&fx, j + 1)};
         double *restrict yj = y + 2 * nx * j;
-        apply_row(gny, gnx, oy, ox, nx, j, x, s, yj);
+        apply_row(&fx, xrow, &fs, j, yj);
         if (want_dot) {
-            const double *xj = x + 2 * ((oy + j) * gnx + ox);
             double part = 0.0;
             for (int64_t q = 0; q < 2 * nx; ++q)
-                part += xj[q] * yj[q];
+                part += xrow[1][q] * yj[q];
             dot += part;
         }
     }
     return dot;
 }
 
-/* One Chebyshev step on the owned nodes: d = c_d d + c_r D^-1 (b - A x), x_owned += d, the
- * product from the ghosted values xg from before the step (work: 2 nx doubles). */
-void stencil_chebyshev_step(int64_t gny, int64_t gnx, int64_t oy, int64_t ox, int64_t ny, int64_t nx,
-                            const double *restrict xg, const double *restrict s, const double *restrict b,
-                            const double *restrict dinv, double *restrict d, double *restrict x, double c_d,
-                            double c_r, double *restrict work)
+/* One Chebyshev step on the owned nodes, x updated in place: d = c_d d + c_r D^-1 (b - A x),
+ * x += d, the product from x's values before the step (the ring holding the neighbours' from
+ * before it; row j - 1's kept in work before row j - 1 is updated).  work: 6 nx doubles. */
+void stencil_chebyshev_step(int64_t ny, int64_t nx, double *x, const double *x_ring, const double *s,
+                            const double *s_ring, const double *restrict b, const double *restrict dinv,
+                            double *restrict d, double c_d, double c_r, double *restrict work)
 {
+    const field fx = make(x, x_ring, ny, nx, 2), fs = make(s, s_ring, ny, nx, NS);
     const int64_t n = 2 * nx;
+    double *restrict kx = work, *restrict before[2] = {work + n, work + 2 * n};
     for (int64_t j = 0; j < ny; ++j) {
-        apply_row(gny, gnx, oy, ox, nx, j, xg, s, work);
+        double *restrict xj = x + n * j;
+        double *restrict kept = before[j & 1];
+        const double *const xrow[3] = {j > 0 ? before[(j - 1) & 1] : row_start(&fx, -1), xj,
+                                       row_start(&fx, j + 1)};
+        apply_row(&fx, xrow, &fs, j, kx);
+        memcpy(kept, xj, (size_t)n * sizeof(double));
         const double *restrict bj = b + n * j, *restrict ij = dinv + n * j;
-        double *restrict dj = d + n * j, *restrict xj = x + n * j;
+        double *restrict dj = d + n * j;
         for (int64_t q = 0; q < n; ++q) {
-            const double step = c_d * dj[q] + c_r * ij[q] * (bj[q] - work[q]);
+            const double step = c_d * dj[q] + c_r * ij[q] * (bj[q] - kx[q]);
             dj[q] = step;
             xj[q] += step;
         }
     }
 }
 
-/* The owned nodes' diagonal and its inverse (2 ny nx values each) from the stencils. */
-void stencil_diagonal(int64_t gnx, int64_t oy, int64_t ox, int64_t ny, int64_t nx, const double *restrict s,
-                      double *restrict diagonal, double *restrict inverse)
+/* The owned nodes' diagonal and its inverse (2 ny nx values each) from their stencils. */
+void stencil_diagonal(int64_t ny, int64_t nx, const double *restrict s, double *restrict diagonal,
+                      double *restrict inverse)
 {
-    for (int64_t j = 0; j < ny; ++j)
-        for (int64_t i = 0; i < nx; ++i) {
-            const double *sn = s + NS * ((oy + j) * gnx + ox + i);
-            const int64_t q = 2 * (j * nx + i);
-            diagonal[q] = sn[0];
-            diagonal[q + 1] = sn[2];
-            inverse[q] = 1.0 / sn[0];
-            inverse[q + 1] = 1.0 / sn[2];
-        }
+    for (int64_t q = 0; q < ny * nx; ++q) {
+        const double *sn = s + NS * q;
+        diagonal[2 * q] = sn[0];
+        diagonal[2 * q + 1] = sn[2];
+        inverse[2 * q] = 1.0 / sn[0];
+        inverse[2 * q + 1] = 1.0 / sn[2];
+    }
 }
 
 /* Add element matrices into the stencils: g (ne_y, ne_x, 64), element (ey, ex)'s 8x8 matrix in
  * local node order (0, 0), (0, 1), (1, 1), (1, 0) (row, column offsets from its first node), 2
- * DOFs a node; its first node is ghosted node (r0 + ey, c0 + ex). */
-void stencil_add_elements(int64_t ne_y, int64_t ne_x, const double *restrict g, int64_t gnx, int64_t r0,
-                          int64_t c0, double *restrict s)
+ * DOFs a node; its first node is (r0 + ey, c0 + ex) of the owned box, every node in [-1, ny] x
+ * [-1, nx] (a corner of the ring counts in the top or bottom row). */
+void stencil_add_elements(int64_t ne_y, int64_t ne_x, const double *restrict g, int64_t ny, int64_t nx,
+                          int64_t r0, int64_t c0, double *s, double *s_ring)
 {
     /* (a, b, k): the block G[a][b] is U_k of local node a (its neighbour b in direction k). */
     static const int PAIR[6][3] = {{0, 1, 0}, {3, 2, 0}, {1, 3, 1}, {0, 3, 2}, {1, 2, 2}, {0, 2, 3}};
     static const int PR[4] = {0, 0, 1, 1};
     static const int PC[4] = {0, 1, 1, 0};
+    const field f = make(s, s_ring, ny, nx, NS);
     for (int64_t ey = 0; ey < ne_y; ++ey)
         for (int64_t ex = 0; ex < ne_x; ++ex) {
             const double *ge = g + 64 * (ey * ne_x + ex);
-            double *node[4];
+            double *at[4];
             for (int a = 0; a < 4; ++a)
-                node[a] = s + NS * ((r0 + ey + PR[a]) * gnx + c0 + ex + PC[a]);
+                at[a] = (double *)node(&f, r0 + ey + PR[a], c0 + ex + PC[a]);
             for (int a = 0; a < 4; ++a) {
-                node[a][0] += ge[(2 * a) * 8 + 2 * a];
-                node[a][1] += ge[(2 * a) * 8 + 2 * a + 1];
-                node[a][2] += ge[(2 * a + 1) * 8 + 2 * a + 1];
+                at[a][0] += ge[(2 * a) * 8 + 2 * a];
+                at[a][1] += ge[(2 * a) * 8 + 2 * a + 1];
+                at[a][2] += ge[(2 * a + 1) * 8 + 2 * a + 1];
             }
             for (int p = 0; p < 6; ++p) {
                 const int a = PAIR[p][0], bb = PAIR[p][1];
-                double *u = node[a] + 3 + 4 * PAIR[p][2];
+                double *u = at[a] + 3 + 4 * PAIR[p][2];
                 u[0] += ge[(2 * a) * 8 + 2 * bb];
                 u[1] += ge[(2 * a) * 8 + 2 * bb + 1];
                 u[2] += ge[(2 * a + 1) * 8 + 2 * bb];
