@@ -111,6 +111,13 @@ class FusedOperator:
         self._owned_box, self._nodes_x = owned_box, nodes_x
         self._noise = None  # the estimate's right-hand side and the smoother's update: made when first used
         self._d = None
+        self._cg_vectors = None  # the estimate's r, p and K p
+
+    def _destroy_cg_vectors(self):
+        if self._cg_vectors is not None:
+            for vec in self._cg_vectors[1:]:
+                vec.destroy()
+            self._cg_vectors = None
 
     def noise(self, vec):
         """Fill ``vec`` with values in [-1, 1) hashed from each DOF's natural number (row-major over
@@ -160,33 +167,30 @@ class FusedOperator:
         fused passes (``cg_residual``: r -= alpha Kp and r . D^-1 r; ``cg_direction``)."""
         mpi = comm.tompi4py()
         n = self._diagonal.size
-        r = np.empty(n)
-        p_vec, w_vec = self.mat.createVecs()
-        try:
-            self.noise(p_vec)  # r0 = b
+        if self._cg_vectors is None:  # kept for the next estimate (a new operator's)
+            self._cg_vectors = (np.empty(n), *self.mat.createVecs())
+        r, p_vec, w_vec = self._cg_vectors
+        if self._noise is None:
+            self.noise(p_vec)
+        r[:] = self._noise  # r0 = b
+        dinv = self._inverse_diagonal
+        with p_vec as pa:
+            np.multiply(dinv, r, out=pa)
+            rz = mpi.allreduce(float(np.dot(pa, r)))
+        alphas, betas = [], []
+        for _ in range(steps):
+            pw = mpi.allreduce(self._product_dot(p_vec, w_vec))
+            if not pw > 0.0 or not rz > 0.0:
+                break
+            alpha = rz / pw
+            with w_vec as wa:
+                rz_next = mpi.allreduce(self._cg_residual(n, alpha, r.ctypes.data, wa.ctypes.data, dinv.ctypes.data))
+            alphas.append(alpha)
+            beta = rz_next / rz
+            betas.append(beta)
             with p_vec as pa:
-                r[:] = pa
-            dinv = self._inverse_diagonal
-            rz = mpi.allreduce(float(np.dot(r * dinv, r)))
-            with p_vec as pa:
-                np.multiply(dinv, r, out=pa)
-            alphas, betas = [], []
-            for _ in range(steps):
-                pw = mpi.allreduce(self._product_dot(p_vec, w_vec))
-                if not pw > 0.0 or not rz > 0.0:
-                    break
-                alpha = rz / pw
-                with w_vec as wa:
-                    rz_next = mpi.allreduce(self._cg_residual(n, alpha, r.ctypes.data, wa.ctypes.data, dinv.ctypes.data))
-                alphas.append(alpha)
-                beta = rz_next / rz
-                betas.append(beta)
-                with p_vec as pa:
-                    self._cg_direction(n, beta, r.ctypes.data, dinv.ctypes.data, pa.ctypes.data)
-                rz = rz_next
-        finally:
-            p_vec.destroy()
-            w_vec.destroy()
+                self._cg_direction(n, beta, r.ctypes.data, dinv.ctypes.data, pa.ctypes.data)
+            rz = rz_next
         return lanczos_extremes(alphas, betas)
 
 

@@ -216,6 +216,7 @@ class FineOperator(FusedOperator):
             da[:] = self._diagonal
 
     def close(self):
+        self._destroy_cg_vectors()
         self._moduli.close()
         for name in ("_halo_scatter", "_halo_vec", "mat"):
             obj = getattr(self, name)

@@ -145,6 +145,7 @@ class StencilOperator(FusedOperator):
             da[:] = self._diagonal
 
     def close(self):
+        self._destroy_cg_vectors()
         for name in ("_stencil_vec", "_s_ring_vec", "_s_scatter", "_x_ring_vec", "_x_scatter", "mat"):
             obj = getattr(self, name)
             if obj is not None:
