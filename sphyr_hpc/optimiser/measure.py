@@ -17,8 +17,8 @@ must read or write at least, summed over all ranks:
   V on the finest level: 2^(depth-1) visits,
   :func:`~sphyr_hpc.solvers.multigrid.level_visits`) ``2 m`` Chebyshev
   steps (a MatMult and ~7 vector passes each; the finest level's fused
-  steps, :class:`~sphyr_hpc.solvers.matfree.ChebyshevSmoother`, the moduli
-  and 6 vector passes each), the residual, restriction and interpolation;
+  steps, :class:`~sphyr_hpc.solvers.fused.ChebyshevSmoother`, the moduli
+  or stencils and 6 vector passes each), the residual, restriction and interpolation;
 * ``update``: element energies (the displacements read once, an energy
   written), sensitivities, the filter's two applications and the
   optimality-criteria bisection (``bisection_steps`` passes over 7 arrays of
@@ -30,7 +30,11 @@ and x and y once each; the finest level applied from the moduli (``shell``,
 :mod:`sphyr_hpc.solvers.matfree`) stores no matrix: it reads the moduli around
 the owned nodes (8 bytes an element) and x in place (its halo, the ring of
 nodes around each rank's box, is not counted), and its assembly writes the
-moduli box and the diagonal.  It is a lower bound: caches are assumed to catch every
+moduli box and the diagonal.  A level held as node stencils
+(:mod:`sphyr_hpc.solvers.stencil`) reads its 19 values a node (no index) and x
+in place (its ring not counted); its assembly writes them and the diagonal.
+Their smoothing and estimates, fused like the finest level's, count as the
+finest level's do.  It is a lower bound: caches are assumed to catch every
 reuse within a MatMult (SBAIJ reads x and updates y twice), and Python's own
 temporaries are not counted.  :func:`bounds` divides by the measured copy
 bandwidth (bytes read + written per second, all ranks at once).

@@ -23,8 +23,11 @@ one another element by element:
 Each rank works on the elements of its own slab and the coarse elements above
 them (a box per level; a coarse element astride two ranks is held by both,
 each with the part its own children give), and adds its element matrices into
-the level's matrix with ``MatSetValuesBlockedLocal`` (``ADD_VALUES``; rows of
-a neighbour go through PETSc's stash).  Nothing is held from a PETSc product:
+the level's node stencils (:class:`~sphyr_hpc.solvers.stencil.StencilOperator`,
+the level held as ``"stencil"``: the ranks' parts summed by a scatter of the
+ring of nodes around each box) or into the level's PETSc matrix with
+``MatSetValuesBlockedLocal`` (``ADD_VALUES``; rows of a neighbour go through
+PETSc's stash).  Nothing is held from a PETSc product:
 no ``MatPtAP`` and its intermediate products.  Each level's matrix comes from
 a coarse DMDA whose ownership is the hierarchy's (:meth:`Level.rank_box`), so
 its numbering is the one the interpolations use, and its storage is the
@@ -144,8 +147,10 @@ class _Axis:
 class GridGalerkin:
     """The coarse operators of ``levels`` (finest first) of ``system``, updated from the moduli.
 
-    :attr:`mats` are the PETSc matrices of levels 1.. (second finest first);
-    ``mat_types[l - 1]`` the storage of level l.  Owns the matrices and the
+    :attr:`mats` are the PETSc matrices of levels 1.. (second finest first: a
+    :class:`~.stencil.StencilOperator`'s shell matrix where ``mat_types[l - 1]`` is
+    :data:`STENCIL`, that operator in :attr:`operators`); ``mat_types[l - 1]`` the storage of
+    level l.  Owns the matrices and the
     coarse DMDAs (:meth:`close`).
     """
 

@@ -40,10 +40,15 @@ system's options prefix, e.g. ``-sphyr_mg_levels_ksp_max_it 3``): Galerkin
 coarse operators ``P^T A P`` recomputed whenever ``A`` changes, assembled from
 the element moduli on coarse DMDAs on any number of ranks
 (:mod:`sphyr_hpc.solvers.grid_galerkin`; a one-rank system assembled in place
-uses :mod:`sphyr_hpc.solvers.galerkin`), stored as SBAIJ (coarsest: AIJ;
-``-<prefix>mg_levels_mat_type``, ``-<prefix>mg_coarse_mat_type``), the
-finest level applied from the moduli with no stored K
-(:mod:`sphyr_hpc.solvers.matfree`; ``-<prefix>mat_type sbaij`` stores it);
+uses :mod:`sphyr_hpc.solvers.galerkin`), the finest level applied from the
+moduli with no stored K (:mod:`sphyr_hpc.solvers.matfree`;
+``-<prefix>mat_type sbaij`` stores it), the levels below it held as symmetric
+node stencils applied in C (:mod:`sphyr_hpc.solvers.stencil`; those under
+STENCIL_MIN_DOFS a rank, and every level where K is stored, as SBAIJ;
+``-<prefix>mg_levels_mat_type sbaij`` for all), the coarsest as AIJ
+(``-<prefix>mg_coarse_mat_type``); Chebyshev smoothing fused into one pass a
+step on the finest and the stencil levels (:mod:`sphyr_hpc.solvers.fused`;
+``-<prefix>mg_finest_smoother petsc``, ``-<prefix>mg_levels_smoother petsc``);
 ``-<prefix>pc_mg_galerkin both`` gives PCMG's own products on AIJ instead,
 as before.  W-cycles below a V on the finest level (:data:`FINEST_CYCLE`),
 Chebyshev(2)/Jacobi smoothing with eigenvalue estimates (10 CG steps)
