@@ -34,9 +34,31 @@ def kernel():
     """The compiled ``q4_apply`` (raises :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
     function = native.load(SOURCE).q4_apply
     pointer, size = ctypes.c_void_p, ctypes.c_int64
-    function.argtypes = [size, size] + [pointer] * 6 + [size, pointer, pointer, size]
+    function.argtypes = [size, size] + [pointer] * 6 + [size, pointer, pointer, size, pointer]
     function.restype = ctypes.c_double
     return function
+
+
+def modal_constants(ke):
+    """(c11, c12, c33, hu, hv): the unit element matrix ``ke`` (8x8, :data:`~.assembly._POS` node
+    order) in the modes 1, x, y, xy of each displacement component (nodes at x, y = +-1/2), the
+    numbers ``q4_apply.c`` applies it by.  Raises ValueError for a matrix of another structure."""
+    V = np.array([[1.0, c - 0.5, r - 0.5, (c - 0.5) * (r - 0.5)] for r, c in _POS])
+    modes = np.zeros((8, 8))  # DOF 2a + d from mode 4d + m
+    for d in (0, 1):
+        modes[d::2, 4 * d:4 * d + 4] = V
+    scale = np.linalg.inv(modes.T @ modes)
+    k = scale @ modes.T @ np.asarray(ke, dtype=float) @ modes @ scale
+    c11, c12, c33, hu, hv = k[1, 1], k[1, 6], k[2, 2], k[3, 3], k[7, 7]
+    structured = np.zeros((8, 8))
+    structured[1, 1] = structured[6, 6] = c11
+    structured[1, 6] = structured[6, 1] = c12
+    structured[2:3, [2, 5]] = structured[5:6, [2, 5]] = c33
+    structured[3, 3], structured[7, 7] = hu, hv
+    if not np.allclose(modes @ structured @ modes.T, ke, rtol=0.0, atol=1e-12 * np.abs(ke).max()) \
+            or not np.isclose(k[6, 6], c11, rtol=1e-12):
+        raise ValueError("the element matrix is not a square plane-stress Q4 element's (q4_apply.c needs its modes)")
+    return np.array([c11, c12, c33, hu, hv])
 
 
 def _function(name, *argtypes):
@@ -88,13 +110,14 @@ class FineOperator(FusedOperator):
         owned[oys - gys:oye - gys, oxs - gxs:oxe - gxs] = True
         self._fixed_owned = np.flatnonzero(fixed_local[owned.ravel()])
         self._ke = np.ascontiguousarray(ke, dtype=float)
+        self._element_modes = modal_constants(self._ke)
         self._fixed_columns = self._fixed_column_plan((oys, oye, oxs, oxe), halo_nodes, da.getSizes())
         self._fixed_values = None
         self._moduli = ModuliBox(da, da_elem, shape)
         self._E = None
         self._diagonal = np.zeros(2 * self._box[0] * self._box[1])
         self._inverse_diagonal = np.zeros_like(self._diagonal)
-        self._work = np.zeros(6 * nx)
+        self._work = np.zeros(14 * (nx + 1))
         self.nnz = stencil_nonzeros(shape, storage)
         # What one product reads of the operator, all ranks: the moduli (sphyr_hpc.optimiser.measure).
         self.stored_bytes = 8.0 * comm.tompi4py().allreduce(self._moduli.box_array.size)
@@ -174,7 +197,7 @@ class FineOperator(FusedOperator):
         fixed = self._fixed_owned
         kept_x, kept_d = xa[fixed], d[fixed]
         xa[fixed] = 0.0  # fixed DOFs count as 0 in the sums; their own rows are K's identity rows
-        self._step(ny, nx, xa.ctypes.data, *halo, E.ctypes.data, E.shape[1], self._ke.ctypes.data, ba.ctypes.data,
+        self._step(ny, nx, xa.ctypes.data, *halo, E.ctypes.data, E.shape[1], self._element_modes.ctypes.data, ba.ctypes.data,
                    self._inverse_diagonal.ctypes.data, d.ctypes.data, c_d, c_r, self._work.ctypes.data)
         d[fixed] = c_d * kept_d + c_r * (ba[fixed] - kept_x)
         xa[fixed] = kept_x + d[fixed]
@@ -187,8 +210,8 @@ class FineOperator(FusedOperator):
         E = self._E
         xa = x.getArray(readonly=True)
         with y as ya:
-            self._apply(ny, nx, xa.ctypes.data, *halo, E.ctypes.data, E.shape[1], self._ke.ctypes.data,
-                        ya.ctypes.data, 0)
+            self._apply(ny, nx, xa.ctypes.data, *halo, E.ctypes.data, E.shape[1], self._element_modes.ctypes.data,
+                        ya.ctypes.data, 0, self._work.ctypes.data)
             fixed_x = np.concatenate([xa[self._fixed_owned], self._halo[self._fixed_halo]])
             ya[self._fixed_columns[0]] -= self._fixed_values @ fixed_x
             ya[self._fixed_owned] = xa[self._fixed_owned]
@@ -204,8 +227,8 @@ class FineOperator(FusedOperator):
             kept = xa[fixed]
             xa[fixed] = 0.0
             try:
-                dot = self._apply(ny, nx, xa.ctypes.data, *halo, E.ctypes.data, E.shape[1], self._ke.ctypes.data,
-                                  ya.ctypes.data, 1)
+                dot = self._apply(ny, nx, xa.ctypes.data, *halo, E.ctypes.data, E.shape[1], self._element_modes.ctypes.data,
+                                  ya.ctypes.data, 1, self._work.ctypes.data)
             finally:
                 xa[fixed] = kept
             ya[fixed] = kept

@@ -2,10 +2,20 @@
  *
  * Unit square Q4 elements on a structured grid, 2 DOFs a node interleaved (x fastest), as in
  * sphyr_hpc.solvers.assembly: local node a of an element sits at (row, column) offset
- * (PR[a], PC[a]) from its top-left node, and K0's DOF 2a + d is node a's component d.  Owned node
- * (j, i) is local node a of the element at (j - PR[a], i - PC[a]), so
+ * (PR[a], PC[a]) from its first node (0, 0), (0, 1), (1, 1), (1, 0).  With the element's
+ * displacements written in the modes 1, x, y, xy of each component (nodes at x, y = -1/2 or
+ * 1/2), K0 is block-sparse: the translations carry no energy, the linear modes give the constant
+ * strains (exx, eyy, gxy) and the stresses c11, c12, c33 of plane stress, the bilinear modes two
+ * hourglass stiffnesses.  So an element's forces on its nodes are 5 numbers, E times
  *
- *   y(j, i, d) = sum_a E(j - PR[a], i - PC[a]) sum_{b, d2} K0[2a + d][2b + d2] x(j - PR[a] + PR[b], i - PC[a] + PC[b], d2).
+ *   A = (c11 p + c12 qv) / 4,  B = (c12 p + c11 qv) / 4,  T = c33 (q + pv) / 4,
+ *   Hu = hu w / 16,  Hv = hv wv / 16,
+ *
+ * of the differences p = (u1 - u0) + (u2 - u3), q = (u3 - u0) + (u2 - u1), w = (u2 - u3) - (u1 - u0)
+ * (pv, qv, wv of v), spread with signs: node 0 gets (-A - T + Hu, -T - B + Hv), node 1
+ * (A - T - Hu, T - B - Hv), node 2 (A + T + Hu, T + B + Hv), node 3 (-A + T - Hu, -T + B - Hv).
+ * About 50 operations a node instead of the 128 of K0's 8x8 product (modes[5] = c11, c12, c33, hu,
+ * hv come from K0 itself: sphyr_hpc.solvers.matfree.modal_constants checks the structure).
  *
  * x: the owned values, (ny, nx, 2) contiguous, read in place (no ghosted copy).  The ring of
  * neighbours around the owned box comes from four halo arrays, corners included: top and bottom
@@ -15,8 +25,8 @@
  * E: the element moduli around the owned nodes, (ny + 1) x (nx + 1), element (j - 1, i - 1) of
  * the owned box at [j][i] (e_stride = nx + 1), 0 outside the grid.
  * y: the owned values, (ny, nx, 2) contiguous, every one written.
- * Inside a node row (columns 1 .. nx - 2) nodes do not depend on each other: gcc vectorises that
- * loop; the first and last node of a row read the halo columns.
+ * A node row's forces come from the element rows above and below it: each element row's 5 numbers
+ * are computed once into a row buffer (work) and used by the two node rows beside it.
  *
  * chebyshev_step (below) is one step of Jacobi-preconditioned Chebyshev smoothing fused around the
  * same product, x updated in place row by row.
@@ -27,66 +37,122 @@
 static const int PR[4] = {0, 0, 1, 1};
 static const int PC[4] = {0, 1, 1, 0};
 
-/* Node (r, c)'s two values for r in [j - 1, j + 1], c in [-1, nx]: rows[r - j + 1] is node row r
- * at column 0 (its halo row above or below the box included), left/right the halo columns. */
-static const double *at(const double *const rows[3], const double *left, const double *right, int64_t nx,
-                        int64_t j, int64_t r, int64_t c)
+/* Node row r (r in [-1, ny]) of x: its column 0, and its nodes at columns -1 and nx. */
+typedef struct {
+    const double *at0, *before, *after;
+} xrow;
+
+static xrow row_of(const double *x, const double *top, const double *bottom, const double *left,
+                   const double *right, int64_t ny, int64_t nx, int64_t r)
 {
-    if (c < 0)
-        return left + 2 * (r + 1);
-    if (c >= nx)
-        return right + 2 * (r + 1);
-    return rows[r - j + 1] + 2 * c;
+    xrow row;
+    if (r < 0 || r >= ny) {
+        const double *ring = r < 0 ? top : bottom;
+        row.at0 = ring + 2;
+        row.before = ring;
+        row.after = ring + 2 * (nx + 1);
+    } else {
+        row.at0 = x + 2 * nx * r;
+        row.before = left + 2 * (r + 1);
+        row.after = right + 2 * (r + 1);
+    }
+    return row;
 }
 
-static void edge_node(const double *const rows[3], const double *left, const double *right, int64_t nx,
-                      int64_t j, int64_t i, const double *E, int64_t e_stride, const double *k, double *out)
+static const double *node_of(const xrow *row, int64_t nx, int64_t c)
 {
-    double acc0 = 0.0, acc1 = 0.0;
-    for (int a = 0; a < 4; ++a) {
-        const double e = E[(j + 1 - PR[a]) * e_stride + i + 1 - PC[a]];
-        double s0 = 0.0, s1 = 0.0;
-        for (int b = 0; b < 4; ++b) {
-            const double *xp = at(rows, left, right, nx, j, j - PR[a] + PR[b], i - PC[a] + PC[b]);
-            s0 += k[16 * a + 2 * b] * xp[0] + k[16 * a + 2 * b + 1] * xp[1];
-            s1 += k[16 * a + 8 + 2 * b] * xp[0] + k[16 * a + 8 + 2 * b + 1] * xp[1];
-        }
-        acc0 += e * s0;
-        acc1 += e * s1;
-    }
-    out[0] = acc0;
-    out[1] = acc1;
+    return c < 0 ? row->before : c >= nx ? row->after : row->at0 + 2 * c;
 }
 
-/* Node row j of K x into out (2 nx values): r0, r1, r2 node rows j - 1, j, j + 1 at column 0. */
-static void apply_row(int64_t nx, int64_t j, const double *restrict r0, const double *restrict r1,
-                      const double *restrict r2, const double *left, const double *right,
-                      const double *restrict E, int64_t e_stride, const double *restrict k, double *restrict out)
+/* An element's numbers for its 4 nodes, as pairs (u, v) like the nodes' own: S = (A + T, B + T),
+ * D = (A - T, T - B), H = (Hu, Hv); its forces are -S + H on node 0, D - H on node 1, S + H on node 2
+ * and -D - H on node 3.  Planes of 2 (nx + 1) values: element column c at pair c + 1. */
+static inline void element(const double *x0, const double *x1, const double *x2, const double *x3, double e,
+                           const double *m, double *S, double *D, double *H, int64_t k)
 {
-    const double *const rows[3] = {r0, r1, r2};
-    const double *restrict e0 = E + j * e_stride, *restrict e1 = E + (j + 1) * e_stride;
-    edge_node(rows, left, right, nx, j, 0, E, e_stride, k, out);
-    if (nx > 1)
-        edge_node(rows, left, right, nx, j, nx - 1, E, e_stride, k, out + 2 * (nx - 1));
-    for (int64_t i = 1; i < nx - 1; ++i) {
-        double acc0 = 0.0, acc1 = 0.0;
-#pragma GCC unroll 4
-        for (int a = 0; a < 4; ++a) {
-            const double e = (PR[a] ? e0 : e1)[i + 1 - PC[a]];
-            double s0 = 0.0, s1 = 0.0;
-#pragma GCC unroll 4
-            for (int b = 0; b < 4; ++b) {
-                const int r = 1 - PR[a] + PR[b];
-                const double *xp = (r == 0 ? r0 : r == 1 ? r1 : r2) + 2 * (i - PC[a] + PC[b]);
-                s0 += k[16 * a + 2 * b] * xp[0] + k[16 * a + 2 * b + 1] * xp[1];
-                s1 += k[16 * a + 8 + 2 * b] * xp[0] + k[16 * a + 8 + 2 * b + 1] * xp[1];
-            }
-            acc0 += e * s0;
-            acc1 += e * s1;
-        }
-        out[2 * i] = acc0;
-        out[2 * i + 1] = acc1;
+    const double a = x1[0] - x0[0], b = x2[0] - x3[0], cc = x3[0] - x0[0], d = x2[0] - x1[0];
+    const double av = x1[1] - x0[1], bv = x2[1] - x3[1], cv = x3[1] - x0[1], dv = x2[1] - x1[1];
+    const double p = a + b, q = cc + d, w = b - a, pv = av + bv, qv = cv + dv, wv = bv - av;
+    const double A = e * (m[0] * p + m[1] * qv), B = e * (m[1] * p + m[0] * qv), T = e * (m[2] * (q + pv));
+    S[2 * k] = A + T;
+    S[2 * k + 1] = B + T;
+    D[2 * k] = A - T;
+    D[2 * k + 1] = T - B;
+    H[2 * k] = e * (m[3] * w);
+    H[2 * k + 1] = e * (m[4] * wv);
+}
+
+/* Two elements side by side in vectors of 4 (their nodes' (u, v) pairs, as x holds them). */
+typedef double v4 __attribute__((vector_size(32)));
+
+static inline v4 load4(const double *p)
+{
+    v4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void store4(double *p, v4 v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
+/* Element row r's numbers for its columns -1 .. nx - 1 (element()'s planes, out = S, D, H):
+ * node rows r (lo) and r + 1 (hi). */
+static void element_row(int64_t nx, const xrow *lo, const xrow *hi, const double *restrict e_row,
+                        const double *restrict modes, double *restrict out)
+{
+    const int64_t n = 2 * (nx + 1);
+    double *restrict S = out, *restrict D = out + n, *restrict H = out + 2 * n;
+    const double m[5] = {0.25 * modes[0], 0.25 * modes[1], 0.25 * modes[2], 0.0625 * modes[3], 0.0625 * modes[4]};
+    /* the first and last columns read the ring's columns */
+    element(node_of(lo, nx, -1), node_of(lo, nx, 0), node_of(hi, nx, 0), node_of(hi, nx, -1), e_row[0], m, S, D, H, 0);
+    element(node_of(lo, nx, nx - 1), node_of(lo, nx, nx), node_of(hi, nx, nx), node_of(hi, nx, nx - 1), e_row[nx], m,
+            S, D, H, nx);
+    const double *l = lo->at0, *h = hi->at0;
+    const v4 m0 = {m[0], m[0], m[0], m[0]}, m1 = {m[1], m[1], m[1], m[1]}, m2 = {m[2], m[2], m[2], m[2]};
+    const v4 mh = {m[3], m[4], m[3], m[4]}, flip = {1.0, -1.0, 1.0, -1.0};
+    const __typeof__(0LL) __attribute__((vector_size(32))) even_odd = {0, 5, 2, 7}, swap = {1, 0, 3, 2},
+        pairs = {0, 0, 1, 1};
+    int64_t k = 1;  /* element column k - 1: nodes k - 1, k of both rows */
+    for (; k + 1 < nx; k += 2) {
+        const v4 x0 = load4(l + 2 * k - 2), x1 = load4(l + 2 * k), x3 = load4(h + 2 * k - 2), x2 = load4(h + 2 * k);
+        const v4 a = x1 - x0, b = x2 - x3, c = x3 - x0, d = x2 - x1;
+        const v4 P = a + b, Q = c + d, W = b - a;
+        const v4 pq = __builtin_shuffle(P, Q, even_odd), qp = __builtin_shuffle(pq, swap);  /* (p, qv), (qv, p) */
+        const v4 t = __builtin_shuffle(Q, P, even_odd);                                    /* (q, pv) */
+        const v4 e2 = {e_row[k], e_row[k + 1], 0.0, 0.0};
+        const v4 e = __builtin_shuffle(e2, pairs);
+        const v4 AB = e * (m0 * pq + m1 * qp), TT = e * (m2 * (t + __builtin_shuffle(t, swap)));
+        store4(S + 2 * k, AB + TT);
+        store4(D + 2 * k, (AB - TT) * flip);
+        store4(H + 2 * k, e * (mh * W));
     }
+    for (; k < nx; ++k)
+        element(l + 2 * k - 2, l + 2 * k, h + 2 * k, h + 2 * k - 2, e_row[k], m, S, D, H, k);
+}
+
+/* Node row forces from the element rows above (prev) and below (cur) it, into out (2 nx): node i
+ * is node 0 of element (j, i) (cur, pair i + 1), node 1 of (j, i - 1) (cur, i), node 2 of
+ * (j - 1, i - 1) (prev, i) and node 3 of (j - 1, i) (prev, i + 1). */
+static void node_row(int64_t nx, const double *restrict prev, const double *restrict cur, double *restrict out)
+{
+    const int64_t n = 2 * (nx + 1);
+    const double *restrict pS = prev, *restrict pD = prev + n, *restrict pH = prev + 2 * n;
+    const double *restrict cS = cur, *restrict cD = cur + n, *restrict cH = cur + 2 * n;
+    for (int64_t q = 0; q < 2 * nx; ++q)
+        out[q] = (pS[q] - cS[q + 2]) + (cD[q] - pD[q + 2]) + ((cH[q + 2] - cH[q]) + (pH[q] - pH[q + 2]));
+}
+
+/* The work of a product: element rows (two, 6 (nx + 1) each) then a node row (2 nx). */
+typedef struct {
+    double *rows[2], *forces;
+} buffers;
+
+static buffers split(double *work, int64_t nx)
+{
+    buffers b = {{work, work + 6 * (nx + 1)}, work + 12 * (nx + 1)};
+    return b;
 }
 
 /* Sum of a[q] b[q] (c[q] if c) over n values, in four interleaved partial sums (vectorisable). */
@@ -102,23 +168,45 @@ static double dot4(int64_t n, const double *restrict a, const double *restrict b
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-/* With want_dot, returns x . y over the owned values (each row's, while it is in cache), else 0. */
+/* Rows this far ahead of the one in work are asked for (x, E, and y to be written): the hardware
+ * prefetcher alone leaves a product waiting on memory (1025x1024 nodes: 9.6 ms, 6.4 with this). */
+#define AHEAD 2
+
+static void prefetch_rows(const double *x, const double *y, const double *E, int64_t e_stride, int64_t ny,
+                          int64_t nx, int64_t j)
+{
+    if (j >= ny)
+        return;
+    for (int64_t q = 0; q < 2 * nx; q += 8) {
+        __builtin_prefetch(x + 2 * nx * j + q, 0, 0);
+        if (y)
+            __builtin_prefetch(y + 2 * nx * j + q, 1, 0);
+    }
+    for (int64_t q = 0; q < nx + 1; q += 8)
+        __builtin_prefetch(E + (j + 1) * e_stride + q, 0, 0);
+}
+
+/* With want_dot, returns x . y over the owned values (each row's, while it is in cache), else 0.
+ * work: 14 (nx + 1) doubles. */
 double q4_apply(int64_t ny, int64_t nx, const double *restrict x, const double *restrict top,
                 const double *restrict bottom, const double *restrict left, const double *restrict right,
-                const double *restrict E, int64_t e_stride, const double *restrict ke, double *restrict y,
-                int64_t want_dot)
+                const double *restrict E, int64_t e_stride, const double *restrict modes, double *restrict y,
+                int64_t want_dot, double *restrict work)
 {
-    double k[64];
-    for (int q = 0; q < 64; ++q)
-        k[q] = ke[q];
+    buffers buf = split(work, nx);
     double dot = 0.0;
+    xrow lo = row_of(x, top, bottom, left, right, ny, nx, -1), hi = row_of(x, top, bottom, left, right, ny, nx, 0);
+    element_row(nx, &lo, &hi, E, modes, buf.rows[1]);  /* element row -1 */
     for (int64_t j = 0; j < ny; ++j) {
-        const double *restrict xj = x + 2 * nx * j;
+        double *prev = buf.rows[(j + 1) & 1], *cur = buf.rows[j & 1];
+        lo = hi;
+        hi = row_of(x, top, bottom, left, right, ny, nx, j + 1);
+        element_row(nx, &lo, &hi, E + (j + 1) * e_stride, modes, cur);
         double *restrict yj = y + 2 * nx * j;
-        apply_row(nx, j, j > 0 ? xj - 2 * nx : top + 2, xj, j + 1 < ny ? xj + 2 * nx : bottom + 2, left, right, E,
-                  e_stride, k, yj);
+        prefetch_rows(x, y, E, e_stride, ny, nx, j + AHEAD);
+        node_row(nx, prev, cur, yj);
         if (want_dot)
-            dot += dot4(2 * nx, xj, yj, 0);
+            dot += dot4(2 * nx, x + 2 * nx * j, yj, 0);
     }
     return dot;
 }
@@ -128,26 +216,29 @@ double q4_apply(int64_t ny, int64_t nx, const double *restrict x, const double *
  *   d = c_d d + c_r D^-1 (b - K x),   x = x + d
  *
  * (dinv: D^-1, the inverse diagonal).  x, the halo and E as for q4_apply, the halo holding the
- * neighbours' values from before the step.  work: 6 nx doubles.  Each row's product is computed
- * from the rows' values before the step (row j - 1's are kept in work before row j - 1 is
- * updated), so the step is the same as with a separate product. */
+ * neighbours' values from before the step.  work: 14 (nx + 1) doubles.  Row j is updated once
+ * the element rows beside it are computed, and those read rows j - 1 .. j + 1 before any of
+ * them is updated, so the step is the same as with a separate product. */
 void chebyshev_step(int64_t ny, int64_t nx, double *restrict x, const double *restrict top,
                     const double *restrict bottom, const double *restrict left, const double *restrict right,
-                    const double *restrict E, int64_t e_stride, const double *restrict ke,
+                    const double *restrict E, int64_t e_stride, const double *restrict modes,
                     const double *restrict b, const double *restrict dinv, double *restrict d,
                     double c_d, double c_r, double *restrict work)
 {
-    double k[64];
-    for (int q = 0; q < 64; ++q)
-        k[q] = ke[q];
+    buffers buf = split(work, nx);
     const int64_t n = 2 * nx;
-    double *restrict kx = work, *restrict before[2] = {work + n, work + 2 * n};
+    double *restrict kx = buf.forces;
+    xrow lo = row_of(x, top, bottom, left, right, ny, nx, -1), hi = row_of(x, top, bottom, left, right, ny, nx, 0);
+    element_row(nx, &lo, &hi, E, modes, buf.rows[1]);
     for (int64_t j = 0; j < ny; ++j) {
+        double *prev = buf.rows[(j + 1) & 1], *cur = buf.rows[j & 1];
+        lo = hi;
+        hi = row_of(x, top, bottom, left, right, ny, nx, j + 1);
+        element_row(nx, &lo, &hi, E + (j + 1) * e_stride, modes, cur);  /* rows j, j + 1: not updated yet */
+        prefetch_rows(x, d, E, e_stride, ny, nx, j + AHEAD);
+        prefetch_rows(b, dinv, E, e_stride, ny, nx, j + AHEAD);
+        node_row(nx, prev, cur, kx);
         double *restrict xj = x + n * j;
-        double *restrict kept = before[j & 1];
-        apply_row(nx, j, j > 0 ? before[(j - 1) & 1] : top + 2, xj, j + 1 < ny ? xj + n : bottom + 2,
-                  left, right, E, e_stride, k, kx);
-        memcpy(kept, xj, (size_t)n * sizeof(double));
         const double *restrict bj = b + n * j, *restrict dj_inv = dinv + n * j;
         double *restrict dj = d + n * j;
         for (int64_t q = 0; q < n; ++q) {
