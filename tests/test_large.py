@@ -721,6 +721,23 @@ def test_the_stencil_filter_equals_the_filter_matrix_on_2_ranks():
     WORLD.Barrier()
 
 
+@ONE_RANK
+def test_the_stencil_filter_kernel_adds_what_the_numpy_passes_add():
+    # One C pass over the slab, the terms in the same order: the same sums, bit for bit.
+    lc = problems.preset("mbb", 33, 17).loadcase()
+    with ElasticitySystem(lc, solver="mg", element_halo=3, prefix="large_filter_kernel_") as system:
+        dfilter = DensityFilter(system, 2.5, kind="stencil")
+        try:
+            assert dfilter._kernel is not None
+            x = np.random.default_rng(5).random(dfilter.Hs.size)
+            with_kernel = (dfilter.apply(x), dfilter.chain(x, (x > 0.4).astype(float)))
+            dfilter._kernel = None
+            with_numpy = (dfilter.apply(x), dfilter.chain(x, (x > 0.4).astype(float)))
+        finally:
+            dfilter.close()
+    assert all(np.array_equal(a, b) for a, b in zip(with_kernel, with_numpy))
+
+
 def _second_design_after_first(prefix, first):
     """(compliance, MG-CG iterations) of a design solved from zero, by a system that solved ``first``
     before it (None: a new system)."""

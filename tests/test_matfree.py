@@ -111,6 +111,54 @@ def test_the_shell_applies_the_stored_stiffness_on_2_ranks():
     WORLD.Barrier()
 
 
+def _energies_against_numpy(layout=None):
+    """(the kernel's, the numpy product's) largest difference from u_e^T K0 u_e in extended precision,
+    relative to the scale of the terms, max |u_e|^2 ||K0||.
+
+    An energy is the sum of terms of that scale cancelling down to it (the rigid-body parts of u_e),
+    so in double precision either way is off by a few ulps of the terms, not of the energy: on a rank
+    whose energies are small beside its displacements that is ~1e-12 of its largest energy."""
+    lc = problems.preset("bridge", 80, 41).loadcase()
+    clear = _with_options("mf_energies_", {**COARSE, **(layout or {})})
+    try:
+        with ElasticitySystem(lc, prefix="mf_energies_", solver="mg") as system:
+            system.solve(system.slab_of(fe.simp_modulus(np.random.default_rng(3).uniform(0.3, 1.0, lc.shape))))
+            ours = system.unit_energies()
+            u = system.local_displacements()
+            stock = elasticity.unit_energies(u, system.local_edofs, system.ke)
+            ue = np.asarray(u, dtype=np.longdouble)[system.local_edofs]
+            exact = np.einsum("ij,ij->i", ue @ np.asarray(system.ke, dtype=np.longdouble), ue)
+            assert ours.shape == exact.shape
+            scale = float((ue.astype(float) ** 2).sum(axis=1).max()) * float(np.linalg.norm(system.ke, 2))
+            return float(np.abs(ours - exact).max()) / scale, float(np.abs(stock - exact).max()) / scale
+    finally:
+        clear()
+
+
+@ONE_RANK
+def test_the_element_energies_come_from_the_modes():
+    # u_e^T K0 u_e from the element's modes (c11, c12, c33 and the hourglass stiffnesses) in C.
+    ours, stock = _energies_against_numpy()
+    assert ours <= 1e-15 and ours <= 2 * stock + 1e-16  # a few ulps of the terms, as the product
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: mpirun -n 2 python -m pytest -m mpi tests/test_matfree.py")
+def test_the_element_energies_come_from_the_modes_on_2_ranks():
+    for ranks_x, ranks_y in ((2, 1), (1, 2)):
+        layout = {"da_processors_x": ranks_x, "da_processors_y": ranks_y}
+        for ours, stock in collective(lambda: _energies_against_numpy(layout)):
+            assert ours <= 1e-15 and ours <= 2 * stock + 1e-16
+    WORLD.Barrier()
+
+
+def test_the_modes_are_refused_for_another_element_matrix():
+    assert matfree.modal_constants(fe.element_stiffness()) == pytest.approx(
+        [1 / 0.91, 0.3 / 0.91, 0.35 / 0.91, 1.978021978, 1.978021978], rel=1e-9)
+    with pytest.raises(ValueError, match="not a square plane-stress Q4 element's"):
+        matfree.modal_constants(np.eye(8))
+
+
 @ONE_RANK
 def test_stencil_nonzeros_count_what_petsc_stores():
     PETSc = petsc()

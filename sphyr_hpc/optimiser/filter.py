@@ -8,11 +8,29 @@ columns live on the element DMDA of an
 parallel MatMult and no field is ever gathered.
 """
 
+import ctypes
 import math
+from pathlib import Path
 
 import numpy as np
 
+from ..runtime import native
+
 FILTER_RADIUS = 1.2
+STENCIL_SOURCE = Path(__file__).with_name("filter_stencil.c")
+
+
+def _stencil_kernel():
+    """The compiled ``filter_stencil`` (the stencil kind's sum in one pass), or None without a C
+    compiler (the numpy passes, the same sums)."""
+    try:
+        function = native.load(STENCIL_SOURCE).filter_stencil
+    except native.NativeUnavailable:
+        return None
+    pointer, size = ctypes.c_void_p, ctypes.c_int64
+    function.argtypes = [size, size, size, pointer, size, pointer, pointer, pointer, pointer]
+    function.restype = None
+    return function
 
 
 def filter_reach(radius):
@@ -120,6 +138,10 @@ class DensityFilter:
         self._inner = (slice(r0 - (ys - reach), r1 - (ys - reach)), slice(c0 - (xs - reach), c1 - (xs - reach)))
         self._ghost_cut = (slice(r0 - gys, r1 - gys), slice(c0 - gxs, c1 - gxs))
         self._padded = np.zeros((ye - ys + 2 * reach, xe - xs + 2 * reach))
+        self._kernel = _stencil_kernel()
+        self._terms = (np.array([dr for dr, _, _ in self._offsets], dtype=np.int64),
+                       np.array([dc for _, dc, _ in self._offsets], dtype=np.int64),
+                       np.array([w for _, _, w in self._offsets], dtype=float))
         self._x = da.createGlobalVec()
         self._local = da.createLocalVec()
         self._y = None
@@ -132,6 +154,12 @@ class DensityFilter:
         self._padded[self._inner] = self._local.array_r.reshape(self._ghost_shape)[self._ghost_cut]
         ny, nx = self._shape
         r = self._reach
+        if self._kernel is not None:  # the same sums in one pass
+            out = np.empty(ny * nx)
+            dr, dc, w = self._terms
+            self._kernel(ny, nx, r, self._padded.ctypes.data, w.size, dr.ctypes.data, dc.ctypes.data, w.ctypes.data,
+                         out.ctypes.data)
+            return out
         out = np.zeros(self._shape)
         scaled = np.empty(self._shape)
         for dr, dc, w in self._offsets:

@@ -69,11 +69,12 @@ def _function(name, *argtypes):
 
 
 def kernels():
-    """The compiled ``chebyshev_step`` and ``q4_diagonal`` (raises
+    """The compiled ``chebyshev_step``, ``q4_diagonal`` and ``q4_energies`` (raises
     :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
     pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
     return (_function("chebyshev_step", size, size, *[pointer] * 6, size, *[pointer] * 4, real, real, pointer),
-            _function("q4_diagonal", size, size, pointer, size, pointer, pointer, pointer))
+            _function("q4_diagonal", size, size, pointer, size, pointer, pointer, pointer),
+            _function("q4_energies", size, size, pointer, size, size, size, pointer, pointer))
 
 
 def stencil_nonzeros(shape, storage="aij"):
@@ -97,7 +98,7 @@ class FineOperator(FusedOperator):
         """``storage``: the format :attr:`nnz` counts in (the coarser levels', for the operator
         complexity)."""
         self._apply = kernel()
-        self._step, self._diagonal_of = kernels()
+        self._step, self._diagonal_of, self._energies = kernels()
         (oxs, oxe), (oys, oye) = da.getRanges()
         self._init_fused((oys, oye, oxs, oxe), da.getSizes()[0])
         (gxs, gxe), (gys, gye) = da.getGhostRanges()
@@ -111,6 +112,10 @@ class FineOperator(FusedOperator):
         self._fixed_owned = np.flatnonzero(fixed_local[owned.ravel()])
         self._ke = np.ascontiguousarray(ke, dtype=float)
         self._element_modes = modal_constants(self._ke)
+        (exs, exe), (eys, eye) = da_elem.getRanges()
+        if eys < gys or exs < gxs or eye >= gye or exe >= gxe:
+            raise RuntimeError("an element of this rank's slab has a node outside its ghosted nodes")
+        self._slab = (eye - eys, exe - exs, gxe - gxs, eys - gys, exs - gxs)
         self._fixed_columns = self._fixed_column_plan((oys, oye, oxs, oxe), halo_nodes, da.getSizes())
         self._fixed_values = None
         self._moduli = ModuliBox(da, da_elem, shape)
@@ -233,6 +238,15 @@ class FineOperator(FusedOperator):
                 xa[fixed] = kept
             ya[fixed] = kept
         return dot + float(kept @ kept)  # y = x on the fixed DOFs
+
+    def energies(self, u_local):
+        """u_e^T K0 u_e of every element of this rank's slab (row-major), from the ghosted local
+        displacements ``u_local`` (the system DMDA's local vector), in one C pass."""
+        u = np.ascontiguousarray(u_local, dtype=float)
+        ny, nx, gnx, r0, c0 = self._slab
+        out = np.empty(ny * nx)
+        self._energies(ny, nx, u.ctypes.data, gnx, r0, c0, self._element_modes.ctypes.data, out.ctypes.data)
+        return out
 
     def getDiagonal(self, mat, d):
         with d as da:

@@ -301,3 +301,26 @@ void cg_direction(int64_t n, double beta, const double *restrict r, const double
     for (int64_t q = 0; q < n; ++q)
         p[q] = dinv[q] * r[q] + beta * p[q];
 }
+
+/* u_e^T K0 u_e of a box of elements, (ne_y, ne_x) row-major into out: element (ey, ex)'s first
+ * node is (r0 + ey, c0 + ex) of the ghosted nodes u (gnx nodes a row, 2 values a node).  In the
+ * element's modes (see the top of this file) the energy is c11 (sux^2 + svy^2) + 2 c12 sux svy
+ * + c33 (suy + svx)^2 + hu suxy^2 + hv svxy^2 with sux = p / 2, suy = q / 2, suxy = w / 4, ... */
+void q4_energies(int64_t ne_y, int64_t ne_x, const double *restrict u, int64_t gnx, int64_t r0, int64_t c0,
+                 const double *restrict modes, double *restrict out)
+{
+    const double c11 = 0.25 * modes[0], c12 = 0.5 * modes[1], c33 = 0.25 * modes[2], hu = 0.0625 * modes[3],
+                 hv = 0.0625 * modes[4];
+    for (int64_t ey = 0; ey < ne_y; ++ey) {
+        const double *restrict lo = u + 2 * ((r0 + ey) * gnx + c0), *restrict hi = lo + 2 * gnx;
+        double *restrict row = out + ne_x * ey;
+        for (int64_t ex = 0; ex < ne_x; ++ex) {
+            const double *x0 = lo + 2 * ex, *x1 = x0 + 2, *x3 = hi + 2 * ex, *x2 = x3 + 2;
+            const double a = x1[0] - x0[0], b = x2[0] - x3[0], cc = x3[0] - x0[0], d = x2[0] - x1[0];
+            const double av = x1[1] - x0[1], bv = x2[1] - x3[1], cv = x3[1] - x0[1], dv = x2[1] - x1[1];
+            const double p = a + b, q = cc + d, w = b - a, pv = av + bv, qv = cv + dv, wv = bv - av;
+            const double t = q + pv;
+            row[ex] = c11 * (p * p + qv * qv) + c12 * (p * qv) + c33 * (t * t) + hu * (w * w) + hv * (wv * wv);
+        }
+    }
+}
