@@ -364,12 +364,10 @@ class ElasticitySystem(SlabFields, LinearSystem):
         return self._u_local.array_r
 
     def unit_energies(self):
-        """u_e^T K0 u_e of every element of this rank's slab (with K applied from the moduli, by
-        its C kernel in one pass)."""
+        """u_e^T K0 u_e of every element of this rank's slab (K applied from the moduli: in C)."""
         fine = matfree.operator_of(self.K)
-        if fine is not None:
-            return fine.energies(self.local_displacements())
-        return unit_energies(self.local_displacements(), self.local_edofs, self.ke)
+        u = self.local_displacements()
+        return fine.energies(u) if fine is not None else unit_energies(u, self.local_edofs, self.ke)
 
     def max_displacement(self):
         """Largest nodal displacement magnitude (collective)."""

@@ -87,6 +87,18 @@ def stencil_nonzeros(shape, storage="aij"):
     return 4 * pairs
 
 
+def _halo_plan(PETSc, da, fixed_local):
+    """The ring of nodes around the owned box (:func:`~.fused.ring_plan`, 2 DOFs a node): the
+    buffer, its scatter and vector, the buffer's fixed DOFs and the grid (rows, columns) of its
+    nodes."""
+    halo, halo_vec, scatter, slots, (rows, cols) = ring_plan(PETSc, da, 2)
+    (gxs, gxe), (gys, gye) = da.getGhostRanges()
+    local = 2 * ((rows[slots] - gys) * (gxe - gxs) + (cols[slots] - gxs))
+    local = np.stack([local, local + 1], axis=1).ravel()
+    dofs = np.stack([2 * slots, 2 * slots + 1], axis=1).ravel()
+    return halo, scatter, halo_vec, dofs[fixed_local[local]], (rows, cols)
+
+
 class FineOperator(FusedOperator):
     """The shell matrix's context (petsc4py's ``Mat.createPython``) for a system's nodal DMDA.
 
@@ -103,7 +115,7 @@ class FineOperator(FusedOperator):
         self._init_fused((oys, oye, oxs, oxe), da.getSizes()[0])
         (gxs, gxe), (gys, gye) = da.getGhostRanges()
         self._box = ny, nx = (oye - oys, oxe - oxs)
-        self._halo, self._halo_scatter, self._halo_vec, fixed_halo, halo_nodes = self._halo_plan(
+        self._halo, self._halo_scatter, self._halo_vec, fixed_halo, halo_nodes = _halo_plan(
             PETSc, da, fixed_local)
         self._fixed_halo = fixed_halo
         self._modes = (PETSc.InsertMode.INSERT_VALUES, PETSc.ScatterMode.FORWARD)
@@ -130,18 +142,6 @@ class FineOperator(FusedOperator):
         self.mat = PETSc.Mat().createPython([(n_owned, PETSc.DECIDE), (n_owned, PETSc.DECIDE)], context=self,
                                             comm=comm)
         self.mat.setUp()
-
-    @staticmethod
-    def _halo_plan(PETSc, da, fixed_local):
-        """The ring of nodes around the owned box (:func:`~.fused.ring_plan`, 2 DOFs a node): the
-        buffer, its scatter and vector, the buffer's fixed DOFs and the grid (rows, columns) of
-        its nodes."""
-        halo, halo_vec, scatter, slots, (rows, cols) = ring_plan(PETSc, da, 2)
-        (gxs, gxe), (gys, gye) = da.getGhostRanges()
-        local = 2 * ((rows[slots] - gys) * (gxe - gxs) + (cols[slots] - gxs))
-        local = np.stack([local, local + 1], axis=1).ravel()
-        dofs = np.stack([2 * slots, 2 * slots + 1], axis=1).ravel()
-        return halo, scatter, halo_vec, dofs[fixed_local[local]], (rows, cols)
 
     def _fixed_column_plan(self, owned, halo_nodes, nodes):
         """K's entries in the columns of the fixed DOFs, rows of this rank's owned DOFs: the rows (owned
