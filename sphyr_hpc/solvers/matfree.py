@@ -25,7 +25,8 @@ import scipy.sparse as sp
 
 from ..runtime import native
 from .assembly import _POS, ModuliBox
-from .fused import ChebyshevSmoother, FusedOperator, lanczos_extremes, operator_of, ring_plan, ring_pointers
+from .fused import (ChebyshevSmoother, FusedOperator, lanczos_extremes, native_function, operator_of, ring_plan,
+                    ring_pointers)
 
 SOURCE = Path(__file__).with_name("q4_apply.c")
 
@@ -62,10 +63,7 @@ def modal_constants(ke):
 
 
 def _function(name, *argtypes):
-    function = getattr(native.load(SOURCE), name)
-    function.argtypes = list(argtypes)
-    function.restype = None
-    return function
+    return native_function(SOURCE, name, None, *argtypes)
 
 
 def kernels():

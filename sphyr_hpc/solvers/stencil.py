@@ -24,8 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..runtime import native
-from .fused import FusedOperator, ring_plan
+from .fused import FusedOperator, native_function, ring_plan
 
 SOURCE = Path(__file__).with_name("stencil_apply.c")
 # Numbers a node's stencil holds (stencil_apply.c): D's 3, then E, NW, N, NE's 2x2 blocks.
@@ -35,20 +34,12 @@ NS = 19
 def kernels():
     """The compiled ``stencil_apply``, ``stencil_chebyshev_step``, ``stencil_diagonal`` and
     ``stencil_add_elements`` (raises :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
-    library = native.load(SOURCE)
     pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
-    signatures = {
-        "stencil_apply": (real, [size, size] + [pointer] * 5 + [size]),
-        "stencil_chebyshev_step": (None, [size, size] + [pointer] * 7 + [real, real, pointer]),
-        "stencil_diagonal": (None, [size, size, pointer, pointer, pointer]),
-        "stencil_add_elements": (None, [size, size, pointer, size, size, size, size, pointer, pointer]),
-    }
-    functions = []
-    for name, (restype, argtypes) in signatures.items():
-        function = getattr(library, name)
-        function.restype, function.argtypes = restype, argtypes
-        functions.append(function)
-    return functions
+    return (native_function(SOURCE, "stencil_apply", real, size, size, *[pointer] * 5, size),
+            native_function(SOURCE, "stencil_chebyshev_step", None, size, size, *[pointer] * 7, real, real, pointer),
+            native_function(SOURCE, "stencil_diagonal", None, size, size, pointer, pointer, pointer),
+            native_function(SOURCE, "stencil_add_elements", None, size, size, pointer, size, size, size, size,
+                            pointer, pointer))
 
 
 class StencilOperator(FusedOperator):
