@@ -24,6 +24,15 @@ WORLD = MPI.COMM_WORLD
 ONE_RANK = pytest.mark.skipif(WORLD.size > 1, reason="serial test")
 TWO_RANKS = [pytest.mark.mpi, pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: "
                                                  "mpirun -n 2 python -m pytest -m mpi tests/test_matfree.py")]
+
+
+def two_ranks(test):
+    """``test`` marked ``mpi`` and skipped on fewer than 2 ranks (TWO_RANKS)."""
+    for mark in TWO_RANKS:
+        test = mark(test)
+    return test
+
+
 # Small grids keep more than one multigrid level (the shell serves only the smoothed finest level).
 COARSE = {"mg_coarse_max_dofs": 300}
 
@@ -96,8 +105,7 @@ def test_the_shell_applies_the_stored_stiffness(preset, nelx, nely):
     assert complexity_shell == pytest.approx(complexity_stored, rel=1e-12)
 
 
-@pytest.mark.mpi
-@pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: mpirun -n 2 python -m pytest -m mpi tests/test_matfree.py")
+@two_ranks
 def test_the_shell_applies_the_stored_stiffness_on_2_ranks():
     # Ghost nodes come from the other rank (its node column beside the owned box, or its node row
     # above or below); its edge elements' moduli from the element halo.
@@ -142,8 +150,7 @@ def test_the_element_energies_come_from_the_modes():
     assert ours <= 1e-15 and ours <= 2 * stock + 1e-16  # a few ulps of the terms, as the product
 
 
-@pytest.mark.mpi
-@pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: mpirun -n 2 python -m pytest -m mpi tests/test_matfree.py")
+@two_ranks
 def test_the_element_energies_come_from_the_modes_on_2_ranks():
     for ranks_x, ranks_y in ((2, 1), (1, 2)):
         layout = {"da_processors_x": ranks_x, "da_processors_y": ranks_y}
@@ -329,8 +336,7 @@ def test_optimize_prints_the_bound_of_every_phase(tmp_path, capsys):
         assert f"  {phase} " in out and "measured/bound" in out
 
 
-@pytest.mark.mpi
-@pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: mpirun -n 2 python -m pytest -m mpi tests/test_matfree.py")
+@two_ranks
 def test_a_compiler_missing_on_one_rank_stores_k_on_every_rank(monkeypatch):
     # The shell's set-up is collective: a rank that cannot compile must not leave the others waiting.
     lc = problems.preset("mbb", 96, 32).loadcase()
@@ -420,8 +426,7 @@ def test_the_fused_smoother_takes_petscs_chebyshev_steps(preset, nelx, nely):
     assert emin == pytest.approx(emax / 11.0, rel=1e-12) and 1.0 < emax / 1.1 < 4.0
 
 
-@pytest.mark.mpi
-@pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: mpirun -n 2 python -m pytest -m mpi tests/test_matfree.py")
+@two_ranks
 def test_the_fused_smoother_takes_petscs_chebyshev_steps_on_2_ranks():
     # The halo before each step holds the neighbours' values from before it; the noisy right-hand
     # side of the estimate depends on the natural numbering only.
@@ -511,8 +516,7 @@ def test_the_fused_estimate_is_petscs_cg_estimate(preset, nelx, nely):
     assert 0.0 < fused[0] < 1.0 < fused[1] < 4.0  # D^-1 K of Q4 elasticity: largest in (1, 4)
 
 
-@pytest.mark.mpi
-@pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: mpirun -n 2 python -m pytest -m mpi tests/test_matfree.py")
+@two_ranks
 def test_the_fused_estimate_is_petscs_cg_estimate_on_2_ranks():
     results = collective(lambda: _estimate_against_petsc_cg("mbb", 97, 33, 8))
     for fused, stock in results:

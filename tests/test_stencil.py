@@ -19,25 +19,27 @@ from sphyr_hpc.solvers import multigrid
 from sphyr_hpc.solvers.elasticity import ElasticitySystem
 from sphyr_hpc.solvers.fused import operator_of
 from sphyr_hpc.solvers.stencil import NS, StencilOperator
-from test_matfree import COARSE, _petsc_chebyshev, _with_options
+from test_matfree import COARSE, _design, _petsc_chebyshev, _with_options
 
 WORLD = MPI.COMM_WORLD
 ONE_RANK = pytest.mark.skipif(WORLD.size > 1, reason="serial test")
 TWO_RANKS = [pytest.mark.mpi, pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: "
                                                  "mpirun -n 2 python -m pytest -m mpi tests/test_stencil.py")]
+
+
+def two_ranks(test):
+    """``test`` marked ``mpi`` and skipped on fewer than 2 ranks (TWO_RANKS)."""
+    for mark in TWO_RANKS:
+        test = mark(test)
+    return test
+
+
 # Every level between the finest and the coarsest as stencils, however small.
 ALL_STENCILS = {**COARSE, "mg_stencil_min_dofs": 0}
 
 
 def _grey(shape, seed):
     return fe.simp_modulus(np.random.default_rng(seed).uniform(0.3, 1.0, shape))
-
-
-def _voids(shape, seed):
-    rho = np.random.default_rng(seed).uniform(0.0, 1.0, shape)
-    rho[rho < 0.35] = 0.0
-    rho[rho > 0.9] = 1.0
-    return fe.simp_modulus(rho)
 
 
 def _levels(system):
@@ -67,7 +69,7 @@ def _stencil_against_sbaij(preset, nelx, nely, seed, layout=None):
                 ElasticitySystem(lc, prefix="st_sbaij_", solver="mg") as stock:
             # Voids (modulus contrast 1e-9) beside solid cells: the products; then a design CG
             # converges on (random voids leave islands): the solves and the smoothing too.
-            for solve, moduli in ((False, _voids(lc.shape, seed)), (True, _grey(lc.shape, seed + 1))):
+            for solve, moduli in ((False, _design(lc.shape, seed)), (True, _grey(lc.shape, seed + 1))):
                 if solve:
                     c_ours, c_stock = ours.solve(ours.slab_of(moduli)), stock.solve(stock.slab_of(moduli))
                     out["compliance"] = max(out["compliance"], abs(c_ours - c_stock) / c_stock)
@@ -118,8 +120,7 @@ def test_the_stencil_levels_apply_the_sbaij_levels(preset, nelx, nely):
     assert all(abs(a - b) <= 1 for a, b in got["its"])
 
 
-@pytest.mark.mpi
-@pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: mpirun -n 2 python -m pytest -m mpi tests/test_stencil.py")
+@two_ranks
 def test_the_stencil_levels_apply_the_sbaij_levels_on_2_ranks():
     # A coarse element astride the ranks is held by both, each with its own children's part: the
     # parts are summed on the owner and the ghost nodes' stencils come back for the transposed terms.
@@ -181,8 +182,7 @@ def test_the_fused_estimate_of_a_stencil_level_is_petscs_cg_estimate():
         assert 0.0 < fused[0] < 1.0 < fused[1] < 4.0
 
 
-@pytest.mark.mpi
-@pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: mpirun -n 2 python -m pytest -m mpi tests/test_stencil.py")
+@two_ranks
 def test_the_fused_estimate_of_a_stencil_level_is_petscs_cg_estimate_on_2_ranks():
     results = collective(lambda: _estimates("mbb", 97, 33, 9))
     for pairs in results:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..runtime import native
+from ..solvers.fused import native_function
 
 FILTER_RADIUS = 1.2
 STENCIL_SOURCE = Path(__file__).with_name("filter_stencil.c")
@@ -23,14 +24,12 @@ STENCIL_SOURCE = Path(__file__).with_name("filter_stencil.c")
 def _stencil_kernel():
     """The compiled ``filter_stencil`` (the stencil kind's sum in one pass), or None without a C
     compiler (the numpy passes, the same sums)."""
+    pointer, size = ctypes.c_void_p, ctypes.c_int64
     try:
-        function = native.load(STENCIL_SOURCE).filter_stencil
+        return native_function(STENCIL_SOURCE, "filter_stencil", None, size, size, size, pointer, size, pointer,
+                               pointer, pointer, pointer)
     except native.NativeUnavailable:
         return None
-    pointer, size = ctypes.c_void_p, ctypes.c_int64
-    function.argtypes = [size, size, size, pointer, size, pointer, pointer, pointer, pointer]
-    function.restype = None
-    return function
 
 
 def filter_reach(radius):

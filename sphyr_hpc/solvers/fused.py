@@ -121,6 +121,11 @@ class FusedOperator:
                 vec.destroy()
             self._cg_vectors = None
 
+    def getDiagonal(self, mat, d):
+        """K's diagonal for PETSc (PCJACOBI, or KSPCHEBYSHEV's estimate with ``petsc`` smoothers)."""
+        with d as da:
+            da[:] = self._diagonal
+
     def noise(self, vec):
         """Fill ``vec`` with values in [-1, 1) hashed from each DOF's natural number (row-major over
         the grid's nodes, 2 a node): the same right-hand side for an eigenvalue estimate on any number

@@ -39,10 +39,7 @@ import numpy as np
 
 from .assembly import _POS
 from .matfree import stencil_nonzeros
-from .stencil import StencilOperator
-
-# The storage (``mat_types``) of a level held as node stencils (:mod:`.stencil`) instead of a PETSc matrix.
-STENCIL = "stencil"
+from .stencil import STENCIL, StencilOperator
 
 # Level 1 is computed this many coarse element rows at a time (see GridGalerkin.update).
 BAND_ROWS = 32

@@ -27,6 +27,7 @@ from ..runtime import native
 from .assembly import _POS, ModuliBox
 from .fused import (ChebyshevSmoother, FusedOperator, lanczos_extremes, native_function, operator_of, ring_plan,
                     ring_pointers)
+from .stencil import STENCIL
 
 SOURCE = Path(__file__).with_name("q4_apply.c")
 
@@ -80,7 +81,7 @@ def stencil_nonzeros(shape, storage="aij"):
     3x3 (AIJ, BAIJ); SBAIJ keeps the upper pairs and the whole diagonal 2x2 blocks."""
     nely, nelx = shape
     pairs = (3 * (nelx + 1) - 2) * (3 * (nely + 1) - 2)
-    if storage.endswith("sbaij") or storage == "stencil":
+    if storage.endswith("sbaij") or storage == STENCIL:
         return 2 * (pairs + (nelx + 1) * (nely + 1))
     return 4 * pairs
 
@@ -200,8 +201,8 @@ class FineOperator(FusedOperator):
         fixed = self._fixed_owned
         kept_x, kept_d = xa[fixed], d[fixed]
         xa[fixed] = 0.0  # fixed DOFs count as 0 in the sums; their own rows are K's identity rows
-        self._step(ny, nx, xa.ctypes.data, *halo, E.ctypes.data, E.shape[1], self._element_modes.ctypes.data, ba.ctypes.data,
-                   self._inverse_diagonal.ctypes.data, d.ctypes.data, c_d, c_r, self._work.ctypes.data)
+        self._step(ny, nx, xa.ctypes.data, *halo, E.ctypes.data, E.shape[1], self._element_modes.ctypes.data,
+                   ba.ctypes.data, self._inverse_diagonal.ctypes.data, d.ctypes.data, c_d, c_r, self._work.ctypes.data)
         d[fixed] = c_d * kept_d + c_r * (ba[fixed] - kept_x)
         xa[fixed] = kept_x + d[fixed]
 
@@ -230,8 +231,8 @@ class FineOperator(FusedOperator):
             kept = xa[fixed]
             xa[fixed] = 0.0
             try:
-                dot = self._apply(ny, nx, xa.ctypes.data, *halo, E.ctypes.data, E.shape[1], self._element_modes.ctypes.data,
-                                  ya.ctypes.data, 1, self._work.ctypes.data)
+                dot = self._apply(ny, nx, xa.ctypes.data, *halo, E.ctypes.data, E.shape[1],
+                                  self._element_modes.ctypes.data, ya.ctypes.data, 1, self._work.ctypes.data)
             finally:
                 xa[fixed] = kept
             ya[fixed] = kept
@@ -245,10 +246,6 @@ class FineOperator(FusedOperator):
         out = np.empty(ny * nx)
         self._energies(ny, nx, u.ctypes.data, gnx, r0, c0, self._element_modes.ctypes.data, out.ctypes.data)
         return out
-
-    def getDiagonal(self, mat, d):
-        with d as da:
-            da[:] = self._diagonal
 
     def close(self):
         self._destroy_cg_vectors()

@@ -78,6 +78,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .fused import ChebyshevSmoother, operator_of
+from .stencil import STENCIL
 
 MAX_LEVELS = 12
 # The coarsest grid is factorised (LU) at every set-up: ~2-4k DOFs costs milliseconds.
@@ -115,9 +116,8 @@ FINEST_SMOOTHER = "fused"
 # moduli (``-<prefix>mg_levels_mat_type``): symmetric node stencils applied in C (:mod:`.stencil`),
 # 19 numbers a node and no index, where PETSc's SBAIJ product is bound by its arithmetic.  Their
 # smoother (``-<prefix>mg_levels_smoother``): "fused" as on the finest level, or "petsc".
-LEVELS_MAT_TYPE = "stencil"
+LEVELS_MAT_TYPE = STENCIL
 LEVELS_SMOOTHER = "fused"
-STENCIL = "stencil"
 # A level smaller than this a rank stays SBAIJ (``-<prefix>mg_stencil_min_dofs``): its smoothing is
 # visited many times a cycle and is short, where a Python smoother's call costs more than PETSc's
 # (2048x1024 on 2 ranks: 4290 DOFs slower as stencils, 16770 faster).
@@ -450,7 +450,8 @@ def fused_smoother_defaults(PETSc, system, finest, stencil_levels=()):
     PETSc's KSPCHEBYSHEV there."""
     opts = PETSc.Options(system.prefix)
     levels = []
-    if _smoother_choice(opts, system.prefix, "mg_finest_smoother", FINEST_SMOOTHER) and operator_of(system.K) is not None:
+    finest_fused = _smoother_choice(opts, system.prefix, "mg_finest_smoother", FINEST_SMOOTHER)
+    if finest_fused and operator_of(system.K) is not None:
         levels.append(finest)
     if _smoother_choice(opts, system.prefix, "mg_levels_smoother", LEVELS_SMOOTHER):
         levels.extend(stencil_levels)

@@ -168,8 +168,9 @@ static double dot4(int64_t n, const double *restrict a, const double *restrict b
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-/* Rows this far ahead of the one in work are asked for (x, E, and y to be written): the hardware
- * prefetcher alone leaves a product waiting on memory (1025x1024 nodes: 9.6 ms, 6.4 with this). */
+/* Rows this far ahead of the one in work are asked for (x; E and y, to be written, where given):
+ * the hardware prefetcher alone leaves a product waiting on memory (1025x1024 nodes: 9.6 ms, 6.4
+ * with this). */
 #define AHEAD 2
 
 static void prefetch_rows(const double *x, const double *y, const double *E, int64_t e_stride, int64_t ny,
@@ -182,7 +183,7 @@ static void prefetch_rows(const double *x, const double *y, const double *E, int
         if (y)
             __builtin_prefetch(y + 2 * nx * j + q, 1, 0);
     }
-    for (int64_t q = 0; q < nx + 1; q += 8)
+    for (int64_t q = 0; E && q < nx + 1; q += 8)
         __builtin_prefetch(E + (j + 1) * e_stride + q, 0, 0);
 }
 
@@ -236,7 +237,8 @@ void chebyshev_step(int64_t ny, int64_t nx, double *restrict x, const double *re
         hi = row_of(x, top, bottom, left, right, ny, nx, j + 1);
         element_row(nx, &lo, &hi, E + (j + 1) * e_stride, modes, cur);  /* rows j, j + 1: not updated yet */
         prefetch_rows(x, d, E, e_stride, ny, nx, j + AHEAD);
-        prefetch_rows(b, dinv, E, e_stride, ny, nx, j + AHEAD);
+        prefetch_rows(b, 0, 0, e_stride, ny, nx, j + AHEAD);
+        prefetch_rows(dinv, 0, 0, e_stride, ny, nx, j + AHEAD);
         node_row(nx, prev, cur, kx);
         double *restrict xj = x + n * j;
         const double *restrict bj = b + n * j, *restrict dj_inv = dinv + n * j;

@@ -29,6 +29,8 @@ from .fused import FusedOperator, native_function, ring_plan
 SOURCE = Path(__file__).with_name("stencil_apply.c")
 # Numbers a node's stencil holds (stencil_apply.c): D's 3, then E, NW, N, NE's 2x2 blocks.
 NS = 19
+# The word naming this storage for a multigrid level (``-<prefix>mg_levels_mat_type stencil``).
+STENCIL = "stencil"
 
 
 def kernels():
@@ -110,19 +112,19 @@ class StencilOperator(FusedOperator):
     def _fetch_ring(self, x):
         self._x_scatter.scatter(x, self._x_ring_vec, *self._forward)
 
-    def mult(self, mat, x, y):
-        self._fetch_ring(x)
-        xa = x.getArray(readonly=True)
-        with y as ya:
-            self._apply(*self._box, xa.ctypes.data, self._x_ring.ctypes.data, self._stencils.ctypes.data,
-                        self._s_ring.ctypes.data, ya.ctypes.data, 0)
-
-    def _product_dot(self, x, y):
+    def _product(self, x, y, want_dot):
+        """y = A x, x only read; with ``want_dot`` returns this rank's part of x . y."""
         self._fetch_ring(x)
         xa = x.getArray(readonly=True)
         with y as ya:
             return self._apply(*self._box, xa.ctypes.data, self._x_ring.ctypes.data, self._stencils.ctypes.data,
-                               self._s_ring.ctypes.data, ya.ctypes.data, 1)
+                               self._s_ring.ctypes.data, ya.ctypes.data, want_dot)
+
+    def mult(self, mat, x, y):
+        self._product(x, y, 0)
+
+    def _product_dot(self, x, y):
+        return self._product(x, y, 1)
 
     def _chebyshev_step(self, x, xa, ba, d, c_d, c_r):
         """``d = c_d d + c_r D^-1 (b - A x)``, ``x += d`` in place (the ring from before the step)."""
@@ -130,10 +132,6 @@ class StencilOperator(FusedOperator):
         self._step(*self._box, xa.ctypes.data, self._x_ring.ctypes.data, self._stencils.ctypes.data,
                    self._s_ring.ctypes.data, ba.ctypes.data, self._inverse_diagonal.ctypes.data, d.ctypes.data,
                    c_d, c_r, self._work.ctypes.data)
-
-    def getDiagonal(self, mat, d):
-        with d as da:
-            da[:] = self._diagonal
 
     def close(self):
         self._destroy_cg_vectors()
@@ -144,4 +142,4 @@ class StencilOperator(FusedOperator):
                 setattr(self, name, None)
 
 
-__all__ = ["NS", "StencilOperator", "kernels"]
+__all__ = ["NS", "STENCIL", "StencilOperator", "kernels"]
