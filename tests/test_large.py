@@ -636,12 +636,12 @@ def test_optimize_main_on_2_ranks_reports_a_too_small_grid_and_runs_a_real_one(t
     assert statuses == [0, 0]
 
 
-def _grid_galerkin_differences(nely, nelx, mat_type, band_rows, monkeypatch):
+def _grid_galerkin_differences(nely, nelx, mat_type, direct_depth, monkeypatch):
     """Relative Frobenius differences between every coarse operator assembled from the moduli
     (solvers/grid_galerkin.py, default large-grid path) and P^T A P of the level above."""
     from sphyr_hpc.solvers import grid_galerkin
 
-    monkeypatch.setattr(grid_galerkin, "BAND_ROWS", band_rows)
+    monkeypatch.setattr(grid_galerkin, "DIRECT_DEPTH", direct_depth)
     PETSc = petsc()
     lc = problems.preset("mbb", nelx, nely, 0.4).loadcase()
     rng = np.random.default_rng(nelx)
@@ -657,13 +657,16 @@ def _grid_galerkin_differences(nely, nelx, mat_type, band_rows, monkeypatch):
             pc = mg.ksp.getPC()
             out = []
             A = mg.K.convert("aij")
+            stored = multigrid.build_interpolations(mg, mg.multigrid.levels)  # PCMG's P, stored (coarsest first)
             for level in range(pc.getMGLevels() - 1, 0, -1):
-                galerkin = A.ptap(pc.getMGInterpolation(level))
+                galerkin = A.ptap(stored[level - 1])
                 ours = (pc.getMGCoarseSolve() if level == 1 else pc.getMGSmoother(level - 1)).getOperators()[0]
                 difference = galerkin.copy()
                 difference.axpy(-1.0, ours.convert("aij"), structure=PETSc.Mat.Structure.DIFFERENT_NONZERO_PATTERN)
                 out.append(difference.norm(PETSc.NormType.FROBENIUS) / galerkin.norm(PETSc.NormType.FROBENIUS))
                 A = galerkin
+            for P in stored:
+                P.destroy()
             return out
     finally:
         clear()
@@ -672,11 +675,13 @@ def _grid_galerkin_differences(nely, nelx, mat_type, band_rows, monkeypatch):
 @ONE_RANK
 @pytest.mark.parametrize("nely, nelx", [(32, 64), (13, 27), (20, 61)])
 @pytest.mark.parametrize("mat_type", ["sbaij", "baij", "aij"])
+@pytest.mark.parametrize("direct_depth", [1, 3])
 def test_coarse_operators_from_the_moduli_on_coarse_dmdas_equal_the_galerkin_products(nely, nelx, mat_type,
-                                                                                      monkeypatch):
-    # The large-grid path (stencil-assembled K in any storage): coarse element matrices level by level,
-    # level 1 a band at a time (3 rows here, so several bands), supports and voids, odd grids.
-    differences = _grid_galerkin_differences(nely, nelx, mat_type, 3, monkeypatch)
+                                                                                      direct_depth, monkeypatch):
+    # The large-grid path (stencil-assembled K in any storage): coarse element matrices summed from the
+    # moduli down to direct_depth (every level of these grids at 3), the rest level by level; supports and
+    # voids, odd grids.
+    differences = _grid_galerkin_differences(nely, nelx, mat_type, direct_depth, monkeypatch)
     assert len(differences) >= 2 and max(differences) <= 1e-13
 
 

@@ -15,7 +15,7 @@ from conftest import collective
 from sphyr_hpc.core import discretisation as fe
 from sphyr_hpc.optimiser import measure, problems
 from sphyr_hpc.runtime.petsc import petsc
-from sphyr_hpc.solvers import multigrid
+from sphyr_hpc.solvers import multigrid, stencil
 from sphyr_hpc.solvers.elasticity import ElasticitySystem
 from sphyr_hpc.solvers.fused import operator_of
 from sphyr_hpc.solvers.stencil import NS, StencilOperator
@@ -244,3 +244,32 @@ def test_elements_beyond_the_ring_are_refused():
     finally:
         op.close()
         dm.destroy()
+
+
+@ONE_RANK
+def test_coarse_elements_summed_from_the_moduli_in_c_and_by_numpy_agree():
+    # ModuliSum: each coarse element the sum of its fine elements' moduli times their positions' table rows;
+    # the C kernel, numpy's fallback (no compiler) and the sum written out term by term agree.
+    rng = np.random.default_rng(5)
+    ystart, xstart = np.array([0, 2, 4, 5]), np.array([1, 2, 4, 7])
+    ytype, xtype = rng.integers(0, 3, 6), rng.integers(0, 4, 8)
+    table, moduli = rng.random((3, 4, 36)), rng.random((6, 8))
+    c_kernel = stencil.ModuliSum(ystart, xstart, ytype, xtype, table)
+    by_numpy = stencil.ModuliSum(ystart, xstart, ytype, xtype, table)
+    by_numpy._kernel = None
+    ours, theirs = np.zeros((3, 3, 64)), np.zeros((3, 3, 64))
+    c_kernel.elements(moduli, ours)
+    by_numpy.elements(moduli, theirs)
+    order = stencil.upper_order()
+    for cy in range(3):
+        for cx in range(3):
+            upper = sum(moduli[i, j] * table[ytype[i], xtype[j]] for i in range(ystart[cy], ystart[cy + 1])
+                        for j in range(xstart[cx], xstart[cx + 1]))
+            half = np.zeros(64)
+            half[order] = upper
+            half = half.reshape(8, 8)
+            element = half + half.T - np.diag(np.diag(half))  # one of each symmetric pair, mirrored
+            assert np.abs(ours[cy, cx] - element.ravel()).max() <= 1e-14 * np.abs(element).max()
+    assert np.abs(ours - theirs).max() <= 1e-14 * np.abs(ours).max()
+    pairs = sorted({(min(divmod(k, 8)), max(divmod(k, 8))) for k in order.tolist()})
+    assert len(pairs) == 36 and pairs == [(r, c) for r in range(8) for c in range(r, 8)]

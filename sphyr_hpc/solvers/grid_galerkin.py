@@ -6,19 +6,22 @@ operator is a sum of 8x8 *coarse element matrices*: with ``K = sum_e E_e K_e
 rows and columns dropped) and P bilinear, ``P^T K P`` is the sum over the
 coarse elements C of ``G_C = sum_{children c} Q_c^T G_c Q_c``, where ``Q_c``
 (8x8) interpolates C's corner DOFs to its child's and the children are the
-elements of the level below (1 or 2 along each axis).  So the levels follow
-one another element by element:
+elements of the level below (1 or 2 along each axis).  So a coarse element
+matrix is a sum over the fine elements under it: ``G_C = sum_f Q_f^T (E_f K0 + F_f) Q_f``, with ``Q_f`` the composed
+interpolation from C's corners to f's (the product of the steps' ``Q``; a
+product of 2x2 weights along each axis) and ``F_f`` the few elements' terms
+for fixed DOFs (``K_f - K0`` times E_f, and the identity rows, each fixed DOF
+counted by one element).  ``Q_f^T K0 Q_f`` depends only on f's position in C
+along each axis (one of 2^depth on a uniform grid), so
 
-* level 1 from the moduli: ``G_C = sum_c E_c T_slot`` with ``T_slot =
-  Q^T K0 Q`` the same for every child in the same position of a parent of the
-  same shape (one multiply-add a child position over the whole grid), plus,
-  for the few elements with a fixed DOF, ``E_c Q^T (K_c - K0) Q`` and the
-  identity rows ``Q^T D_c Q`` (each fixed DOF counted by one element);
-* level l+1 from level l: ``G_parent += G_child @ kron(Q, Q)`` (a 64x64 map a
-  child position and parent shape: one BLAS product over the grid); level 2
-  takes the level-1 elements of the main runs from their children's moduli,
-  ``slots @ (T @ kron(Q, Q))`` (a 4x64 map: a sixteenth of the products), and
-  adds the rest (odd last rows and columns, fixed-DOF terms) element by element.
+* the levels down to :data:`DIRECT_DEPTH` below the finest are summed straight
+  from the moduli in C (:class:`~sphyr_hpc.solvers.stencil.ModuliSum`: per
+  coarse element, each fine modulus times its position's table row), into the
+  level's node stencils or its element matrices, and the fixed-DOF terms are
+  added element by element; nothing of the size of a fine level is written;
+* deeper levels follow from the level above: ``G_parent += G_child @ kron(Q,
+  Q)`` (a 64x64 map a child position and parent shape: one BLAS product over
+  the grid).
 
 Each rank works on the elements of its own slab and the coarse elements above
 them (a box per level; a coarse element astride two ranks is held by both,
@@ -39,40 +42,19 @@ import numpy as np
 
 from .assembly import _POS
 from .matfree import stencil_nonzeros
-from .stencil import STENCIL, StencilOperator
+from .stencil import STENCIL, ModuliSum, StencilOperator, upper_order
 
-# Level 1 is computed this many coarse element rows at a time (see GridGalerkin.update).
-BAND_ROWS = 32
+# The coarse levels down to this depth below the finest are summed straight from the moduli: a level d deep
+# costs ~36 (stencils) or 64 (element matrices) multiply-adds a fine element and a table of 4^d x 64 values;
+# deeper ones follow from the level above (64x64 products a coarse element, a quarter of the elements).
+DIRECT_DEPTH = 4
+_ROW = np.array([r for r, _ in _POS])
+_COL = np.array([c for _, c in _POS])
 
 
 def _product(children, kron, shape, width=64):
     """``children @ kron`` for a strided (rows, cols, width) view, as one BLAS product on a contiguous copy."""
     return (np.ascontiguousarray(children).reshape(-1, width) @ kron).reshape(shape)
-
-
-def _band(parent_slice, child_slice, a, b):
-    """The part of a (parent rows, child rows) pair with parent rows in [a, b), band-relative
-    parents: (parent slice - a, child slice), or None."""
-    start, stop = max(parent_slice.start, a), min(parent_slice.stop, b)
-    if start >= stop:
-        return None
-    step = child_slice.step
-    c0 = child_slice.start + step * (start - parent_slice.start)
-    return slice(start - a, stop - a), slice(c0, c0 + step * (stop - start - 1) + 1, step)
-
-
-def _child_band(parent_slice, child_slice, a, b):
-    """The part of a (parent rows, child rows) pair whose child rows lie in [a, b): (parent
-    slice, child slice - a), or None."""
-    step = child_slice.step
-    n = parent_slice.stop - parent_slice.start
-    first = max(0, -(-(a - child_slice.start) // step))  # first k with start + k*step >= a
-    last = min(n, -(-(b - child_slice.start) // step))   # first k with start + k*step >= b
-    if first >= last:
-        return None
-    c0 = child_slice.start + step * first - a
-    return (slice(parent_slice.start + first, parent_slice.start + last),
-            slice(c0, c0 + step * (last - first - 1) + 1, step))
 
 
 def _q_matrix(wy, wx):
@@ -141,6 +123,43 @@ class _Axis:
         return (p0, p1), ops
 
 
+class _Chain:
+    """One axis of a rank's slab, fine elements [e0, e1), seen from every coarser level.
+
+    Per depth d (1 = the level below the finest): ``box[d]`` the level's elements above the slab,
+    ``starts[d]`` (slab indices, one more than the box's elements) where each one's fine elements
+    begin, ``types[d]`` a fine element's position class and ``weights[d][t]`` its composed 2x2
+    weights (fine corner x coarse corner: the product of the steps' weights).
+    """
+
+    def __init__(self, axes, e0, e1):
+        ancestor = np.arange(e0, e1)
+        composed = np.broadcast_to(np.eye(2), (e1 - e0, 2, 2))
+        self.box, self.starts, self.types, self.weights = [None], [None], [None], [None]
+        for axis in axes:  # the steps, finest first
+            table = np.zeros((axis.first.size, 2, 2, 2))
+            for p, ws in enumerate(axis.weights):
+                table[p, :len(ws)] = ws
+            parent = axis.parent_of(ancestor)
+            composed = composed @ table[parent, ancestor - axis.first[parent]]
+            ancestor = parent
+            p0, p1 = int(ancestor[0]), int(ancestor[-1]) + 1
+            self.box.append((p0, p1))
+            self.starts.append(np.searchsorted(ancestor, np.arange(p0, p1 + 1)))
+            _, first, types = np.unique(np.round(composed.reshape(-1, 4), 12), axis=0, return_index=True,
+                                        return_inverse=True)
+            self.types.append(types.ravel())
+            self.weights.append(composed[first])
+
+
+def _projected(wy, wx, matrices):
+    """``Q^T M Q`` flattened (64 values) for ``Q = _q_matrix(wy, wx)``, over the broadcast leading axes of
+    the 2x2 weights ``wy``, ``wx`` and the 8x8 ``matrices``."""
+    nodes = wy[..., _ROW[:, None], _ROW[None, :]] * wx[..., _COL[:, None], _COL[None, :]]
+    q = np.einsum("...ab,de->...adbe", nodes, np.eye(2)).reshape(nodes.shape[:-2] + (8, 8))
+    return np.einsum("...ia,...ij,...jb->...ab", q, matrices, q).reshape(nodes.shape[:-2] + (64,))
+
+
 class GridGalerkin:
     """The coarse operators of ``levels`` (finest first) of ``system``, updated from the moduli.
 
@@ -153,53 +172,42 @@ class GridGalerkin:
 
     def __init__(self, PETSc, system, levels, mat_types, tune=None):
         self.PETSc = PETSc
-        nely, nelx = system.loadcase.shape
         da = system.da
         (exs, exe), (eys, eye) = system.da_elem.getRanges()
         self._slab_shape = (eye - eys, exe - exs)
-        self.dms, self.mats, self.G, self._rows, self._steps = [], [], [], [], []
+        axes_y = [_Axis(a.y_pos, b.y_pos) for a, b in zip(levels[:-1], levels[1:])]
+        axes_x = [_Axis(a.x_pos, b.x_pos) for a, b in zip(levels[:-1], levels[1:])]
+        chain_y, chain_x = _Chain(axes_y, eys, eye), _Chain(axes_x, exs, exe)
+        fixed = self._fixed_elements(system, ((eys, eye), (exs, exe)))
+        self.dms, self.mats, self.G, self._rows, self._steps, self._sums = [], [], [], [], [], []
         self.operators, self._first = [], []  # per level: its StencilOperator or None; its box's first element
-        box = ((eys, eye), (exs, exe))
-        fine = levels[0]
+        upper = upper_order()
         for depth, level in enumerate(levels[1:], start=1):
-            child = levels[depth - 1]
-            ay = _Axis(child.y_pos, level.y_pos)
-            ax = _Axis(child.x_pos, level.x_pos)
-            (py, opy), (px, opx) = ay.slices(*box[0]), ax.slices(*box[1])
-            ops = [(sy, cy, sx, cx, _q_matrix(wy, wx)) for sy, cy, wy, _, _ in opy for sx, cx, wx, _, _ in opx]
-            if depth == 1:
-                k0 = system.ke
-                # The longest run of each axis: its parents (almost all) get one (n x 4) @ (4 x 64) product.
-                main_y = max((r for _, _, _, r, _ in opy), default=None)
-                main_x = max((r for _, _, _, r, _ in opx), default=None)
-                self._main = []
-                rest = []
-                for (sy, cy, wy, ry, ty), (sx, cx, wx, rx, tx) in ((a, b) for a in opy for b in opx):
-                    table = (_q_matrix(wy, wx).T @ k0 @ _q_matrix(wy, wx)).ravel()
-                    if ry == main_y and rx == main_x:
-                        self._main.append((sy, cy, sx, cx, 2 * ty + tx, table))
-                    else:
-                        rest.append((sy, cy, sx, cx, table))
-                self._main_table = np.zeros((4, 64))
-                for *_, slot, table in self._main:
-                    self._main_table[slot] = table
-                ops = rest
-                self._fixed = self._fixed_corrections(system, fine, ay, ax, box, py, px)
-            else:
-                ops = [(sy, cy, sx, cx, np.kron(q, q)) for sy, cy, sx, cx, q in ops]
-            self._steps.append(ops)
-            box = (py, px)
+            py, px = chain_y.box[depth], chain_x.box[depth]
             shape = (py[1] - py[0], px[1] - px[0])
-            if depth == 1:
-                self._level1_shape = shape
-                self.G.append(None)  # held a band at a time (update)
+            stencil = mat_types[depth - 1] == STENCIL
+            direct = depth <= DIRECT_DEPTH
+            # Element matrices held where the level is a PETSc matrix or the next one follows from this one.
+            held = not stencil or not direct or (len(levels) > depth + 1 and depth + 1 > DIRECT_DEPTH)
+            self.G.append(np.zeros(shape + (64,)) if held else None)
+            if direct:
+                wy, wx = chain_y.weights[depth], chain_x.weights[depth]
+                table = _projected(wy[:, None], wx[None, :], system.ke)[..., upper]
+                self._sums.append((ModuliSum(chain_y.starts[depth], chain_x.starts[depth], chain_y.types[depth],
+                                             chain_x.types[depth], table),
+                                   self._fixed_terms(fixed, chain_y, chain_x, depth, slice(None) if held else upper)))
+                self._steps.append(None)
             else:
-                self.G.append(np.zeros(shape + (64,)))
+                box_y, box_x = chain_y.box[depth - 1], chain_x.box[depth - 1]
+                (_, opy), (_, opx) = axes_y[depth - 1].slices(*box_y), axes_x[depth - 1].slices(*box_x)
+                self._steps.append([(sy, cy, sx, cx, np.kron(*[_q_matrix(wy, wx)] * 2))
+                                    for sy, cy, wy, _, _ in opy for sx, cx, wx, _, _ in opx])
+                self._sums.append(None)
             dm = PETSc.DMDA().create(
                 dim=2, dof=2, sizes=(level.nelx + 1, level.nely + 1), proc_sizes=da.getProcSizes(),
                 ownership_ranges=(np.diff(level.x_starts).tolist(), np.diff(level.y_starts).tolist()),
                 stencil_width=1, stencil_type=PETSc.DMDA.StencilType.BOX, comm=system.comm)
-            if mat_types[depth - 1] == STENCIL:
+            if stencil:
                 op = StencilOperator(PETSc, dm, stencil_nonzeros((level.nely, level.nelx), "sbaij"))
                 A = op.mat
             else:
@@ -213,37 +221,6 @@ class GridGalerkin:
             self.operators.append(op)
             self._first.append((py[0], px[0]))
             self._rows.append(self._element_nodes(dm, py, px))
-        if len(self.mats) > 1:
-            self._plan_level2()
-
-    def _plan_level2(self):
-        """How level 2 follows from the children moduli of level 1 (see :meth:`update`).
-
-        A level-1 element of the main runs without a fixed-DOF term is ``slots @ main_table``, so its
-        part of level 2 is ``slots @ (main_table @ kron)``: a (n x 4) @ (4 x 64) product instead of
-        (n x 64) @ (64 x 64).  The others (odd last rows and columns, elements with a fixed DOF) add
-        what their element matrices have beyond that, one by one: ``_special`` lists them (level-1
-        index, level-2 parent, step).
-        """
-        ny, nx = self._level1_shape
-        main = np.zeros((ny, nx), dtype=bool)
-        for sy, _, sx, _, _, _ in self._main:
-            main[sy, sx] = True
-        special = ~main
-        if self._fixed is not None:
-            special.reshape(-1)[self._fixed[0]] = True
-        nx2 = self.G[1].shape[1]
-        parent = np.full(ny * nx, -1, dtype=np.int64)
-        step = np.full(ny * nx, -1, dtype=np.int64)
-        index = np.arange(ny * nx).reshape(ny, nx)
-        parents = np.arange(self.G[1].shape[0] * nx2).reshape(-1, nx2)
-        self._slot_kron = []
-        for k, (sy, cy, sx, cx, kron) in enumerate(self._steps[1]):
-            parent[index[cy, cx].ravel()] = parents[sy, sx].ravel()
-            step[index[cy, cx].ravel()] = k
-            self._slot_kron.append(self._main_table @ kron)
-        where = np.flatnonzero(special.ravel() & (parent >= 0))
-        self._special = (where, parent[where], step[where])
 
     @staticmethod
     def _element_nodes(dm, py, px):
@@ -259,9 +236,10 @@ class GridGalerkin:
         return rows.astype(dm.getLGMap().getIndices().dtype)
 
     @staticmethod
-    def _fixed_corrections(system, fine, ay, ax, box, py, px):
-        """(parent, child, A, B): level-1 terms of the slab's elements with a fixed DOF,
-        ``G[parent] += E[child] A + B`` (A: K_c minus K0 projected, B: the identity rows it counts)."""
+    def _fixed_elements(system, box):
+        """(rows, cols, A, B) of the slab's elements with a fixed DOF (slab indices): their terms beyond
+        ``E K0`` are ``E A + B`` (A: their element matrix without the fixed rows and columns, minus K0; B:
+        the identity rows they count), or None."""
         nely, nelx = system.loadcase.shape
         (ey0, ey1), (ex0, ex1) = box
         fixed = np.zeros(system.loadcase.n_dofs, dtype=bool)
@@ -282,108 +260,77 @@ class GridGalerkin:
                 er, ec = r - ar, c - ac
                 if ey0 <= er < ey1 and ex0 <= ec < ex1 and 0 <= er < nely and 0 <= ec < nelx:
                     touched.add((er, ec))
+        if not touched:
+            return None
         ke = system.ke
-        parents, children, As, Bs = [], [], [], []
+        rows, cols, As, Bs = [], [], [], []
         for er, ec in sorted(touched):
-            pyi, pxi = int(ay.parent_of(er)), int(ax.parent_of(ec))
-            wy = ay.weights[pyi][er - ay.first[pyi]]
-            wx = ax.weights[pxi][ec - ax.first[pxi]]
-            q = _q_matrix(wy, wx)
             dofs = [2 * (er + ar) * (nelx + 1) + 2 * (ec + ac) + d for ar, ac in _POS for d in (0, 1)]
             free = ~fixed.reshape(-1)[dofs]
-            k_el = ke * (free[:, None] & free[None, :])
             diag = np.zeros((8, 8))
             for k in counted.get((er, ec), ()):
                 diag[k, k] = 1.0
-            parents.append((pyi - py[0]) * (px[1] - px[0]) + (pxi - px[0]))
-            children.append((er - ey0) * (ex1 - ex0) + (ec - ex0))
-            As.append((q.T @ (k_el - ke) @ q).ravel())
-            Bs.append((q.T @ diag @ q).ravel())
-        if not parents:
+            rows.append(er - ey0)
+            cols.append(ec - ex0)
+            As.append(ke * (free[:, None] & free[None, :]) - ke)
+            Bs.append(diag)
+        return np.asarray(rows), np.asarray(cols), np.asarray(As), np.asarray(Bs)
+
+    @staticmethod
+    def _fixed_terms(fixed, chain_y, chain_x, depth, columns):
+        """The fixed-DOF elements' terms at ``depth``: (coarse rows, coarse columns, the fine elements'
+        slab rows and columns, A and B projected to their coarse elements, the values ``columns``), or
+        None."""
+        if fixed is None:
             return None
-        return (np.asarray(parents), np.asarray(children), np.asarray(As), np.asarray(Bs))
+        rows, cols, A, B = fixed
+        wy = chain_y.weights[depth][chain_y.types[depth][rows]]
+        wx = chain_x.weights[depth][chain_x.types[depth][cols]]
+        coarse_rows = np.searchsorted(chain_y.starts[depth], rows, side="right") - 1 + chain_y.box[depth][0]
+        coarse_cols = np.searchsorted(chain_x.starts[depth], cols, side="right") - 1 + chain_x.box[depth][0]
+        return (coarse_rows, coarse_cols, rows, cols, _projected(wy, wx, A)[:, columns],
+                _projected(wy, wx, B)[:, columns])
 
     def update(self, moduli):
-        """Every coarse operator for the element moduli of this rank's slab (collective).
-
-        Level 1, the largest, is computed and added into its matrix a band of
-        :data:`BAND_ROWS` coarse element rows at a time (each band's part of
-        level 2 added on the way), so only a band of its element matrices is
-        ever held; the coarser levels are held whole (a quarter and less).
-        """
-        PETSc = self.PETSc
-        add = PETSc.InsertMode.ADD_VALUES
-        moduli = np.asarray(moduli, dtype=float).reshape(self._slab_shape)
-        for G in self.G[1:]:
-            G.fill(0.0)
-        A1, rows1, op1 = self.mats[0], self._rows[0], self.operators[0]
-        ny, nx = self._level1_shape
-        if op1 is not None:
-            op1.begin()
-        else:
-            A1.zeroEntries()
-        for a in range(0, ny, BAND_ROWS):
-            b = min(a + BAND_ROWS, ny)
-            slots = np.zeros((b - a, nx, 4))  # the main parents' children's moduli, by position
-            for sy, cy, sx, cx, slot, _ in self._main:
-                sub = _band(sy, cy, a, b)
-                if sub is not None:
-                    psl, csl = sub
-                    slots[psl, sx, slot] = moduli[csl, cx]
-            band = (slots.reshape(-1, 4) @ self._main_table).reshape(b - a, nx, 64)
-            for sy, cy, sx, cx, table in self._steps[0]:  # the other parents (last rows and columns)
-                sub = _band(sy, cy, a, b)
-                if sub is not None:
-                    psl, csl = sub
-                    band[psl, sx] += moduli[csl, cx][:, :, None] * table
-            if self._fixed is not None:
-                parents, children, fa, fb = self._fixed
-                inside = (parents >= a * nx) & (parents < b * nx)
-                np.add.at(band.reshape(-1, 64), parents[inside] - a * nx,
-                          moduli.reshape(-1)[children[inside]][:, None] * fa[inside] + fb[inside])
-            if op1 is not None:
-                op1.add_elements(band, self._first[0][0] + a, self._first[0][1])
+        """Every coarse operator for the element moduli of this rank's slab (collective)."""
+        add = self.PETSc.InsertMode.ADD_VALUES
+        moduli = np.ascontiguousarray(moduli, dtype=float).reshape(self._slab_shape)
+        for depth, (G, A, op, first) in enumerate(zip(self.G, self.mats, self.operators, self._first)):
+            if op is not None:
+                op.begin()
+            if self._sums[depth] is not None:
+                self._sum_from_moduli(depth, moduli)
             else:
-                A1.setValuesBlockedLocalRCV(rows1[a * nx:b * nx], rows1[a * nx:b * nx], band.reshape(-1, 64),
-                                            addv=add)
-            if len(self.mats) > 1:  # this band's part of level 2 (its children rows a..b of level 1)
-                self._level2_band(band, slots, a, b)
-            del band, slots
-        if op1 is not None:
-            op1.finish()
-        else:
-            A1.assemble()
-        for depth in range(1, len(self.mats)):
-            G, A, rows, op = self.G[depth], self.mats[depth], self._rows[depth], self.operators[depth]
-            if depth >= 2:
+                G.fill(0.0)
                 for sy, cy, sx, cx, kron in self._steps[depth]:
                     G[sy, sx] += _product(self.G[depth - 1][cy, cx], kron, G[sy, sx].shape)
             if op is not None:
-                op.begin()
-                op.add_elements(G, *self._first[depth])
+                if G is not None:
+                    op.add_elements(G, *first)
                 op.finish()
             else:
+                rows = self._rows[depth]
                 A.zeroEntries()
                 A.setValuesBlockedLocalRCV(rows, rows, G.reshape(-1, 64), addv=add)
                 A.assemble()
 
-    def _level2_band(self, band, slots, a, b):
-        """Add level-1 rows a..b (``band``, their children's moduli ``slots``) into level 2 (_plan_level2)."""
-        G1 = self.G[1]
-        for (sy, cy, sx, cx, _), slot_kron in zip(self._steps[1], self._slot_kron):
-            sub = _child_band(sy, cy, a, b)
-            if sub is not None:
-                psl, csl = sub
-                G1[psl, sx] += _product(slots[csl, cx], slot_kron, G1[psl, sx].shape, width=4)
-        where, parents, steps = self._special
-        nx = band.shape[1]
-        lo, hi = np.searchsorted(where, (a * nx, b * nx))
-        if hi > lo:
-            rows = where[lo:hi] - a * nx
-            beyond = band.reshape(-1, 64)[rows] - slots.reshape(-1, 4)[rows] @ self._main_table
-            for k in np.unique(steps[lo:hi]):
-                mine = steps[lo:hi] == k
-                np.add.at(G1.reshape(-1, 64), parents[lo:hi][mine], beyond[mine] @ self._steps[1][k][4])
+    def _sum_from_moduli(self, depth, moduli):
+        """Level ``depth + 1`` straight from the moduli: into its element matrices where they are held,
+        else into its stencils; the fixed-DOF elements' terms added one by one."""
+        moduli_sum, fixed = self._sums[depth]
+        G, op, first = self.G[depth], self.operators[depth], self._first[depth]
+        if G is not None:
+            moduli_sum.elements(moduli, G)
+        else:
+            op.add_moduli_sum(moduli_sum, moduli, *first)
+        if fixed is None:
+            return
+        coarse_rows, coarse_cols, rows, cols, A, B = fixed
+        terms = moduli[rows, cols][:, None] * A + B
+        if G is not None:
+            np.add.at(G, (coarse_rows - first[0], coarse_cols - first[1]), terms)
+        else:
+            op.add_listed(coarse_rows, coarse_cols, terms)
 
     def close(self):
         for op in self.operators:

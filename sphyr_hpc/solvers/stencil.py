@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..runtime.native import NativeUnavailable
 from .fused import FusedOperator, native_function, ring_plan
 
 SOURCE = Path(__file__).with_name("stencil_apply.c")
@@ -34,14 +35,85 @@ STENCIL = "stencil"
 
 
 def kernels():
-    """The compiled ``stencil_apply``, ``stencil_chebyshev_step``, ``stencil_diagonal`` and
-    ``stencil_add_elements`` (raises :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
+    """The compiled ``stencil_apply``, ``stencil_chebyshev_step``, ``stencil_diagonal``,
+    ``stencil_add_elements``, ``stencil_add_listed`` and ``stencil_from_moduli`` (raises
+    :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
     pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
     return (native_function(SOURCE, "stencil_apply", real, size, size, *[pointer] * 5, size),
             native_function(SOURCE, "stencil_chebyshev_step", None, size, size, *[pointer] * 7, real, real, pointer),
             native_function(SOURCE, "stencil_diagonal", None, size, size, pointer, pointer, pointer),
             native_function(SOURCE, "stencil_add_elements", None, size, size, pointer, size, size, size, size,
-                            pointer, pointer))
+                            pointer, pointer),
+            native_function(SOURCE, "stencil_add_listed", None, size, pointer, pointer, size, size, pointer, pointer),
+            from_moduli_kernel())
+
+
+def from_moduli_kernel():
+    """The compiled ``stencil_from_moduli`` (:class:`ModuliSum`)."""
+    pointer, size = ctypes.c_void_p, ctypes.c_int64
+    return native_function(SOURCE, "stencil_from_moduli", None, size, size, *[pointer] * 4, size, pointer, size,
+                           pointer, size, size, size, size, pointer, pointer, pointer)
+
+
+# The element's node pairs (a, b) whose block G[a][b] a stencil keeps (stencil_apply.c's PAIR), in its order.
+PAIRS = ((0, 1), (3, 2), (1, 3), (0, 3), (1, 2), (0, 2))
+
+
+def upper_order():
+    """The 36 indices into a row-major 8x8 element matrix of the upper-triangle values a stencil takes, in
+    the order ``stencil_add_listed`` and :meth:`StencilOperator.add_moduli_sum` take them: each local
+    node's diagonal block (3 values), then the blocks of :data:`PAIRS` (4 each, row-major)."""
+    order = [i for a in range(4) for i in (18 * a, 18 * a + 1, 18 * a + 9)]
+    order += [8 * (2 * a + d) + 2 * b + e for a, b in PAIRS for d in (0, 1) for e in (0, 1)]
+    return np.asarray(order, dtype=np.int64)
+
+
+class ModuliSum:
+    """Coarse element matrices straight from the fine moduli of a rank's slab: coarse element (cy, cx)
+    of a box is the sum over its fine elements (i, j) of ``moduli[i, j] * table[ytype[i], xtype[j]]``,
+    its fine elements the rows ``ystart[cy] <= i < ystart[cy + 1]`` and the columns likewise (slab
+    indices).  ``table``: (types along y, types along x, 36), the upper triangles of symmetric 8x8
+    matrices in :func:`upper_order`: written out whole (:meth:`elements`) or added into a
+    :class:`StencilOperator` (:meth:`StencilOperator.add_moduli_sum`).
+    """
+
+    def __init__(self, ystart, xstart, ytype, xtype, table):
+        try:
+            self._kernel = from_moduli_kernel()
+        except NativeUnavailable:  # no C compiler: the element matrices by numpy (elements)
+            self._kernel = None
+        self.ystart, self.xstart = (np.ascontiguousarray(a, dtype=np.int64) for a in (ystart, xstart))
+        self.ytype, self.xtype = (np.ascontiguousarray(a, dtype=np.int64) for a in (ytype, xtype))
+        self.table = np.ascontiguousarray(table, dtype=float)
+        if self.table.ndim != 3 or self.table.shape[2] != 36:
+            raise ValueError("a ModuliSum's table holds the 36 values of upper_order an element")
+        self.shape = (self.ystart.size - 1, self.xstart.size - 1)
+
+    def _run(self, moduli, target, first, out):
+        moduli = np.ascontiguousarray(moduli, dtype=float)
+        if moduli.ndim != 2 or moduli.shape[0] < self.ystart[-1] or moduli.shape[1] < self.xstart[-1]:
+            raise ValueError(f"moduli of shape {moduli.shape} do not cover the fine elements summed")
+        ny, nx, s, s_ring = target
+        self._kernel(*self.shape, self.ystart.ctypes.data, self.xstart.ctypes.data, self.ytype.ctypes.data,
+                     self.xtype.ctypes.data, self.table.shape[1], moduli.ctypes.data, moduli.shape[1],
+                     self.table.ctypes.data, ny, nx, first[0], first[1], s, s_ring, out)
+
+    def elements(self, moduli, out):
+        """The coarse element matrices into ``out`` ((rows, columns, 64), contiguous)."""
+        if out.shape != self.shape + (64,) or not out.flags.c_contiguous:
+            raise ValueError("elements need a contiguous (rows, columns, 64) out")
+        if self._kernel is not None:
+            self._run(moduli, (0, 0, None, None), (0, 0), out.ctypes.data)
+            return
+        order = upper_order()
+        x0, x1 = self.xstart[0], self.xstart[-1]
+        columns = self.table[:, self.xtype[x0:x1]]  # (types along y, fine columns, 36)
+        for cy in range(self.shape[0]):
+            rows = slice(self.ystart[cy], self.ystart[cy + 1])
+            terms = np.einsum("ij,ijk->jk", moduli[rows, x0:x1], columns[self.ytype[rows]])
+            upper = np.add.reduceat(terms, self.xstart[:-1] - x0, axis=0)
+            out[cy][:, order] = upper
+            out[cy][:, (order % 8) * 8 + order // 8] = upper
 
 
 class StencilOperator(FusedOperator):
@@ -54,7 +126,7 @@ class StencilOperator(FusedOperator):
 
     def __init__(self, PETSc, dm, nnz):
         """``nnz``: the nonzeros the level stands for (the operator complexity counts them)."""
-        self._apply, self._step, self._diagonal_of, self._add = kernels()
+        self._apply, self._step, self._diagonal_of, self._add, self._add_listed, _ = kernels()
         (oxs, oxe), (oys, oye) = dm.getRanges()
         self._init_fused((oys, oye, oxs, oxe), dm.getSizes()[0])
         self._box = ny, nx = oye - oys, oxe - oxs
@@ -91,12 +163,38 @@ class StencilOperator(FusedOperator):
         rows, cols = G.shape[:2]
         if rows == 0 or cols == 0:
             return
+        r0, c0 = self._element_origin((rows, cols), first_row, first_col)
+        self._add(rows, cols, G.ctypes.data, *self._box, r0, c0, self._stencils.ctypes.data, self._s_ring.ctypes.data)
+
+    def add_moduli_sum(self, moduli_sum, moduli, first_row, first_col):
+        """Add the coarse elements of a :class:`ModuliSum` (upper triangles) of ``moduli``, its box's first
+        element (first_row, first_col) of the level's grid (as :meth:`add_elements`)."""
+        r0, c0 = self._element_origin(moduli_sum.shape, first_row, first_col)
+        if moduli_sum.shape[0] and moduli_sum.shape[1]:
+            moduli_sum._run(moduli, (*self._box, self._stencils.ctypes.data, self._s_ring.ctypes.data), (r0, c0),
+                            None)
+
+    def add_listed(self, rows, cols, upper):
+        """Add elements one by one: element k's first node (rows[k], cols[k]) of the level's grid, its
+        upper triangle ``upper[k]`` (36 values of :func:`upper_order`)."""
+        oys, _, oxs, _ = self._owned_box
+        rc = np.ascontiguousarray(np.stack([np.asarray(rows) - oys, np.asarray(cols) - oxs], axis=1), dtype=np.int64)
+        upper = np.ascontiguousarray(upper, dtype=float)
+        ny, nx = self._box
+        if rc.size and ((rc < -1).any() or rc[:, 0].max() >= ny or rc[:, 1].max() >= nx):
+            raise RuntimeError("coarse elements outside this rank's nodes and the ring around them")
+        self._add_listed(rc.shape[0], rc.ctypes.data, upper.ctypes.data, ny, nx, self._stencils.ctypes.data,
+                         self._s_ring.ctypes.data)
+
+    def _element_origin(self, shape, first_row, first_col):
+        """A block of ``shape`` coarse elements from (first_row, first_col): its first node in the owned box,
+        checked to lie within the owned nodes and the ring."""
         oys, _, oxs, _ = self._owned_box
         ny, nx = self._box
         r0, c0 = first_row - oys, first_col - oxs
-        if r0 < -1 or c0 < -1 or r0 + rows > ny or c0 + cols > nx:
+        if r0 < -1 or c0 < -1 or r0 + shape[0] > ny or c0 + shape[1] > nx:
             raise RuntimeError("coarse elements outside this rank's nodes and the ring around them")
-        self._add(rows, cols, G.ctypes.data, ny, nx, r0, c0, self._stencils.ctypes.data, self._s_ring.ctypes.data)
+        return r0, c0
 
     def finish(self):
         """The ring's parts added into their owners' stencils and the ring's whole stencils
@@ -142,4 +240,4 @@ class StencilOperator(FusedOperator):
                 setattr(self, name, None)
 
 
-__all__ = ["NS", "STENCIL", "StencilOperator", "kernels"]
+__all__ = ["NS", "PAIRS", "STENCIL", "ModuliSum", "StencilOperator", "from_moduli_kernel", "kernels", "upper_order"]

@@ -209,36 +209,131 @@ void stencil_diagonal(int64_t ny, int64_t nx, const double *restrict s, double *
     }
 }
 
-/* Add element matrices into the stencils: g (ne_y, ne_x, 64), element (ey, ex)'s 8x8 matrix in
- * local node order (0, 0), (0, 1), (1, 1), (1, 0) (row, column offsets from its first node), 2
- * DOFs a node; its first node is (r0 + ey, c0 + ex) of the owned box, every node in [-1, ny] x
- * [-1, nx] (a corner of the ring counts in the top or bottom row). */
+/* The upper triangle of an 8x8 element matrix (local nodes (0, 0), (0, 1), (1, 1), (1, 0): row, column
+ * offsets from its first node; 2 DOFs a node) in the order add_upper takes it: each node's D (3 values),
+ * then for each pair (a, b, k) of PAIR the block G[a][b] (4, row-major), which is U_k of node a. */
+static const int PAIR[6][3] = {{0, 1, 0}, {3, 2, 0}, {1, 3, 1}, {0, 3, 2}, {1, 2, 2}, {0, 2, 3}};
+static const int PR[4] = {0, 0, 1, 1};
+static const int PC[4] = {0, 1, 1, 0};
+#define UPPER 36
+
+/* UPPER indices into the 8x8 row-major element matrix, in add_upper's order (stencil.upper_order, the same). */
+static void stencil_upper_order(int64_t *out)
+{
+    int q = 0;
+    for (int a = 0; a < 4; ++a) {
+        out[q++] = (2 * a) * 8 + 2 * a;
+        out[q++] = (2 * a) * 8 + 2 * a + 1;
+        out[q++] = (2 * a + 1) * 8 + 2 * a + 1;
+    }
+    for (int p = 0; p < 6; ++p) {
+        const int a = PAIR[p][0], b = PAIR[p][1];
+        out[q++] = (2 * a) * 8 + 2 * b;
+        out[q++] = (2 * a) * 8 + 2 * b + 1;
+        out[q++] = (2 * a + 1) * 8 + 2 * b;
+        out[q++] = (2 * a + 1) * 8 + 2 * b + 1;
+    }
+}
+
+/* Add one element's upper triangle g (stencil_upper_order) into the stencils of its nodes, its first node
+ * (r, c) of the owned box, every node in [-1, ny] x [-1, nx] (a corner of the ring counts in the top or
+ * bottom row). */
+static void add_upper(const field *f, int64_t r, int64_t c, const double *g)
+{
+    double *at[4];
+    for (int a = 0; a < 4; ++a)
+        at[a] = (double *)node(f, r + PR[a], c + PC[a]);
+    for (int a = 0; a < 4; ++a)
+        for (int k = 0; k < 3; ++k)
+            at[a][k] += g[3 * a + k];
+    for (int p = 0; p < 6; ++p) {
+        double *u = at[PAIR[p][0]] + 3 + 4 * PAIR[p][2];
+        for (int k = 0; k < 4; ++k)
+            u[k] += g[12 + 4 * p + k];
+    }
+}
+
+/* Add element matrices into the stencils: g (ne_y, ne_x, 64), element (ey, ex)'s 8x8 matrix, its
+ * first node (r0 + ey, c0 + ex) of the owned box (add_upper). */
 void stencil_add_elements(int64_t ne_y, int64_t ne_x, const double *restrict g, int64_t ny, int64_t nx,
                           int64_t r0, int64_t c0, double *s, double *s_ring)
 {
-    /* (a, b, k): the block G[a][b] is U_k of local node a (its neighbour b in direction k). */
-    static const int PAIR[6][3] = {{0, 1, 0}, {3, 2, 0}, {1, 3, 1}, {0, 3, 2}, {1, 2, 2}, {0, 2, 3}};
-    static const int PR[4] = {0, 0, 1, 1};
-    static const int PC[4] = {0, 1, 1, 0};
+    int64_t order[UPPER];
+    stencil_upper_order(order);
     const field f = make(s, s_ring, ny, nx, NS);
+    double upper[UPPER];
     for (int64_t ey = 0; ey < ne_y; ++ey)
         for (int64_t ex = 0; ex < ne_x; ++ex) {
             const double *ge = g + 64 * (ey * ne_x + ex);
-            double *at[4];
-            for (int a = 0; a < 4; ++a)
-                at[a] = (double *)node(&f, r0 + ey + PR[a], c0 + ex + PC[a]);
-            for (int a = 0; a < 4; ++a) {
-                at[a][0] += ge[(2 * a) * 8 + 2 * a];
-                at[a][1] += ge[(2 * a) * 8 + 2 * a + 1];
-                at[a][2] += ge[(2 * a + 1) * 8 + 2 * a + 1];
+            for (int q = 0; q < UPPER; ++q)
+                upper[q] = ge[order[q]];
+            add_upper(&f, r0 + ey, c0 + ex, upper);
+        }
+}
+
+/* Add n elements' upper triangles g (n, UPPER), element k's first node (rc[2k], rc[2k + 1]) of the owned
+ * box (add_upper). */
+void stencil_add_listed(int64_t n, const int64_t *rc, const double *restrict g, int64_t ny, int64_t nx,
+                        double *s, double *s_ring)
+{
+    const field f = make(s, s_ring, ny, nx, NS);
+    for (int64_t k = 0; k < n; ++k)
+        add_upper(&f, rc[2 * k], rc[2 * k + 1], g + UPPER * k);
+}
+
+typedef double v4 __attribute__((vector_size(32)));
+
+/* sum over the fine elements (i, j) of coarse element (cy, cx) of moduli[i][j] table[ytype[i]][xtype[j]],
+ * the table's rows WIDTH values, a multiple of 4 (the fine elements of coarse row cy: ystart[cy] <= i <
+ * ystart[cy + 1]).  The sums stay in WIDTH / 4 vector registers. */
+static inline __attribute__((always_inline)) void weighted_sum(
+    const int width, int64_t cy, int64_t cx, const int64_t *ystart, const int64_t *xstart, const int64_t *ytype,
+    const int64_t *xtype, int64_t ntx, const double *moduli, int64_t mstride, const double *table, double *out)
+{
+    v4 acc[16];
+    for (int k = 0; k < width / 4; ++k)
+        acc[k] = (v4){0.0, 0.0, 0.0, 0.0};
+    for (int64_t i = ystart[cy]; i < ystart[cy + 1]; ++i) {
+        const double *erow = moduli + mstride * i, *trow = table + width * ntx * ytype[i];
+        for (int64_t j = xstart[cx]; j < xstart[cx + 1]; ++j) {
+            const double m = erow[j], *t = trow + width * xtype[j];
+            const v4 e = {m, m, m, m};
+            for (int k = 0; k < width / 4; ++k) {
+                v4 tk;
+                memcpy(&tk, t + 4 * k, sizeof tk);
+                acc[k] += e * tk;
             }
-            for (int p = 0; p < 6; ++p) {
-                const int a = PAIR[p][0], bb = PAIR[p][1];
-                double *u = at[a] + 3 + 4 * PAIR[p][2];
-                u[0] += ge[(2 * a) * 8 + 2 * bb];
-                u[1] += ge[(2 * a) * 8 + 2 * bb + 1];
-                u[2] += ge[(2 * a + 1) * 8 + 2 * bb];
-                u[3] += ge[(2 * a + 1) * 8 + 2 * bb + 1];
+        }
+    }
+    for (int k = 0; k < width / 4; ++k)
+        memcpy(out + 4 * k, &acc[k], sizeof acc[k]);
+}
+
+/* The coarse element matrices of a block of (ncy, ncx) coarse elements straight from the fine moduli
+ * (moduli[i][j] at moduli + mstride i + j): coarse element (cy, cx) is the sum over its fine elements of
+ * the modulus times the projected unit element matrix of the fine element's position in it, its upper
+ * triangle in stencil_upper_order (weighted_sum; table: (types along y, ntx, UPPER)).  With g given:
+ * the 8x8 matrices written, (ncy, ncx, 64).  Else: added into the stencils, coarse element (cy, cx)'s
+ * first node (r0 + cy, c0 + cx) of the owned box. */
+void stencil_from_moduli(int64_t ncy, int64_t ncx, const int64_t *ystart, const int64_t *xstart,
+                         const int64_t *ytype, const int64_t *xtype, int64_t ntx, const double *moduli,
+                         int64_t mstride, const double *table, int64_t ny, int64_t nx, int64_t r0, int64_t c0,
+                         double *s, double *s_ring, double *g)
+{
+    int64_t order[UPPER];
+    stencil_upper_order(order);
+    const field f = make(s, s_ring, ny, nx, NS);
+    double upper[UPPER];
+    for (int64_t cy = 0; cy < ncy; ++cy)
+        for (int64_t cx = 0; cx < ncx; ++cx) {
+            weighted_sum(UPPER, cy, cx, ystart, xstart, ytype, xtype, ntx, moduli, mstride, table, upper);
+            if (g) {
+                double *ge = g + 64 * (cy * ncx + cx);
+                for (int q = 0; q < UPPER; ++q)
+                    ge[order[q]] = ge[(order[q] % 8) * 8 + order[q] / 8] = upper[q];
+            } else {
+                add_upper(&f, r0 + cy, c0 + cx, upper);
             }
         }
 }
+
