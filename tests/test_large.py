@@ -695,6 +695,60 @@ def test_coarse_operators_from_the_moduli_equal_the_galerkin_products_on_2_ranks
     WORLD.Barrier()
 
 
+def _transfer_differences(nely, nelx, seed):
+    """Largest relative differences between PCMG's interpolations applied from the grids (solvers/transfer.py,
+    the default) and the same P stored as AIJ: P x, y + P x, P^T r, every pair of levels."""
+    PETSc = petsc()
+    lc = problems.preset("mbb", nelx, nely).loadcase()
+    rng = np.random.default_rng(seed + WORLD.rank)
+    clear = _options("large_transfer_", mg_coarse_max_dofs=100, mg_stencil_min_dofs=0)
+    try:
+        with ElasticitySystem(lc, prefix="large_transfer_", solver="mg") as mg:
+            pc = mg.ksp.getPC()
+            stored = multigrid.build_interpolations(mg, mg.multigrid.levels)
+            worst = []
+            for level in range(1, pc.getMGLevels()):
+                shell, aij = pc.getMGInterpolation(level), stored[level - 1]
+                assert shell.getType() == "python" and shell.getSizes() == aij.getSizes()
+                x, y = aij.createVecs()
+                x.setArray(rng.standard_normal(x.getLocalSize()))
+                y.setArray(rng.standard_normal(y.getLocalSize()))
+                pairs = []
+                ours, theirs = y.duplicate(), y.duplicate()
+                shell.mult(x, ours), aij.mult(x, theirs)
+                pairs.append((ours.copy(), theirs.copy()))
+                shell.multAdd(x, y, ours), aij.multAdd(x, y, theirs)
+                pairs.append((ours.copy(), theirs.copy()))
+                ours_c, theirs_c = x.duplicate(), x.duplicate()
+                shell.multTranspose(y, ours_c), aij.multTranspose(y, theirs_c)
+                pairs.append((ours_c, theirs_c))
+                for a, b in pairs:
+                    a.axpy(-1.0, b)
+                    worst.append(a.norm() / b.norm())
+            for P in stored:
+                P.destroy()
+            return worst
+    finally:
+        clear()
+
+
+@ONE_RANK
+@pytest.mark.parametrize("nely, nelx", [(32, 64), (13, 27), (21, 61)])
+def test_the_interpolations_applied_from_the_grids_equal_the_stored_ones(nely, nelx):
+    # Even and odd grids (nested, the last interval half as wide): the C transfers are PCMG's AIJ P.
+    differences = _transfer_differences(nely, nelx, 3)
+    assert len(differences) >= 6 and max(differences) <= 1e-14
+
+
+@two_ranks
+def test_the_interpolations_applied_from_the_grids_equal_the_stored_ones_on_2_ranks():
+    # Coarse neighbours of a rank's fine nodes on the other rank: fetched (P x) and added back (P^T r).
+    results = collective(lambda: _transfer_differences(21, 61, 4))
+    for differences in results:
+        assert len(differences) >= 6 and max(differences) <= 1e-14
+    WORLD.Barrier()
+
+
 def _filters_agree(nelx, nely, radius):
     PETSc = petsc()
     lc = problems.preset("mbb", nelx, nely).loadcase()

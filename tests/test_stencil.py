@@ -230,6 +230,33 @@ def test_small_levels_stay_sbaij_and_every_choice_is_an_option():
         _kinds(lc, "st_stored_", {**COARSE, "mat_type": "sbaij", "mg_levels_mat_type": "stencil"})
 
 
+def _interpolation_kinds(lc, prefix, options):
+    clear = _with_options(prefix, options)
+    try:
+        with ElasticitySystem(lc, prefix=prefix, solver="mg") as system:
+            compliance = system.solve(system.slab_of(_grey(lc.shape, 3)))
+            pc = system.ksp.getPC()
+            pairs = [(pc.getMGInterpolation(level).getType(), pc.getMGInterpolation(level).getSize()[1])
+                     for level in range(1, pc.getMGLevels())]
+            return pairs, compliance
+    finally:
+        clear()
+
+
+@ONE_RANK
+def test_interpolations_into_large_levels_are_applied_from_the_grids_and_stored_ones_are_an_option():
+    lc = problems.preset("mbb", 192, 64).loadcase()
+    pairs, c_default = _interpolation_kinds(lc, "tr_default_", COARSE)
+    # Into a level of STENCIL_MIN_DOFS (a rank) or more: the C transfers; into a smaller one: AIJ.
+    assert pairs == [("python" if n >= multigrid.STENCIL_MIN_DOFS else "seqaij", n) for _, n in pairs]
+    assert {kind for kind, _ in pairs} == {"python", "seqaij"}
+    pairs, c_stored = _interpolation_kinds(lc, "tr_aij_", {**COARSE, "mg_interpolation_mat_type": "aij"})
+    assert {kind for kind, _ in pairs} == {"seqaij"}
+    assert c_stored == pytest.approx(c_default, rel=1e-9)
+    with pytest.raises(ValueError, match="-tr_bad_mg_interpolation_mat_type dense: expected shell or aij"):
+        _interpolation_kinds(lc, "tr_bad_", {**COARSE, "mg_interpolation_mat_type": "dense"})
+
+
 @ONE_RANK
 def test_elements_beyond_the_ring_are_refused():
     PETSc = petsc()

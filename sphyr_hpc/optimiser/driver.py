@@ -273,9 +273,10 @@ def mg_cg_bytes_per_iteration(system):
         steps = pc.getMGSmoother(n_levels - 1 - depth).getTolerances()[3]
         total += visits * (2 * steps + 1) * mat_bytes(level["nonzeros"], level["rows"], level["rows"])
         if depth < len(interps):
-            info = interps[depth].getInfo(PETSc.Mat.InfoType.GLOBAL_SUM)
-            m, n = interps[depth].getSize()
-            total += visits * 2 * mat_bytes(info["nz_used"], m, n)
+            P = interps[depth]
+            nnz = 0.0 if P.getType() == "python" else P.getInfo(PETSc.Mat.InfoType.GLOBAL_SUM)["nz_used"]
+            m, n = P.getSize()
+            total += visits * 2 * mat_bytes(nnz, m, n)
     return total
 
 

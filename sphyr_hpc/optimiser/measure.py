@@ -34,8 +34,10 @@ moduli box and the diagonal.  A level held as node stencils
 (:mod:`sphyr_hpc.solvers.stencil`) reads its 19 values a node (no index) and x
 in place (its ring not counted); its assembly writes them and the diagonal.
 Their smoothing and estimates, fused like the finest level's, count as the
-finest level's do.  It is a lower bound: caches are assumed to catch every
-reuse within a MatMult (SBAIJ reads x and updates y twice), and Python's own
+finest level's do.  An interpolation applied from the grids
+(:mod:`sphyr_hpc.solvers.transfer`) reads no stored matrix: x and y once
+each.  It is a lower bound: caches are assumed to catch every reuse within a
+MatMult (SBAIJ reads x and updates y twice), and Python's own
 temporaries are not counted.  :func:`bounds` divides by the measured copy
 bandwidth (bytes read + written per second, all ranks at once).
 """
@@ -58,9 +60,8 @@ BISECTION_ARRAYS = 7          # scaled, candidate (2 writes), low, high, dv, can
 def matrix_bytes(A):
     """Bytes one pass over A's stored entries reads (values and indices), all ranks; for a shell,
     the element moduli it reads."""
-    fused = operator_of(A)
-    if fused is not None:
-        return fused.stored_bytes
+    if A.getType() == "python":  # our kernels': a FusedOperator or a GridTransfer
+        return A.getPythonContext().stored_bytes
     info = A.getInfo(A.InfoType.GLOBAL_SUM)
     nz = float(info["nz_used"])
     rows = A.getSize()[0]

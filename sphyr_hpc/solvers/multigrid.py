@@ -26,7 +26,11 @@ coarse nodes at positions p0 < p < p1 takes weights (p1 - p)/(p1 - p0) and
 (p - p0)/(p1 - p0) along each axis.  On even levels this is exactly DMDA's Q1
 interpolation (a fine node is a coarse node, or the mean of 2 or 4).  It
 reproduces linear fields, so the rigid-body modes survive on every level.  The
-two displacement components are interpolated independently.
+two displacement components are interpolated independently.  Where the
+coarse levels come from the moduli, P into a level of STENCIL_MIN_DOFS a rank
+or more is applied in C from the grids (:mod:`sphyr_hpc.solvers.transfer`, no
+stored matrix; ``-<prefix>mg_interpolation_mat_type aij`` stores it), the
+smaller ones as AIJ.
 
 Partition.  Coarse levels keep the fine DMDA's process grid; a coarse node
 belongs to the rank that owns its position on the fine grid, so P has almost
@@ -122,6 +126,9 @@ LEVELS_SMOOTHER = "fused"
 # visited many times a cycle and is short, where a Python smoother's call costs more than PETSc's
 # (2048x1024 on 2 ranks: 4290 DOFs slower as stencils, 16770 faster).
 STENCIL_MIN_DOFS = 5000
+# The interpolations between the levels (``-<prefix>mg_interpolation_mat_type``) where the coarse levels come
+# from the moduli: "shell", bilinear from the grids in C (:mod:`.transfer`; no stored P), or "aij", stored.
+INTERPOLATION_MAT_TYPE = "shell"
 
 
 def tune_operator(A):
@@ -299,24 +306,26 @@ def check_fine_numbering(system, level):
 
 
 def build_interpolations(system, levels):
-    """PETSc AIJ interpolations, coarse -> fine, one per pair of levels (finest pair last)."""
+    """PETSc AIJ interpolations, coarse -> fine, one per pair of levels (coarsest pair first)."""
+    return [stored_interpolation(system, fine, coarse) for fine, coarse in zip(levels[:-1], levels[1:])][::-1]
+
+
+def stored_interpolation(system, fine, coarse):
+    """P from ``coarse`` to ``fine`` as a PETSc AIJ matrix (:func:`interpolation_csr`)."""
     PETSc = system.PETSc
     rank = system.comm.getRank()
-    mats = []
-    for fine, coarse in zip(levels[:-1], levels[1:]):
-        indptr, cols, vals = interpolation_csr(fine, coarse, rank)
-        (fxs, fxe), (fys, fye) = fine.rank_box(rank)
-        (cxs, cxe), (cys, cye) = coarse.rank_box(rank)
-        rows_local = 2 * (fxe - fxs) * (fye - fys)
-        cols_local = 2 * (cxe - cxs) * (cye - cys)
-        P = PETSc.Mat().createAIJ(
-            size=((rows_local, fine.n_dofs), (cols_local, coarse.n_dofs)),
-            csr=(indptr.astype(PETSc.IntType), cols.astype(PETSc.IntType), vals), comm=system.comm,
-        )
-        P.setOption(PETSc.Mat.Option.USE_INODES, USE_INODES)
-        P.assemble()
-        mats.append(P)
-    return mats[::-1]  # coarsest pair first, as PCMG numbers its levels
+    indptr, cols, vals = interpolation_csr(fine, coarse, rank)
+    (fxs, fxe), (fys, fye) = fine.rank_box(rank)
+    (cxs, cxe), (cys, cye) = coarse.rank_box(rank)
+    rows_local = 2 * (fxe - fxs) * (fye - fys)
+    cols_local = 2 * (cxe - cxs) * (cye - cys)
+    P = PETSc.Mat().createAIJ(
+        size=((rows_local, fine.n_dofs), (cols_local, coarse.n_dofs)),
+        csr=(indptr.astype(PETSc.IntType), cols.astype(PETSc.IntType), vals), comm=system.comm,
+    )
+    P.setOption(PETSc.Mat.Option.USE_INODES, USE_INODES)
+    P.assemble()
+    return P
 
 
 @dataclass
@@ -336,7 +345,10 @@ class MultigridSetup:
 
     def close(self):
         for P in self.interpolations:
-            P.destroy()
+            if P.getType() == "python":
+                P.getPythonContext().close()  # a GridTransfer: its scatter and the matrix
+            else:
+                P.destroy()
         self.interpolations = ()
         if self.coarse is not None:
             self.coarse.close()
@@ -372,9 +384,6 @@ def configure_mg(ksp, system):
             pc.setFactorSolverType(PETSc.Mat.SolverType.MUMPS)
         return MultigridSetup({}, levels)
     pc.setMGLevels(len(levels))
-    interpolations = build_interpolations(system, levels)
-    for level, P in enumerate(interpolations, start=1):
-        pc.setMGInterpolation(level, P)
     coarse = None
     from_moduli = not PETSc.Options(prefix).hasName("pc_mg_galerkin")
     if from_moduli and not system.in_place:
@@ -401,6 +410,9 @@ def configure_mg(ksp, system):
                                  use_inodes=USE_INODES)
         for level, A in enumerate(reversed(coarse.mats)):  # coarsest first, as PCMG numbers them
             (pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)).setOperators(A)
+    interpolations = _interpolations(system, levels, getattr(coarse, "dms", None))
+    for level, P in enumerate(interpolations, start=1):
+        pc.setMGInterpolation(level, P)
     return MultigridSetup(levels=levels, interpolations=interpolations, coarse=coarse, defaults={
         **fused_smoother_defaults(PETSc, system, len(levels) - 1, _stencil_levels(coarse)),
         "pc_mg_galerkin": "none" if coarse is not None else "both",
@@ -417,6 +429,34 @@ def configure_mg(ksp, system):
         "mg_coarse_ksp_type": "preonly",
         "mg_coarse_pc_type": "lu" if system.comm.getSize() == 1 else "redundant",
     })
+
+
+def _interpolations(system, levels, coarse_dms):
+    """The interpolations, coarsest pair first: where the coarse levels have DMDAs (:mod:`.grid_galerkin`)
+    and ``-<prefix>mg_interpolation_mat_type`` is ``shell`` (INTERPOLATION_MAT_TYPE), those into a coarse
+    level of at least ``-<prefix>mg_stencil_min_dofs`` DOFs a rank applied in C from the grids
+    (:mod:`.transfer`), the others stored as AIJ (:func:`stored_interpolation`): below that a Python
+    call costs more than PETSc's product (2048x1024 on 2 ranks: 16770 DOFs into 4290 slower, 66306 into
+    16770 faster)."""
+    PETSc = system.PETSc
+    opts = PETSc.Options(system.prefix)
+    kind = opts.getString("mg_interpolation_mat_type", INTERPOLATION_MAT_TYPE).lower()
+    if kind not in ("shell", "aij"):
+        raise ValueError(f"-{system.prefix}mg_interpolation_mat_type {kind}: expected shell or aij")
+    smallest = system.comm.getSize() * opts.getInt("mg_stencil_min_dofs", STENCIL_MIN_DOFS)
+    out = []
+    for depth, (fine, coarse) in enumerate(zip(levels[:-1], levels[1:])):
+        P = None
+        if kind == "shell" and coarse_dms is not None and coarse.n_dofs >= smallest:
+            from ..runtime.native import NativeUnavailable
+            from .transfer import GridTransfer
+
+            try:
+                P = GridTransfer(PETSc, fine, coarse, coarse_dms[depth], _axis_weights).mat
+            except NativeUnavailable:  # said once by the finest level's fallback
+                P = None
+        out.append(P if P is not None else stored_interpolation(system, fine, coarse))
+    return out[::-1]
 
 
 def _level_storage(chosen, level, ranks, opts):

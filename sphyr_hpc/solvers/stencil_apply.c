@@ -337,3 +337,68 @@ void stencil_from_moduli(int64_t ncy, int64_t ncx, const int64_t *ystart, const 
         }
 }
 
+/* Bilinear transfers between a level (fine) and the next coarser (coarse), 2 values a node.  Fine owned node
+ * (r, c), (fny, fnx) of them, lies between the coarse rows cy[r], cy[r] + 1 with weights wy[2 r], wy[2 r + 1]
+ * and the coarse columns cx[c], cx[c] + 1 likewise (coarse indices of the coarse owned box, in [-1, cny]
+ * and [-1, cnx]: its ring beyond).  A node's two values are interpolated alike. */
+
+/* y = P xc (add: y += P xc): xc the coarse owned values and its ring. */
+void grid_prolong(int64_t fny, int64_t fnx, const int64_t *cy, const double *wy, const int64_t *cx,
+                  const double *wx, int64_t cny, int64_t cnx, const double *xc, const double *xc_ring,
+                  double *restrict y, int64_t add)
+{
+    const field f = make(xc, xc_ring, cny, cnx, 2);
+    for (int64_t r = 0; r < fny; ++r) {
+        const double a0 = wy[2 * r], a1 = wy[2 * r + 1];
+        const double *low = row_start(&f, cy[r]), *high = row_start(&f, cy[r] + 1);
+        double *restrict yr = y + 2 * fnx * r;
+        for (int64_t c = 0; c < fnx; ++c) {
+            const int64_t k = cx[c];
+            const double b0 = wx[2 * c], b1 = wx[2 * c + 1];
+            const double *p00, *p01, *p10, *p11;
+            if (k >= 0 && k + 1 < cnx) {
+                p00 = low + 2 * k, p01 = p00 + 2, p10 = high + 2 * k, p11 = p10 + 2;
+            } else {
+                p00 = node(&f, cy[r], k), p01 = node(&f, cy[r], k + 1);
+                p10 = node(&f, cy[r] + 1, k), p11 = node(&f, cy[r] + 1, k + 1);
+            }
+            const double w00 = a0 * b0, w01 = a0 * b1, w10 = a1 * b0, w11 = a1 * b1;
+            const double v0 = w00 * p00[0] + w01 * p01[0] + w10 * p10[0] + w11 * p11[0];
+            const double v1 = w00 * p00[1] + w01 * p01[1] + w10 * p10[1] + w11 * p11[1];
+            yr[2 * c] = add ? yr[2 * c] + v0 : v0;
+            yr[2 * c + 1] = add ? yr[2 * c + 1] + v1 : v1;
+        }
+    }
+}
+
+/* yc = P^T x on the coarse owned nodes and their ring (both zeroed here; the ring's sums belong to the
+ * neighbours: added into them by the caller). */
+void grid_restrict(int64_t fny, int64_t fnx, const int64_t *cy, const double *wy, const int64_t *cx,
+                   const double *wx, int64_t cny, int64_t cnx, const double *restrict x, double *yc,
+                   double *yc_ring)
+{
+    memset(yc, 0, sizeof(double) * 2 * (size_t)(cny * cnx));
+    memset(yc_ring, 0, sizeof(double) * 2 * (size_t)(2 * (cnx + 2) + 2 * (cny + 2)));
+    const field f = make(yc, yc_ring, cny, cnx, 2);
+    for (int64_t r = 0; r < fny; ++r) {
+        const double a0 = wy[2 * r], a1 = wy[2 * r + 1];
+        double *low = (double *)row_start(&f, cy[r]), *high = (double *)row_start(&f, cy[r] + 1);
+        const double *xr = x + 2 * fnx * r;
+        for (int64_t c = 0; c < fnx; ++c) {
+            const int64_t k = cx[c];
+            const double b0 = wx[2 * c], b1 = wx[2 * c + 1], v0 = xr[2 * c], v1 = xr[2 * c + 1];
+            double *p00, *p01, *p10, *p11;
+            if (k >= 0 && k + 1 < cnx) {
+                p00 = low + 2 * k, p01 = p00 + 2, p10 = high + 2 * k, p11 = p10 + 2;
+            } else {
+                p00 = (double *)node(&f, cy[r], k), p01 = (double *)node(&f, cy[r], k + 1);
+                p10 = (double *)node(&f, cy[r] + 1, k), p11 = (double *)node(&f, cy[r] + 1, k + 1);
+            }
+            const double w00 = a0 * b0, w01 = a0 * b1, w10 = a1 * b0, w11 = a1 * b1;
+            p00[0] += w00 * v0, p00[1] += w00 * v1;
+            p01[0] += w01 * v0, p01[1] += w01 * v1;
+            p10[0] += w10 * v0, p10[1] += w10 * v1;
+            p11[0] += w11 * v0, p11[1] += w11 * v1;
+        }
+    }
+}
