@@ -100,8 +100,8 @@ def build_parser():
     out.add_argument("--fields-format", choices=FORMATS, default=FORMATS[0],
                      help="with --fields: HDF5 + XDMF 3, explicit-quad XDMF, or VTU via meshio")
     out.add_argument("--bandwidth", action="store_true",
-                     help="after the run, measure a 400 MB numpy copy per rank and the fraction of it "
-                          "the MG-CG solve moved")
+                     help="after the run, measure a 400 MB numpy copy per rank (all ranks at once; the "
+                          "median of 9 measurements over ~3 s) and the fraction of it the MG-CG solve moved")
     out.add_argument("--quiet", action="store_true", help="no per-iteration lines")
     return p
 

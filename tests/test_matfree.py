@@ -6,6 +6,7 @@ Serial tests run under plain ``pytest``; tests marked ``mpi`` need 2 ranks
 every rank got before asserting.
 """
 
+import json
 import os
 
 import numpy as np
@@ -334,6 +335,11 @@ def test_optimize_prints_the_bound_of_every_phase(tmp_path, capsys):
     assert status == 0
     for phase in ("assembly", "setup", "solve", "update", "iteration"):
         assert f"  {phase} " in out and "measured/bound" in out
+    # The copy bandwidth the bounds divide by: the median of 9 measurements over a few seconds.
+    bandwidth = json.loads((tmp_path / "run.json").read_text())["bandwidth"]
+    samples = bandwidth["copy_samples_bytes_per_second"]
+    assert len(samples) == 9 and bandwidth["copy_bytes_per_second"] == np.median(samples) > 0
+    assert "(median of 9, " in out
 
 
 @two_ranks

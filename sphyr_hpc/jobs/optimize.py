@@ -12,7 +12,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..io.atomic import write_json_atomic
-from ..optimiser.driver import copy_bandwidth, mg_cg_bytes_per_iteration, optimise, rank0_logger, run_summary
+from ..optimiser.driver import copy_bandwidth_median, mg_cg_bytes_per_iteration, optimise, rank0_logger, run_summary
 from ..optimiser.measure import bounds, phase_bytes
 from ..optimiser.problems import ProblemError
 from ..reporting.density import save_png
@@ -105,11 +105,12 @@ def _measure_bandwidth(out, mpi):
             bytes_per_it = phases["mg_cg_iteration"]
     finally:
         system.close()
-    bandwidth = copy_bandwidth(mpi)
+    bandwidth, samples = copy_bandwidth_median(mpi)
     solve_total = mpi.allreduce(sum(h["sphyr_solve_seconds"] for h in out["history"][1:]), op=MPI.MAX)
     its_total = sum(h["ksp_iterations"] for h in out["history"][1:])
     achieved = bytes_per_it * its_total / solve_total if bytes_per_it and solve_total > 0 else None
-    out["bandwidth"] = {"copy_bytes_per_second": bandwidth, "mg_cg_bytes_per_iteration": bytes_per_it,
+    out["bandwidth"] = {"copy_bytes_per_second": bandwidth, "copy_samples_bytes_per_second": samples,
+                        "mg_cg_bytes_per_iteration": bytes_per_it,
                         "mg_cg_bytes_per_second": achieved,
                         "fraction_of_copy": achieved / bandwidth if achieved else None}
     if phases is not None:
@@ -132,7 +133,9 @@ def _report(args, problem, out, density):
           f"{max(summary['peak_memory_mb_per_rank']):.0f} MB/rank", flush=True)
     if "bandwidth" in out and out["bandwidth"]["fraction_of_copy"]:
         b = out["bandwidth"]
-        print(f"bandwidth: numpy copy {b['copy_bytes_per_second'] / 1e9:.1f} GB/s, MG-CG MatMults "
+        rates = [r / 1e9 for r in b["copy_samples_bytes_per_second"]]
+        print(f"bandwidth: numpy copy {b['copy_bytes_per_second'] / 1e9:.1f} GB/s (median of {len(rates)}, "
+              f"{min(rates):.1f}-{max(rates):.1f}), MG-CG MatMults "
               f"{b['mg_cg_bytes_per_second'] / 1e9:.1f} GB/s ({100 * b['fraction_of_copy']:.0f}%)", flush=True)
     for name, p in out.get("bandwidth", {}).get("phases", {}).items():
         print(f"  {name:9s} {p['bytes'] / 1e9:8.2f} GB  bound {p['bound_seconds']:.3f} s  measured "
