@@ -335,8 +335,19 @@ def test_optimize_prints_the_bound_of_every_phase(tmp_path, capsys):
     assert status == 0
     for phase in ("assembly", "setup", "solve", "update", "iteration"):
         assert f"  {phase} " in out and "measured/bound" in out
+    run = json.loads((tmp_path / "run.json").read_text())
+    # The update's bytes: the bisection passes the run made over the free cells (a volume bound decides
+    # most steps with none), not every step.
+    from sphyr_hpc.optimiser import measure
+
+    passes = run["summary"]["bisection_passes_mean"]
+    assert 0 < passes < measure.bisection_steps()
+    n_elements = 128 * 64
+    update = run["bandwidth"]["phases"]["update"]["bytes"]
+    assert update == pytest.approx(8.0 * measure.UPDATE_ARRAYS * n_elements
+                                   + 8.0 * measure.BISECTION_ARRAYS * passes * run["free_cells"], rel=1e-12)
     # The copy bandwidth the bounds divide by: the median of 9 measurements over a few seconds.
-    bandwidth = json.loads((tmp_path / "run.json").read_text())["bandwidth"]
+    bandwidth = run["bandwidth"]
     samples = bandwidth["copy_samples_bytes_per_second"]
     assert len(samples) == 9 and bandwidth["copy_bytes_per_second"] == np.median(samples) > 0
     assert "(median of 9, " in out

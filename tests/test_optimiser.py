@@ -125,3 +125,39 @@ def test_serial_oc_evaluates_few_middles_on_a_typical_update():
                                              np.minimum(d + 0.2, 1.0), target)
     assert 0.0 < below < above < np.inf
     assert (above - below) / below < 1e-7  # a hair around the crossing, not the whole bracket
+
+
+def test_the_linear_oc_update_in_one_c_pass_takes_numpys_steps(monkeypatch):
+    # The large-grid driver's bisection (simp._oc_update_linear): each pass one C read of three arrays
+    # (oc_volume.c) where numpy makes seven; the same passes, the same multiplier, the same design.
+    from mpi4py import MPI
+
+    from sphyr_hpc.optimiser import measure, simp
+    from sphyr_hpc.runtime import events
+
+    class Identity:
+        def apply(self, x):
+            return x
+
+    rng = np.random.default_rng(11)
+    n = 5000
+    design = rng.uniform(0.0, 1.0, n)
+    dc, dv = -rng.exponential(1.0, n), rng.uniform(0.5, 1.5, n)
+    is_free = rng.random(n) < 0.9
+    pinned = np.where(is_free, 0.0, rng.integers(0, 2, n).astype(float))
+    target = 0.45 * n
+    events.start_logging()
+    assert simp._oc_kernels() is not None  # a compiler is here: the first run takes the C pass
+    outcomes = {}
+    for kind in ("c", "numpy"):
+        if kind == "numpy":
+            monkeypatch.setattr(simp, "_oc_kernels", lambda: None)
+        before = events.count(events.BISECTION_PASS)
+        new_design, physical = simp._oc_update_linear(MPI.COMM_SELF, design, dc, dv, is_free, pinned, Identity(),
+                                                      target, 0.2)
+        outcomes[kind] = new_design, events.count(events.BISECTION_PASS) - before
+    (ours, our_passes), (theirs, their_passes) = outcomes["c"], outcomes["numpy"]
+    assert 0 < our_passes == their_passes < measure.bisection_steps()
+    assert np.abs(ours - theirs).max() <= 1e-15
+    assert np.all(np.abs(ours[is_free] - design[is_free]) <= 0.2 + 1e-15)
+    assert np.all(ours[~is_free] == pinned[~is_free])

@@ -100,7 +100,8 @@ def _measure_bandwidth(out, mpi):
     summary = out["summary"]
     try:
         bytes_per_it = mg_cg_bytes_per_iteration(system)
-        phases = phase_bytes(system, summary["ksp_iterations_mean"], out.get("free_cells", system.loadcase.n_elements))
+        phases = phase_bytes(system, summary["ksp_iterations_mean"], out.get("free_cells", system.loadcase.n_elements),
+                             bisection_passes=summary.get("bisection_passes_mean") or None)
         if phases is not None:  # the model's count (storage of every level, vector passes)
             bytes_per_it = phases["mg_cg_iteration"]
     finally:

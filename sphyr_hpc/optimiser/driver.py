@@ -144,6 +144,7 @@ class _IterationLog:
         self.history = []
         self.last = self.started = time.perf_counter()
         self.events = {n: timing.seconds(n) for n in timing.EVENTS}
+        self.passes = timing.count(timing.BISECTION_PASS)
 
     def __call__(self, iteration, compliance, physical, change):
         from mpi4py import MPI
@@ -156,6 +157,7 @@ class _IterationLog:
                "penal": self.penalty(iteration), "ksp_iterations": int(system.last_iterations),
                "seconds": now - self.last}
         row.update({f"{n}_seconds": events[n] - self.events[n] for n in timing.EVENTS})
+        row["bisection_passes"] = timing.count(timing.BISECTION_PASS) - self.passes
         self.history.append(row)
         if iteration == 1 and system.hierarchy:
             for line in format_hierarchy(*system.hierarchy, system.multigrid.levels if system.multigrid else None):
@@ -168,6 +170,7 @@ class _IterationLog:
             self.writer.write_step(iteration, physical, compliance=compliance, change=change)
         self.last = time.perf_counter()
         self.events = {n: timing.seconds(n) for n in timing.EVENTS}
+        self.passes = timing.count(timing.BISECTION_PASS)
 
 
     def _of_total(self, iteration, now):
@@ -310,6 +313,8 @@ def run_summary(out, mpi, warmup=1):
         summary[key] = mpi.allreduce(value, op=MPI.MAX)
     summary["ksp_iterations_mean"] = float(np.mean([h["ksp_iterations"] for h in steady])) if steady else 0.0
     summary["ksp_iterations_max"] = int(max([h["ksp_iterations"] for h in steady], default=0))
+    # The optimality-criteria bisection's passes over the cells (the bytes model's count; all ranks make the same).
+    summary["bisection_passes_mean"] = float(np.mean([h.get("bisection_passes", 0) for h in steady])) if steady else 0.0
     memory = mpi.allgather(peak_memory_mb())
     summary["peak_memory_mb_per_rank"] = memory
     return summary

@@ -18,11 +18,14 @@ must read or write at least, summed over all ranks:
   :func:`~sphyr_hpc.solvers.multigrid.level_visits`) ``2 m`` Chebyshev
   steps (a MatMult and ~7 vector passes each; the finest level's fused
   steps, :class:`~sphyr_hpc.solvers.fused.ChebyshevSmoother`, the moduli
-  or stencils and 6 vector passes each), the residual, restriction and interpolation;
+  or stencils and 6 vector passes each), the residual (a MatMult and b read),
+  restriction and interpolation;
 * ``update``: element energies (the displacements read once, an energy
   written), sensitivities, the filter's two applications and the
-  optimality-criteria bisection (``bisection_steps`` passes over 7 arrays of
-  the free cells), 8-byte values.
+  optimality-criteria bisection (3 arrays of the free cells read a pass,
+  ``oc_volume.c``; the passes the run made, counted by the
+  ``sphyr_bisection_pass`` event, where a volume bound decides most of the
+  ``bisection_steps`` steps with none), 8-byte values.
 
 A MatMult moves the stored matrix (AIJ: 12 bytes a nonzero and 4 a row;
 BAIJ/SBAIJ: 8 bytes a stored value, 4 a stored 2x2 block and 4 a block row)
@@ -54,7 +57,7 @@ VECTOR_PASSES_ESTEIG = 10     # a CG step of the eigenvalue estimate
 VECTOR_PASSES_ESTEIG_FUSED = 8  # matfree's fused CG step: r read and written, Kp, D^-1; D^-1, r, p read, p written
 ESTEIG_STEPS = 10             # multigrid.configure_mg: -mg_levels_esteig_ksp_max_it default
 UPDATE_ARRAYS = 12            # energies 3, sensitivity 3, filter 2 x 2, change 2 (8 bytes a cell)
-BISECTION_ARRAYS = 7          # scaled, candidate (2 writes), low, high, dv, candidate read by the dot
+BISECTION_ARRAYS = 3          # scaled, the design, dv: oc_volume.c's pass (numpy's fallback moves 7)
 
 
 def matrix_bytes(A):
@@ -110,8 +113,10 @@ def _levels(system):
     return ops, interps
 
 
-def phase_bytes(system, ksp_iterations, n_free):
-    """Bytes per SIMP iteration by phase (dict), all ranks; None unless CG + PCMG."""
+def phase_bytes(system, ksp_iterations, n_free, bisection_passes=None):
+    """Bytes per SIMP iteration by phase (dict), all ranks; None unless CG + PCMG.  ``bisection_passes``:
+    the optimality-criteria bisection's passes over the cells a SIMP iteration made (the run's
+    ``sphyr_bisection_pass`` events), else every step of :func:`bisection_steps` counted."""
     pc = system.ksp.getPC()
     if pc.getType() != "mg":
         return None
@@ -143,7 +148,7 @@ def phase_bytes(system, ksp_iterations, n_free):
             setup += ESTEIG_STEPS * (matmult_bytes(A) + 8.0 * VECTOR_PASSES_ESTEIG * n) + matrix_bytes(A)
             smoothing = matmult_bytes(A) + 8.0 * VECTOR_PASSES_CHEBYSHEV * n
         visits = level_visits(depth, cycle_type, finest_type)
-        per_visit = 2 * steps * smoothing + matmult_bytes(A)
+        per_visit = 2 * steps * smoothing + matmult_bytes(A) + 8.0 * n  # the residual: b - A x
         if depth < len(interps):
             per_visit += 2 * matmult_bytes(interps[depth])
             if galerkin_products:
@@ -151,7 +156,8 @@ def phase_bytes(system, ksp_iterations, n_free):
                 setup += matrix_bytes(A) + matrix_bytes(interps[depth]) + matrix_bytes(coarse)
         cycle += visits * per_visit
     solve = ksp_iterations * cycle
-    update = 8.0 * UPDATE_ARRAYS * n_elements + 8.0 * BISECTION_ARRAYS * bisection_steps() * n_free
+    passes = bisection_steps() if bisection_passes is None else bisection_passes
+    update = 8.0 * UPDATE_ARRAYS * n_elements + 8.0 * BISECTION_ARRAYS * passes * n_free
     return {"assembly": assembly, "setup": setup, "solve": solve, "update": update,
             "mg_cg_iteration": cycle}
 

@@ -30,9 +30,11 @@ not:
   ``penal``; the run cannot converge before it gets there.
 """
 
+import ctypes
 import functools
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -50,6 +52,7 @@ OC_RELATIVE_GAP = 1e-6
 # A volume bound decides a bisection step only when it clears the target by this much (relative):
 # far above the rounding of a sum of a few million positive terms (n * eps ~ 1e-9 at 4M).
 BOUND_MARGIN = 1e-7
+OC_SOURCE = Path(__file__).with_name("oc_volume.c")
 
 
 @dataclass
@@ -271,6 +274,21 @@ def _settled(over):
 _EPS = float(np.finfo(float).eps)
 
 
+@functools.lru_cache(maxsize=1)
+def _oc_kernels():
+    """The compiled ``oc_volume`` and ``oc_candidate`` (the bisection's pass in one read of three
+    arrays), or None without a C compiler (numpy's passes)."""
+    from ..runtime import native
+    from ..solvers.fused import native_function
+
+    pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
+    try:
+        return (native_function(OC_SOURCE, "oc_volume", real, size, pointer, pointer, pointer, real, real),
+                native_function(OC_SOURCE, "oc_candidate", None, size, pointer, pointer, real, real, pointer))
+    except native.NativeUnavailable:
+        return None
+
+
 def _oc_update_linear(mpi, design, dc, dv, is_free, pinned, density_filter, target, move_limit):
     """:func:`_oc_update` with the volume of a candidate as ``pinned part + dv . x`` (no MatMult a step).
 
@@ -281,10 +299,12 @@ def _oc_update_linear(mpi, design, dc, dv, is_free, pinned, density_filter, targ
     from mpi4py import MPI
 
     free_dv = dv[is_free]
-    scaled = design[is_free] * np.sqrt(np.maximum(-dc[is_free], 0.0) / np.maximum(free_dv, 1e-12))
-    low = np.maximum(design[is_free] - move_limit, 0.0)
-    high = np.minimum(design[is_free] + move_limit, 1.0)
+    x = design[is_free]
+    scaled = x * np.sqrt(np.maximum(-dc[is_free], 0.0) / np.maximum(free_dv, 1e-12))
+    low = np.maximum(x - move_limit, 0.0)
+    high = np.minimum(x + move_limit, 1.0)
     fixed = float(pinned[~is_free].sum() + np.dot(dv[~is_free], pinned[~is_free]))
+    kernels = _oc_kernels()
     candidate = np.empty_like(scaled)
     # Bounds of the volume (dv >= 0, scaled >= 0): clip(x, low, high) <= low + x gives
     # V(s) <= top + s * slope, so a middle whose bound is under the target by far more than
@@ -297,11 +317,23 @@ def _oc_update_linear(mpi, design, dc, dv, is_free, pinned, density_filter, targ
     def over(middle):
         if top + slope / np.sqrt(middle) < target - margin:
             return False
+        with timing.timed(timing.BISECTION_PASS):  # counted: the bytes model's passes
+            if kernels is not None:  # one pass reading scaled, x and dv (oc_volume.c)
+                volume = kernels[0](x.size, scaled.ctypes.data, x.ctypes.data, free_dv.ctypes.data, move_limit,
+                                    1.0 / np.sqrt(middle))
+            else:
+                np.multiply(scaled, 1.0 / np.sqrt(middle), out=candidate)
+                fe.clip(candidate, low, high, out=candidate)
+                volume = float(np.dot(free_dv, candidate))
+            return mpi.allreduce(fixed + volume, op=MPI.SUM) > target
+
+    middle = _bisect(-np.inf, np.inf, over)
+    # The final middle's candidate (what its pass computes, also where the bound decided that step).
+    if kernels is not None:
+        kernels[1](x.size, scaled.ctypes.data, x.ctypes.data, move_limit, 1.0 / np.sqrt(middle), candidate.ctypes.data)
+    else:
         np.multiply(scaled, 1.0 / np.sqrt(middle), out=candidate)
         fe.clip(candidate, low, high, out=candidate)
-        return mpi.allreduce(fixed + float(np.dot(free_dv, candidate)), op=MPI.SUM) > target
-
-    _bisect(-np.inf, np.inf, over)  # every step evaluated: ``candidate`` is the final middle's
     new_design = pinned.copy()
     new_design[is_free] = candidate
     physical = np.where(is_free, density_filter.apply(new_design), pinned)

@@ -8,6 +8,10 @@ Four events split an iteration (they nest in nothing and do not overlap):
 * ``sphyr_solve``: the Krylov iterations (or the triangular solves);
 * ``sphyr_update``: sensitivities, filter and the optimality-criteria update.
 
+One more counts rather than times: ``sphyr_bisection_pass``, one pass of the
+optimality-criteria bisection over the free cells (inside ``sphyr_update``;
+the steps a volume bound decides make none), read by :func:`count`.
+
 Events are registered once per process (:func:`event`).  Their times are only
 collected while PETSc logging is on (``PETSc.Log.begin()``, or ``-log_view``);
 :func:`seconds` reads them, and is 0 otherwise.
@@ -20,6 +24,7 @@ SETUP = "sphyr_setup"
 SOLVE = "sphyr_solve"
 UPDATE = "sphyr_update"
 EVENTS = (ASSEMBLY, SETUP, SOLVE, UPDATE)
+BISECTION_PASS = "sphyr_bisection_pass"
 
 _registered = {}
 _logging = []
@@ -47,3 +52,8 @@ def start_logging():
 def seconds(name):
     """Seconds spent in event ``name`` on this rank so far (needs :func:`start_logging`)."""
     return float(event(name).getPerfInfo().get("time", 0.0))
+
+
+def count(name):
+    """Times event ``name`` was entered on this rank so far (needs :func:`start_logging`)."""
+    return int(event(name).getPerfInfo().get("count", 0))
