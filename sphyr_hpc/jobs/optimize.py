@@ -12,7 +12,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..io.atomic import write_json_atomic
-from ..optimiser.driver import copy_bandwidth_median, mg_cg_bytes_per_iteration, optimise, rank0_logger, run_summary
+from ..optimiser.driver import copy_bandwidth, mg_cg_bytes_per_iteration, optimise, rank0_logger, run_summary
 from ..optimiser.measure import bounds, phase_bytes
 from ..optimiser.problems import ProblemError
 from ..reporting.density import save_png
@@ -106,7 +106,7 @@ def _measure_bandwidth(out, mpi):
             bytes_per_it = phases["mg_cg_iteration"]
     finally:
         system.close()
-    bandwidth, samples = copy_bandwidth_median(mpi)
+    bandwidth, samples = copy_bandwidth(mpi)
     solve_total = mpi.allreduce(sum(h["sphyr_solve_seconds"] for h in out["history"][1:]), op=MPI.MAX)
     its_total = sum(h["ksp_iterations"] for h in out["history"][1:])
     achieved = bytes_per_it * its_total / solve_total if bytes_per_it and solve_total > 0 else None

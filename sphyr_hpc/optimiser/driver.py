@@ -32,7 +32,7 @@ DEFAULT_TOLERANCE = 0.01     # the 88-line code's stopping change
 DEFAULT_RADIUS = 1.5         # in elements; the 88-line code's MBB example (mesh dependent)
 DEFAULT_CONTINUATION = "1,0.5,10"
 BANDWIDTH_BYTES = 400 * 2**20  # larger than any cache: copy_bandwidth measures memory
-BANDWIDTH_SAMPLES = 9           # copy_bandwidth_median: measurements ...
+BANDWIDTH_SAMPLES = 9           # copy_bandwidth: measurements ...
 BANDWIDTH_PAUSE = 0.3           # ... seconds apart
 
 
@@ -232,10 +232,11 @@ def peak_memory_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def copy_bandwidth(mpi, nbytes=BANDWIDTH_BYTES, repeats=3, samples=1, pause=0.0):
-    """Aggregate bandwidth (bytes/s, read + write) of every rank copying its own ``nbytes`` array at once:
-    the best of ``repeats`` copies; with ``samples`` > 1 a list of that many such measurements,
-    ``pause`` seconds apart (see :func:`copy_bandwidth_median`)."""
+def copy_bandwidth(mpi, nbytes=BANDWIDTH_BYTES, repeats=3, samples=BANDWIDTH_SAMPLES, pause=BANDWIDTH_PAUSE):
+    """(median, every sample) of the aggregate bandwidth (bytes/s, read + write) of every rank copying its
+    own ``nbytes`` array at once, each sample the best of ``repeats`` copies, ``samples`` of them ``pause``
+    seconds apart: what this machine's memory gives varies from one moment to the next (a shared host's
+    other work), and one moment's best is not the bandwidth a run of seconds had."""
     src = np.ones(nbytes // 8)
     dst = np.empty_like(src)
     np.copyto(dst, src)  # first touch
@@ -251,15 +252,7 @@ def copy_bandwidth(mpi, nbytes=BANDWIDTH_BYTES, repeats=3, samples=1, pause=0.0)
             mpi.Barrier()
             best = min(best, time.perf_counter() - t0)
         rates.append(mpi.size * 2.0 * src.nbytes / best)
-    return rates if samples > 1 else rates[0]
-
-
-def copy_bandwidth_median(mpi, samples=BANDWIDTH_SAMPLES, pause=BANDWIDTH_PAUSE):
-    """(median, every sample) of ``samples`` copy bandwidths :func:`copy_bandwidth` measures over a few
-    seconds: what this machine's memory gives varies from one moment to the next (a shared host's
-    other work), and one moment's best is not the bandwidth a run of seconds had."""
-    rates = copy_bandwidth(mpi, samples=samples, pause=pause)
-    return float(np.median(rates)), [float(r) for r in rates]
+    return float(np.median(rates)), rates
 
 
 def mg_cg_bytes_per_iteration(system):

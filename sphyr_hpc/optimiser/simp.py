@@ -302,9 +302,9 @@ def _oc_update_linear(mpi, design, dc, dv, is_free, pinned, density_filter, targ
     x = design[is_free]
     scaled = x * np.sqrt(np.maximum(-dc[is_free], 0.0) / np.maximum(free_dv, 1e-12))
     low = np.maximum(x - move_limit, 0.0)
-    high = np.minimum(x + move_limit, 1.0)
     fixed = float(pinned[~is_free].sum() + np.dot(dv[~is_free], pinned[~is_free]))
     kernels = _oc_kernels()
+    high = np.minimum(x + move_limit, 1.0) if kernels is None else None  # numpy's clip (the C pass derives it)
     candidate = np.empty_like(scaled)
     # Bounds of the volume (dv >= 0, scaled >= 0): clip(x, low, high) <= low + x gives
     # V(s) <= top + s * slope, so a middle whose bound is under the target by far more than
@@ -314,26 +314,29 @@ def _oc_update_linear(mpi, design, dc, dv, is_free, pinned, density_filter, targ
                                op=MPI.SUM)
     margin = BOUND_MARGIN * max(abs(target), 1.0)
 
+    def candidate_at(middle):
+        """``candidate`` of the multiplier ``middle``: clip(scaled / sqrt(middle), low, high)."""
+        if kernels is not None:
+            kernels[1](x.size, scaled.ctypes.data, x.ctypes.data, move_limit, 1.0 / np.sqrt(middle),
+                       candidate.ctypes.data)
+        else:
+            np.multiply(scaled, 1.0 / np.sqrt(middle), out=candidate)
+            fe.clip(candidate, low, high, out=candidate)
+
     def over(middle):
         if top + slope / np.sqrt(middle) < target - margin:
             return False
         with timing.timed(timing.BISECTION_PASS):  # counted: the bytes model's passes
-            if kernels is not None:  # one pass reading scaled, x and dv (oc_volume.c)
+            if kernels is not None:  # one pass reading scaled, x and dv (oc_volume.c), nothing stored
                 volume = kernels[0](x.size, scaled.ctypes.data, x.ctypes.data, free_dv.ctypes.data, move_limit,
                                     1.0 / np.sqrt(middle))
             else:
-                np.multiply(scaled, 1.0 / np.sqrt(middle), out=candidate)
-                fe.clip(candidate, low, high, out=candidate)
+                candidate_at(middle)
                 volume = float(np.dot(free_dv, candidate))
             return mpi.allreduce(fixed + volume, op=MPI.SUM) > target
 
-    middle = _bisect(-np.inf, np.inf, over)
     # The final middle's candidate (what its pass computes, also where the bound decided that step).
-    if kernels is not None:
-        kernels[1](x.size, scaled.ctypes.data, x.ctypes.data, move_limit, 1.0 / np.sqrt(middle), candidate.ctypes.data)
-    else:
-        np.multiply(scaled, 1.0 / np.sqrt(middle), out=candidate)
-        fe.clip(candidate, low, high, out=candidate)
+    candidate_at(_bisect(-np.inf, np.inf, over))
     new_design = pinned.copy()
     new_design[is_free] = candidate
     physical = np.where(is_free, density_filter.apply(new_design), pinned)

@@ -45,26 +45,23 @@ from .matfree import stencil_nonzeros
 from .stencil import STENCIL, ModuliSum, StencilOperator, upper_order
 
 # The coarse levels down to this depth below the finest are summed straight from the moduli: a level d deep
-# costs ~36 (stencils) or 64 (element matrices) multiply-adds a fine element and a table of 4^d x 64 values;
+# costs 36 multiply-adds a fine element (an element matrix's upper triangle) and a table of 4^d x 36 values;
 # deeper ones follow from the level above (64x64 products a coarse element, a quarter of the elements).
 DIRECT_DEPTH = 4
 _ROW = np.array([r for r, _ in _POS])
 _COL = np.array([c for _, c in _POS])
 
 
-def _product(children, kron, shape, width=64):
-    """``children @ kron`` for a strided (rows, cols, width) view, as one BLAS product on a contiguous copy."""
-    return (np.ascontiguousarray(children).reshape(-1, width) @ kron).reshape(shape)
+def _product(children, kron, shape):
+    """``children @ kron`` for a strided (rows, cols, 64) view, as one BLAS product on a contiguous copy."""
+    return (np.ascontiguousarray(children).reshape(-1, 64) @ kron).reshape(shape)
 
 
 def _q_matrix(wy, wx):
-    """Q (8x8): a child's DOFs from its parent's, for 1-D weights ``wy``/``wx`` (child corner x parent corner)."""
-    q = np.zeros((8, 8))
-    for a, (ar, ac) in enumerate(_POS):
-        for b, (br, bc) in enumerate(_POS):
-            w = wy[ar, br] * wx[ac, bc]
-            q[2 * a, 2 * b] = q[2 * a + 1, 2 * b + 1] = w
-    return q
+    """Q (8x8): a fine element's DOFs from a coarse one's, for 1-D weights ``wy``/``wx`` (fine corner x
+    coarse corner), over the broadcast leading axes of ``wy`` and ``wx``."""
+    nodes = wy[..., _ROW[:, None], _ROW[None, :]] * wx[..., _COL[:, None], _COL[None, :]]
+    return np.einsum("...ab,de->...adbe", nodes, np.eye(2)).reshape(nodes.shape[:-2] + (8, 8))
 
 
 class _Axis:
@@ -103,7 +100,8 @@ class _Axis:
         return np.searchsorted(self.first, child, side="right") - 1
 
     def slices(self, c0, c1):
-        """For a child box [c0, c1): the parent box and, per (run, slot), (parent slice, child slice, weights)."""
+        """For a child box [c0, c1): per (run, slot), (parent slice relative to the parent box, child
+        slice, weights)."""
         p0, p1 = int(self.parent_of(c0)), int(self.parent_of(c1 - 1)) + 1
         ops = []
         for ra, rb in self.runs:
@@ -119,8 +117,8 @@ class _Axis:
                     continue
                 start = int(self.first[va]) + s - c0
                 ops.append((slice(va - p0, vb - p0), slice(start, start + n * (vb - va - 1) + 1, n),
-                            self.weights[ra][s], (rb - ra, ra), s))
-        return (p0, p1), ops
+                            self.weights[ra][s]))
+        return ops
 
 
 class _Chain:
@@ -155,9 +153,8 @@ class _Chain:
 def _projected(wy, wx, matrices):
     """``Q^T M Q`` flattened (64 values) for ``Q = _q_matrix(wy, wx)``, over the broadcast leading axes of
     the 2x2 weights ``wy``, ``wx`` and the 8x8 ``matrices``."""
-    nodes = wy[..., _ROW[:, None], _ROW[None, :]] * wx[..., _COL[:, None], _COL[None, :]]
-    q = np.einsum("...ab,de->...adbe", nodes, np.eye(2)).reshape(nodes.shape[:-2] + (8, 8))
-    return np.einsum("...ia,...ij,...jb->...ab", q, matrices, q).reshape(nodes.shape[:-2] + (64,))
+    q = _q_matrix(wy, wx)
+    return np.einsum("...ia,...ij,...jb->...ab", q, matrices, q).reshape(q.shape[:-2] + (64,))
 
 
 class GridGalerkin:
@@ -199,9 +196,9 @@ class GridGalerkin:
                 self._steps.append(None)
             else:
                 box_y, box_x = chain_y.box[depth - 1], chain_x.box[depth - 1]
-                (_, opy), (_, opx) = axes_y[depth - 1].slices(*box_y), axes_x[depth - 1].slices(*box_x)
+                opy, opx = axes_y[depth - 1].slices(*box_y), axes_x[depth - 1].slices(*box_x)
                 self._steps.append([(sy, cy, sx, cx, np.kron(*[_q_matrix(wy, wx)] * 2))
-                                    for sy, cy, wy, _, _ in opy for sx, cx, wx, _, _ in opx])
+                                    for sy, cy, wy in opy for sx, cx, wx in opx])
                 self._sums.append(None)
             dm = PETSc.DMDA().create(
                 dim=2, dof=2, sizes=(level.nelx + 1, level.nely + 1), proc_sizes=da.getProcSizes(),

@@ -443,14 +443,14 @@ def _interpolations(system, levels, coarse_dms):
     kind = opts.getString("mg_interpolation_mat_type", INTERPOLATION_MAT_TYPE).lower()
     if kind not in ("shell", "aij"):
         raise ValueError(f"-{system.prefix}mg_interpolation_mat_type {kind}: expected shell or aij")
+    from ..runtime.native import NativeUnavailable
+    from .transfer import GridTransfer
+
     smallest = system.comm.getSize() * opts.getInt("mg_stencil_min_dofs", STENCIL_MIN_DOFS)
     out = []
     for depth, (fine, coarse) in enumerate(zip(levels[:-1], levels[1:])):
         P = None
         if kind == "shell" and coarse_dms is not None and coarse.n_dofs >= smallest:
-            from ..runtime.native import NativeUnavailable
-            from .transfer import GridTransfer
-
             try:
                 P = GridTransfer(PETSc, fine, coarse, coarse_dms[depth], _axis_weights).mat
             except NativeUnavailable:  # said once by the finest level's fallback

@@ -36,7 +36,7 @@ STENCIL = "stencil"
 
 def kernels():
     """The compiled ``stencil_apply``, ``stencil_chebyshev_step``, ``stencil_diagonal``,
-    ``stencil_add_elements``, ``stencil_add_listed`` and ``stencil_from_moduli`` (raises
+    ``stencil_add_elements`` and ``stencil_add_listed`` (raises
     :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
     pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
     return (native_function(SOURCE, "stencil_apply", real, size, size, *[pointer] * 5, size),
@@ -44,8 +44,7 @@ def kernels():
             native_function(SOURCE, "stencil_diagonal", None, size, size, pointer, pointer, pointer),
             native_function(SOURCE, "stencil_add_elements", None, size, size, pointer, size, size, size, size,
                             pointer, pointer),
-            native_function(SOURCE, "stencil_add_listed", None, size, pointer, pointer, size, size, pointer, pointer),
-            from_moduli_kernel())
+            native_function(SOURCE, "stencil_add_listed", None, size, pointer, pointer, size, size, pointer, pointer))
 
 
 def from_moduli_kernel():
@@ -126,7 +125,7 @@ class StencilOperator(FusedOperator):
 
     def __init__(self, PETSc, dm, nnz):
         """``nnz``: the nonzeros the level stands for (the operator complexity counts them)."""
-        self._apply, self._step, self._diagonal_of, self._add, self._add_listed, _ = kernels()
+        self._apply, self._step, self._diagonal_of, self._add, self._add_listed = kernels()
         (oxs, oxe), (oys, oye) = dm.getRanges()
         self._init_fused((oys, oye, oxs, oxe), dm.getSizes()[0])
         self._box = ny, nx = oye - oys, oxe - oxs
@@ -177,22 +176,19 @@ class StencilOperator(FusedOperator):
     def add_listed(self, rows, cols, upper):
         """Add elements one by one: element k's first node (rows[k], cols[k]) of the level's grid, its
         upper triangle ``upper[k]`` (36 values of :func:`upper_order`)."""
-        oys, _, oxs, _ = self._owned_box
-        rc = np.ascontiguousarray(np.stack([np.asarray(rows) - oys, np.asarray(cols) - oxs], axis=1), dtype=np.int64)
+        rc = np.ascontiguousarray(np.stack(self._element_origin((1, 1), np.asarray(rows), np.asarray(cols)), axis=1),
+                                  dtype=np.int64)
         upper = np.ascontiguousarray(upper, dtype=float)
-        ny, nx = self._box
-        if rc.size and ((rc < -1).any() or rc[:, 0].max() >= ny or rc[:, 1].max() >= nx):
-            raise RuntimeError("coarse elements outside this rank's nodes and the ring around them")
-        self._add_listed(rc.shape[0], rc.ctypes.data, upper.ctypes.data, ny, nx, self._stencils.ctypes.data,
+        self._add_listed(rc.shape[0], rc.ctypes.data, upper.ctypes.data, *self._box, self._stencils.ctypes.data,
                          self._s_ring.ctypes.data)
 
     def _element_origin(self, shape, first_row, first_col):
-        """A block of ``shape`` coarse elements from (first_row, first_col): its first node in the owned box,
-        checked to lie within the owned nodes and the ring."""
+        """A block of ``shape`` coarse elements from (first_row, first_col) (numbers, or arrays of blocks):
+        its first node in the owned box, checked to lie within the owned nodes and the ring."""
         oys, _, oxs, _ = self._owned_box
         ny, nx = self._box
         r0, c0 = first_row - oys, first_col - oxs
-        if r0 < -1 or c0 < -1 or r0 + shape[0] > ny or c0 + shape[1] > nx:
+        if np.any(r0 < -1) or np.any(c0 < -1) or np.any(r0 + shape[0] > ny) or np.any(c0 + shape[1] > nx):
             raise RuntimeError("coarse elements outside this rank's nodes and the ring around them")
         return r0, c0
 
