@@ -57,6 +57,22 @@ def cantilever(nely, nelx):
     return loadcase.LoadCase(nely, nelx, ((nely // 2, nelx - 1),), supports)
 
 
+def two_ranks_marker(test_file):
+    """A decorator marking a test ``mpi`` and skipping it on fewer than 2 ranks, its reason the command that
+    runs the MPI tests of ``test_file`` (a path under tests/)."""
+    from mpi4py import MPI
+
+    marks = [pytest.mark.mpi, pytest.mark.skipif(MPI.COMM_WORLD.size < 2, reason="needs 2 MPI ranks: "
+                                                 f"mpirun -n 2 python -m pytest -m mpi {test_file}")]
+
+    def mark(test):
+        for each in marks:
+            test = each(test)
+        return test
+
+    return mark
+
+
 def collective(compute):
     """Run ``compute()`` on every rank of COMM_WORLD; return every rank's result.
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from conftest import collective
+from conftest import collective, two_ranks_marker
 from sphyr_hpc.core import discretisation as fe
 from sphyr_hpc import generate, optimize, scaling
 from sphyr_hpc.jobs import scaling as scaling_study
@@ -28,19 +28,10 @@ from sphyr_hpc.optimiser.problems import ProblemError
 from sphyr_hpc.solvers import assembly, elasticity, multigrid, sizing
 from sphyr_hpc.solvers.elasticity import ElasticitySystem, PartitionError, SolverError
 
-MPI_MARK = pytest.mark.mpi  # registered in conftest.py
-
 WORLD = MPI.COMM_WORLD
-TWO_RANKS = [MPI_MARK, pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: "
-                                          "mpirun -n 2 python -m pytest -m mpi tests/test_large.py")]
+two_ranks = two_ranks_marker("tests/test_large.py")  # marked mpi (registered in conftest.py), skipped on 1 rank
 ONE_RANK = pytest.mark.skipif(WORLD.size > 1, reason="serial test")
 DATASET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "v1_sample.jsonl")
-
-
-def two_ranks(fn):
-    for mark in TWO_RANKS:
-        fn = mark(fn)
-    return fn
 
 
 def _options(prefix, **values):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from conftest import collective
+from conftest import collective, two_ranks_marker
 from sphyr_hpc.core import discretisation as fe
 from sphyr_hpc.optimiser import measure, problems
 from sphyr_hpc.runtime.petsc import petsc
@@ -23,15 +23,7 @@ from test_matfree import COARSE, _design, _petsc_chebyshev, _with_options
 
 WORLD = MPI.COMM_WORLD
 ONE_RANK = pytest.mark.skipif(WORLD.size > 1, reason="serial test")
-TWO_RANKS = [pytest.mark.mpi, pytest.mark.skipif(WORLD.size < 2, reason="needs 2 MPI ranks: "
-                                                 "mpirun -n 2 python -m pytest -m mpi tests/test_stencil.py")]
-
-
-def two_ranks(test):
-    """``test`` marked ``mpi`` and skipped on fewer than 2 ranks (TWO_RANKS)."""
-    for mark in TWO_RANKS:
-        test = mark(test)
-    return test
+two_ranks = two_ranks_marker("tests/test_stencil.py")
 
 
 # Every level between the finest and the coarsest as stencils, however small.
