@@ -812,3 +812,64 @@ def test_the_coarse_levels_are_set_up_for_each_new_design():
     after = _second_design_after_first("lg_renew_after_", 0.95)
     assert after[1] == fresh[1]
     assert after[0] == pytest.approx(fresh[0], rel=1e-13)
+
+
+def _huge_bytes_in(first, last):
+    """AnonHugePages (bytes) of this process's mappings that overlap [first, last) (madvise splits one
+    mapping at the 2 MiB boundaries it is given)."""
+    inside = False
+    total = 0
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                start, end = (int(part, 16) for part in head.split("-"))
+                inside = start < last and end > first
+            elif inside and head == "AnonHugePages:":
+                total += 1024 * int(line.split()[1])
+    return total
+
+
+@ONE_RANK
+def test_huge_pages_back_a_large_malloc_block_after_advise():
+    import ctypes
+
+    from sphyr_hpc.runtime import huge_pages
+
+    if not os.path.exists("/proc/self/smaps"):
+        pytest.skip("no /proc/self/smaps (not Linux)")
+    with open("/sys/kernel/mm/transparent_hugepage/enabled") as fh:
+        if "[never]" in fh.read():
+            pytest.skip("transparent huge pages are off on this machine")
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = (ctypes.c_size_t,)
+    size = 48 << 20  # above glibc's mmap threshold: a mapping of its own, on 4 KiB pages
+    block = libc.malloc(size)
+    try:
+        ctypes.memset(block, 1, size)
+        if _huge_bytes_in(block, block + size) >= size // 2:
+            pytest.skip("the kernel put this block on huge pages by itself")
+        collapsed = huge_pages.advise(min_bytes=32 << 20)
+        if collapsed == 0:
+            pytest.skip("this kernel collapses no pages (MADV_COLLAPSE needs Linux 6.1)")
+        after = _huge_bytes_in(block, block + size)
+        assert after >= size // 2  # most of the block now on 2 MiB pages
+        assert ctypes.string_at(block + size - 8, 8) == b"\x01" * 8  # the contents kept
+    finally:
+        libc.free(ctypes.c_void_p(block))
+
+
+def test_huge_pages_leave_the_multigrid_solution_unchanged():
+    lc, rho = _simp_design(48, 24, iterations=10)
+    moduli = fe.simp_modulus(rho, 3.0)
+    got = {}
+    for flag in ("0", "1"):
+        clear = _options("hp_", huge_pages=flag)
+        try:
+            with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix="hp_", solver="mg") as system:
+                got[flag] = system.solve(system.slab_of(moduli))
+        finally:
+            clear()
+    assert np.isfinite(got["1"]) and got["1"] > 0
+    assert got["1"] == pytest.approx(got["0"], rel=1e-12)

@@ -65,6 +65,7 @@ import numpy as np
 from ..runtime.petsc import inserted_options, petsc, seqsbaij_values, view_once
 from ..core import discretisation as fe
 from ..runtime import events as timing
+from ..runtime import huge_pages
 from ..runtime.native import NativeUnavailable
 from . import multigrid
 from .assembly import ElementAssembly, ElementBlockAssembly, StencilAssembly, StorageAssembly
@@ -238,6 +239,13 @@ class ElasticitySystem(SlabFields, LinearSystem):
                                     addv=self.PETSc.InsertMode.ADD_VALUES)
                 K.assemble()
 
+    def _advise_huge_pages(self):
+        """Once the solver's vectors exist: the large ones on huge pages (``-<prefix>huge_pages``,
+        default on where a vector is at least :data:`huge_pages.MIN_BYTES`; see :mod:`huge_pages`)."""
+        large = self.solver != "direct" and 8 * self.n_local_dofs >= huge_pages.MIN_BYTES
+        if self.PETSc.Options(self.prefix).getBool("huge_pages", large):
+            huge_pages.advise()
+
     def _update_coarse(self, moduli):
         """The coarse operators from the moduli (multigrid), their smoothers to be set up anew."""
         if self.multigrid is not None and self.multigrid.coarse is not None:
@@ -295,6 +303,7 @@ class ElasticitySystem(SlabFields, LinearSystem):
                 with timing.timed(timing.SETUP), inserted_options(self.prefix, self._defaults):
                     self.ksp.setUp()
                     multigrid.set_up_fused_smoothers(self.ksp)
+                    self._advise_huge_pages()
                 self._defaults = None  # read: the first set-up is done
                 if self.solver != "direct":
                     multigrid.plain_csr_kernels(self.ksp)
