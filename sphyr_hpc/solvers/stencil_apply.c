@@ -340,65 +340,119 @@ void stencil_from_moduli(int64_t ncy, int64_t ncx, const int64_t *ystart, const 
 /* Bilinear transfers between a level (fine) and the next coarser (coarse), 2 values a node.  Fine owned node
  * (r, c), (fny, fnx) of them, lies between the coarse rows cy[r], cy[r] + 1 with weights wy[2 r], wy[2 r + 1]
  * and the coarse columns cx[c], cx[c] + 1 likewise (coarse indices of the coarse owned box, in [-1, cny]
- * and [-1, cnx]: its ring beyond).  A node's two values are interpolated alike. */
+ * and [-1, cnx]: its ring beyond).  A node's two values are interpolated alike.
+ *
+ * The weights are a product of one along y and one along x, so both transfers go one axis at a time: a
+ * coarse row interpolated along x onto the fine columns once (x_interpolate), then every fine row a
+ * weighted sum of the two rows beside it, one streaming pass (P x); and the transpose, each fine row added
+ * with its weights into the two coarse rows' accumulators along the fine columns, an accumulator restricted
+ * along x into its coarse row once no later fine row adds to it (P^T x).  Rows come in increasing order
+ * (cy is nondecreasing), so two rows' buffers of 2 fnx values are all a transfer holds. */
 
-/* y = P xc (add: y += P xc): xc the coarse owned values and its ring. */
+static const double *pair_at(const field *f, const double *row, int64_t k, int64_t j)
+{
+    return (j >= 0 && j < f->nx) ? row + 2 * j : node(f, k, j);
+}
+
+/* out = coarse row k (in [-1, cny]) interpolated along x onto the fine columns. */
+static void x_interpolate(const field *f, int64_t k, int64_t fnx, const int64_t *cx, const double *wx,
+                          double *restrict out)
+{
+    const double *row = row_start(f, k);
+    for (int64_t c = 0; c < fnx; ++c) {
+        const double *p0 = pair_at(f, row, k, cx[c]), *p1 = pair_at(f, row, k, cx[c] + 1);
+        const double b0 = wx[2 * c], b1 = wx[2 * c + 1];
+        out[2 * c] = b0 * p0[0] + b1 * p1[0];
+        out[2 * c + 1] = b0 * p0[1] + b1 * p1[1];
+    }
+}
+
+/* Coarse row k (in [-1, cny]) += acc (fine columns) restricted along x. */
+static void x_restrict(const field *f, int64_t k, int64_t fnx, const int64_t *cx, const double *wx,
+                       const double *restrict acc)
+{
+    const double *row = row_start(f, k);
+    for (int64_t c = 0; c < fnx; ++c) {
+        double *p0 = (double *)pair_at(f, row, k, cx[c]), *p1 = (double *)pair_at(f, row, k, cx[c] + 1);
+        const double b0 = wx[2 * c], b1 = wx[2 * c + 1], v0 = acc[2 * c], v1 = acc[2 * c + 1];
+        p0[0] += b0 * v0, p0[1] += b0 * v1;
+        p1[0] += b1 * v0, p1[1] += b1 * v1;
+    }
+}
+
+/* The buffer of coarse row k (k >= -1): rows of one parity share one. */
+#define SLOT(k) ((int)(((k) + 2) & 1))
+
+/* y = P xc (add: y += P xc): xc the coarse owned values and its ring.  work: 4 fnx doubles. */
 void grid_prolong(int64_t fny, int64_t fnx, const int64_t *cy, const double *wy, const int64_t *cx,
                   const double *wx, int64_t cny, int64_t cnx, const double *xc, const double *xc_ring,
-                  double *restrict y, int64_t add)
+                  double *restrict y, int64_t add, double *work)
 {
     const field f = make(xc, xc_ring, cny, cnx, 2);
+    const int64_t n = 2 * fnx;
+    int64_t held[2] = {INT64_MIN, INT64_MIN};
     for (int64_t r = 0; r < fny; ++r) {
+        const int64_t k = cy[r];
         const double a0 = wy[2 * r], a1 = wy[2 * r + 1];
-        const double *low = row_start(&f, cy[r]), *high = row_start(&f, cy[r] + 1);
-        double *restrict yr = y + 2 * fnx * r;
-        for (int64_t c = 0; c < fnx; ++c) {
-            const int64_t k = cx[c];
-            const double b0 = wx[2 * c], b1 = wx[2 * c + 1];
-            const double *p00, *p01, *p10, *p11;
-            if (k >= 0 && k + 1 < cnx) {
-                p00 = low + 2 * k, p01 = p00 + 2, p10 = high + 2 * k, p11 = p10 + 2;
-            } else {
-                p00 = node(&f, cy[r], k), p01 = node(&f, cy[r], k + 1);
-                p10 = node(&f, cy[r] + 1, k), p11 = node(&f, cy[r] + 1, k + 1);
+        for (int64_t kk = k; kk <= k + (a1 != 0.0); ++kk)
+            if (held[SLOT(kk)] != kk) {
+                x_interpolate(&f, kk, fnx, cx, wx, work + n * SLOT(kk));
+                held[SLOT(kk)] = kk;
             }
-            const double w00 = a0 * b0, w01 = a0 * b1, w10 = a1 * b0, w11 = a1 * b1;
-            const double v0 = w00 * p00[0] + w01 * p01[0] + w10 * p10[0] + w11 * p11[0];
-            const double v1 = w00 * p00[1] + w01 * p01[1] + w10 * p10[1] + w11 * p11[1];
-            yr[2 * c] = add ? yr[2 * c] + v0 : v0;
-            yr[2 * c + 1] = add ? yr[2 * c + 1] + v1 : v1;
+        const double *restrict lo = work + n * SLOT(k), *restrict hi = work + n * SLOT(k + 1);
+        double *restrict yr = y + n * r;
+        if (a1 == 0.0) {
+            if (add)
+                for (int64_t q = 0; q < n; ++q)
+                    yr[q] += a0 * lo[q];
+            else
+                for (int64_t q = 0; q < n; ++q)
+                    yr[q] = a0 * lo[q];
+        } else if (add) {
+            for (int64_t q = 0; q < n; ++q)
+                yr[q] += a0 * lo[q] + a1 * hi[q];
+        } else {
+            for (int64_t q = 0; q < n; ++q)
+                yr[q] = a0 * lo[q] + a1 * hi[q];
         }
     }
 }
 
 /* yc = P^T x on the coarse owned nodes and their ring (both zeroed here; the ring's sums belong to the
- * neighbours: added into them by the caller). */
+ * neighbours: added into them by the caller).  work: 4 fnx doubles. */
 void grid_restrict(int64_t fny, int64_t fnx, const int64_t *cy, const double *wy, const int64_t *cx,
                    const double *wx, int64_t cny, int64_t cnx, const double *restrict x, double *yc,
-                   double *yc_ring)
+                   double *yc_ring, double *work)
 {
     memset(yc, 0, sizeof(double) * 2 * (size_t)(cny * cnx));
     memset(yc_ring, 0, sizeof(double) * 2 * (size_t)(2 * (cnx + 2) + 2 * (cny + 2)));
     const field f = make(yc, yc_ring, cny, cnx, 2);
+    const int64_t n = 2 * fnx;
+    int64_t held[2] = {INT64_MIN, INT64_MIN};
     for (int64_t r = 0; r < fny; ++r) {
-        const double a0 = wy[2 * r], a1 = wy[2 * r + 1];
-        double *low = (double *)row_start(&f, cy[r]), *high = (double *)row_start(&f, cy[r] + 1);
-        const double *xr = x + 2 * fnx * r;
-        for (int64_t c = 0; c < fnx; ++c) {
-            const int64_t k = cx[c];
-            const double b0 = wx[2 * c], b1 = wx[2 * c + 1], v0 = xr[2 * c], v1 = xr[2 * c + 1];
-            double *p00, *p01, *p10, *p11;
-            if (k >= 0 && k + 1 < cnx) {
-                p00 = low + 2 * k, p01 = p00 + 2, p10 = high + 2 * k, p11 = p10 + 2;
-            } else {
-                p00 = (double *)node(&f, cy[r], k), p01 = (double *)node(&f, cy[r], k + 1);
-                p10 = (double *)node(&f, cy[r] + 1, k), p11 = (double *)node(&f, cy[r] + 1, k + 1);
+        const int64_t k = cy[r];
+        for (int s = 0; s < 2; ++s)  /* rows no later fine row adds to */
+            if (held[s] != INT64_MIN && held[s] < k) {
+                x_restrict(&f, held[s], fnx, cx, wx, work + n * s);
+                held[s] = INT64_MIN;
             }
-            const double w00 = a0 * b0, w01 = a0 * b1, w10 = a1 * b0, w11 = a1 * b1;
-            p00[0] += w00 * v0, p00[1] += w00 * v1;
-            p01[0] += w01 * v0, p01[1] += w01 * v1;
-            p10[0] += w10 * v0, p10[1] += w10 * v1;
-            p11[0] += w11 * v0, p11[1] += w11 * v1;
+        const double *restrict xr = x + n * r;
+        for (int64_t kk = k; kk <= k + 1; ++kk) {
+            const double a = wy[2 * r + (kk - k)];
+            if (a == 0.0)
+                continue;
+            double *restrict acc = work + n * SLOT(kk);
+            if (held[SLOT(kk)] != kk) {
+                for (int64_t q = 0; q < n; ++q)
+                    acc[q] = a * xr[q];
+                held[SLOT(kk)] = kk;
+            } else {
+                for (int64_t q = 0; q < n; ++q)
+                    acc[q] += a * xr[q];
+            }
         }
     }
+    for (int s = 0; s < 2; ++s)
+        if (held[s] != INT64_MIN)
+            x_restrict(&f, held[s], fnx, cx, wx, work + n * s);
 }

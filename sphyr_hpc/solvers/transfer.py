@@ -9,7 +9,9 @@ builds the same one): a fine node between coarse rows ``cy``, ``cy + 1`` and
 columns ``cx``, ``cx + 1`` takes their values with the products of the linear
 weights along each axis, both of its DOFs alike.  The kernels
 (``grid_prolong``, ``grid_restrict`` in ``stencil_apply.c``) read the weights
-of a row and a column, the vectors, and nothing else.
+of a row and a column, the vectors, and nothing else; they go one axis at a
+time (a coarse row interpolated along x once, then each fine row a weighted sum
+of two such rows in one streaming pass; the transpose likewise).
 
 On several ranks a fine node's coarse neighbours may belong to the rank before
 it along an axis, or the one after (a coarse node belongs to the rank owning
@@ -32,8 +34,8 @@ def kernels():
     :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
     pointer, size = ctypes.c_void_p, ctypes.c_int64
     return (native_function(SOURCE, "grid_prolong", None, size, size, *[pointer] * 4, size, size, *[pointer] * 3,
-                            size),
-            native_function(SOURCE, "grid_restrict", None, size, size, *[pointer] * 4, size, size, *[pointer] * 3))
+                            size, pointer),
+            native_function(SOURCE, "grid_restrict", None, size, size, *[pointer] * 4, size, size, *[pointer] * 4))
 
 
 def _axis(weights_of, fine_pos, coarse_pos, coarse_start):
@@ -62,6 +64,7 @@ class GridTransfer:
         self._cy, self._wy = _axis(weights_of, fine.y_pos[fys:fye], coarse.y_pos, cys)
         self._cx, self._wx = _axis(weights_of, fine.x_pos[fxs:fxe], coarse.x_pos, cxs)
         self._fine = (fye - fys, fxe - fxs)
+        self._work = np.empty(4 * self._fine[1])  # two rows' buffers along the fine columns
         self._coarse = (cye - cys, cxe - cxs)
         self._ring, self._ring_vec, self._scatter, _, _ = ring_plan(PETSc, coarse_dm, 2)
         self._forward = (PETSc.InsertMode.INSERT_VALUES, PETSc.ScatterMode.FORWARD)
@@ -78,7 +81,8 @@ class GridTransfer:
         self._scatter.scatter(x, self._ring_vec, *self._forward)
         xa = x.getArray(readonly=True)
         with y as ya:
-            self._prolong(*self._axes(), xa.ctypes.data, self._ring.ctypes.data, ya.ctypes.data, add)
+            self._prolong(*self._axes(), xa.ctypes.data, self._ring.ctypes.data, ya.ctypes.data, add,
+                          self._work.ctypes.data)
 
     def mult(self, mat, x, y):
         self._interpolate(x, y, 0)
@@ -92,7 +96,8 @@ class GridTransfer:
     def multTranspose(self, mat, x, y):
         xa = x.getArray(readonly=True)
         with y as ya:
-            self._restrict(*self._axes(), xa.ctypes.data, ya.ctypes.data, self._ring.ctypes.data)
+            self._restrict(*self._axes(), xa.ctypes.data, ya.ctypes.data, self._ring.ctypes.data,
+                           self._work.ctypes.data)
         self._scatter.scatter(self._ring_vec, y, *self._reverse)
 
     def close(self):
