@@ -118,6 +118,8 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
     target = pinned_volume + budget
     serial = _SerialUpdate(dv, is_free, pinned_s, density_filter, target, move_limit) \
         if volume_sums == "scorer" and mpi.Get_size() == 1 else None
+    linear = _LinearUpdate(mpi, dv, is_free, pinned_s, density_filter, target, move_limit) \
+        if volume_sums == "linear" else None
 
     compliance = np.inf
     iteration = 0
@@ -135,14 +137,14 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
                 new_design, physical, change = serial.update(design, physical, energies, p)
             else:
                 dc = density_filter.chain(fe.compliance_sensitivity(physical, energies, p), free_s)
-                if volume_sums == "scorer":
+                if linear is not None:
+                    new_design, physical, change = linear.update(design, dc)
+                else:
                     new_design, physical = _oc_update(mpi, design, dc, dv, is_free, pinned_s, density_filter,
                                                       target, move_limit)
-                else:
-                    new_design, physical = _oc_update_linear(mpi, design, dc, dv, is_free, pinned_s,
-                                                             density_filter, target, move_limit)
-                local_change = float(np.max(np.abs(new_design[is_free] - design[is_free]))) if is_free.any() else 0.0
-                change = mpi.allreduce(local_change, op=MPI.MAX)
+                    local_change = float(np.max(np.abs(new_design[is_free] - design[is_free]))) \
+                        if is_free.any() else 0.0
+                    change = mpi.allreduce(local_change, op=MPI.MAX)
         design = new_design
         if callback is not None:
             callback(iteration, compliance, physical, change)
@@ -290,57 +292,88 @@ def _oc_kernels():
 
 
 def _oc_update_linear(mpi, design, dc, dv, is_free, pinned, density_filter, target, move_limit):
+    """One step of :class:`_LinearUpdate` (returns the new design and its physical densities)."""
+    return _LinearUpdate(mpi, dv, is_free, pinned, density_filter, target, move_limit).update(design, dc)[:2]
+
+
+class _LinearUpdate:
     """:func:`_oc_update` with the volume of a candidate as ``pinned part + dv . x`` (no MatMult a step).
 
     sum(physical) = sum of pinned over non-free cells + sum over free cells of
     (H x)_e / Hs_e, and the latter is x . H^T (free / Hs) = x . dv.  Only the
-    final design is filtered.
+    final design is filtered.  What a run does not change (dv and the pinned
+    cells' part) is taken once; the free cells' design is kept from one step to
+    the next (the same values a gather of the design would give).
     """
-    from mpi4py import MPI
 
-    free_dv = dv[is_free]
-    x = design[is_free]
-    scaled = x * np.sqrt(np.maximum(-dc[is_free], 0.0) / np.maximum(free_dv, 1e-12))
-    low = np.maximum(x - move_limit, 0.0)
-    fixed = float(pinned[~is_free].sum() + np.dot(dv[~is_free], pinned[~is_free]))
-    kernels = _oc_kernels()
-    high = np.minimum(x + move_limit, 1.0) if kernels is None else None  # numpy's clip (the C pass derives it)
-    candidate = np.empty_like(scaled)
-    # Bounds of the volume (dv >= 0, scaled >= 0): clip(x, low, high) <= low + x gives
-    # V(s) <= top + s * slope, so a middle whose bound is under the target by far more than
-    # the sums' rounding is not over it, and the pass over the cells is skipped: the bisection
-    # takes the very same steps (most of its first ~30 halve a far too large multiplier).
-    top, slope = mpi.allreduce(np.array([fixed + float(np.dot(free_dv, low)), float(np.dot(free_dv, scaled))]),
-                               op=MPI.SUM)
-    margin = BOUND_MARGIN * max(abs(target), 1.0)
+    def __init__(self, mpi, dv, is_free, pinned, density_filter, target, move_limit):
+        self.mpi, self.is_free, self.pinned = mpi, is_free, pinned
+        self.density_filter, self.target, self.move_limit = density_filter, target, move_limit
+        self.free_dv = dv[is_free]
+        self.dv_floor = np.maximum(self.free_dv, 1e-12)
+        self.fixed = float(pinned[~is_free].sum() + np.dot(dv[~is_free], pinned[~is_free]))
+        self._x = None  # the free cells' design the last step returned
+        self._returned = None
 
-    def candidate_at(middle):
-        """``candidate`` of the multiplier ``middle``: clip(scaled / sqrt(middle), low, high)."""
-        if kernels is not None:
-            kernels[1](x.size, scaled.ctypes.data, x.ctypes.data, move_limit, 1.0 / np.sqrt(middle),
-                       candidate.ctypes.data)
-        else:
-            np.multiply(scaled, 1.0 / np.sqrt(middle), out=candidate)
-            fe.clip(candidate, low, high, out=candidate)
+    def _free_design(self, design):
+        if self._returned is not None and design is self._returned:
+            return self._x
+        return design[self.is_free]
 
-    def over(middle):
-        if top + slope / np.sqrt(middle) < target - margin:
-            return False
-        with timing.timed(timing.BISECTION_PASS):  # counted: the bytes model's passes
-            if kernels is not None:  # one pass reading scaled, x and dv (oc_volume.c), nothing stored
-                volume = kernels[0](x.size, scaled.ctypes.data, x.ctypes.data, free_dv.ctypes.data, move_limit,
-                                    1.0 / np.sqrt(middle))
+    def update(self, design, dc):
+        """The new design, its physical densities and the largest change of a free cell."""
+        from mpi4py import MPI
+
+        mpi, free_dv, move_limit, target = self.mpi, self.free_dv, self.move_limit, self.target
+        x = self._free_design(design)
+        scaled = np.negative(dc[self.is_free])
+        np.maximum(scaled, 0.0, out=scaled)
+        np.divide(scaled, self.dv_floor, out=scaled)
+        np.sqrt(scaled, out=scaled)
+        np.multiply(x, scaled, out=scaled)
+        low = np.subtract(x, move_limit)
+        np.maximum(low, 0.0, out=low)
+        fixed = self.fixed
+        kernels = _oc_kernels()
+        high = np.minimum(x + move_limit, 1.0) if kernels is None else None  # numpy's clip (the C pass derives it)
+        candidate = np.empty_like(scaled)
+        # Bounds of the volume (dv >= 0, scaled >= 0): clip(x, low, high) <= low + x gives
+        # V(s) <= top + s * slope, so a middle whose bound is under the target by far more than
+        # the sums' rounding is not over it, and the pass over the cells is skipped: the bisection
+        # takes the very same steps (most of its first ~30 halve a far too large multiplier).
+        top, slope = mpi.allreduce(np.array([fixed + float(np.dot(free_dv, low)), float(np.dot(free_dv, scaled))]),
+                                   op=MPI.SUM)
+        margin = BOUND_MARGIN * max(abs(target), 1.0)
+
+        def candidate_at(middle):
+            """``candidate`` of the multiplier ``middle``: clip(scaled / sqrt(middle), low, high)."""
+            if kernels is not None:
+                kernels[1](x.size, scaled.ctypes.data, x.ctypes.data, move_limit, 1.0 / np.sqrt(middle),
+                           candidate.ctypes.data)
             else:
-                candidate_at(middle)
-                volume = float(np.dot(free_dv, candidate))
-            return mpi.allreduce(fixed + volume, op=MPI.SUM) > target
+                np.multiply(scaled, 1.0 / np.sqrt(middle), out=candidate)
+                fe.clip(candidate, low, high, out=candidate)
 
-    # The final middle's candidate (what its pass computes, also where the bound decided that step).
-    candidate_at(_bisect(-np.inf, np.inf, over))
-    new_design = pinned.copy()
-    new_design[is_free] = candidate
-    physical = np.where(is_free, density_filter.apply(new_design), pinned)
-    return new_design, physical
+        def over(middle):
+            if top + slope / np.sqrt(middle) < target - margin:
+                return False
+            with timing.timed(timing.BISECTION_PASS):  # counted: the bytes model's passes
+                if kernels is not None:  # one pass reading scaled, x and dv (oc_volume.c), nothing stored
+                    volume = kernels[0](x.size, scaled.ctypes.data, x.ctypes.data, free_dv.ctypes.data, move_limit,
+                                        1.0 / np.sqrt(middle))
+                else:
+                    candidate_at(middle)
+                    volume = float(np.dot(free_dv, candidate))
+                return mpi.allreduce(fixed + volume, op=MPI.SUM) > target
+
+        # The final middle's candidate (what its pass computes, also where the bound decided that step).
+        candidate_at(_bisect(-np.inf, np.inf, over))
+        local_change = float(np.max(np.abs(candidate - x))) if x.size else 0.0
+        new_design = self.pinned.copy()
+        new_design[self.is_free] = candidate
+        physical = np.where(self.is_free, self.density_filter.apply(new_design), self.pinned)
+        self._x, self._returned = candidate, new_design
+        return new_design, physical, mpi.allreduce(local_change, op=MPI.MAX)
 
 
 def _certain_multipliers(offset, g, a, floor, ceiling, target):
