@@ -239,13 +239,6 @@ class ElasticitySystem(SlabFields, LinearSystem):
                                     addv=self.PETSc.InsertMode.ADD_VALUES)
                 K.assemble()
 
-    def _advise_huge_pages(self):
-        """Once the solver's vectors exist: the large ones on huge pages (``-<prefix>huge_pages``,
-        default on where a vector is at least :data:`huge_pages.MIN_BYTES`; see :mod:`huge_pages`)."""
-        large = self.solver != "direct" and 8 * self.n_local_dofs >= huge_pages.MIN_BYTES
-        if self.PETSc.Options(self.prefix).getBool("huge_pages", large):
-            huge_pages.advise()
-
     def _update_coarse(self, moduli):
         """The coarse operators from the moduli (multigrid), their smoothers to be set up anew."""
         if self.multigrid is not None and self.multigrid.coarse is not None:
@@ -300,15 +293,7 @@ class ElasticitySystem(SlabFields, LinearSystem):
                     self.ksp.setUp()
                     multigrid.set_up_fused_smoothers(self.ksp)
             else:
-                with timing.timed(timing.SETUP), inserted_options(self.prefix, self._defaults):
-                    self.ksp.setUp()
-                    multigrid.set_up_fused_smoothers(self.ksp)
-                    self._advise_huge_pages()
-                self._defaults = None  # read: the first set-up is done
-                if self.solver != "direct":
-                    multigrid.plain_csr_kernels(self.ksp)
-                    self.hierarchy = multigrid.hierarchy_info(self.ksp)
-                view_once(self.ksp)  # -<prefix>ksp_view: once per distinct solver, not per solve
+                _first_setup(self)
             with timing.timed(timing.SOLVE):
                 self.ksp.solve(self.f, self.u)
         except self.PETSc.Error as err:
@@ -416,6 +401,23 @@ class ElasticitySystem(SlabFields, LinearSystem):
             if obj is not None:
                 obj.destroy()
                 setattr(self, name, None)
+
+
+def _first_setup(system):
+    """The first set-up of ``system``'s KSP, its default options inserted (read then, once): then the
+    multigrid levels' kernels, the hierarchy logged, and the solver's large vectors on huge pages
+    (``-<prefix>huge_pages``, default on where a vector is at least :data:`huge_pages.MIN_BYTES`)."""
+    with timing.timed(timing.SETUP), inserted_options(system.prefix, system._defaults):
+        system.ksp.setUp()
+        multigrid.set_up_fused_smoothers(system.ksp)
+        large = system.solver != "direct" and 8 * system.n_local_dofs >= huge_pages.MIN_BYTES
+        if system.PETSc.Options(system.prefix).getBool("huge_pages", large):
+            huge_pages.advise()
+    system._defaults = None  # read: the first set-up is done
+    if system.solver != "direct":
+        multigrid.plain_csr_kernels(system.ksp)
+        system.hierarchy = multigrid.hierarchy_info(system.ksp)
+    view_once(system.ksp)  # -<prefix>ksp_view: once per distinct solver, not per solve
 
 
 def _create_ksp(system, solver, options):
