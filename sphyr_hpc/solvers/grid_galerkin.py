@@ -64,6 +64,21 @@ def _q_matrix(wy, wx):
     return np.einsum("...ab,de->...adbe", nodes, np.eye(2)).reshape(nodes.shape[:-2] + (8, 8))
 
 
+def _rounds(rows, cols):
+    """Index arrays into listed terms for (rows, cols) targets, each naming a target at most once: round k
+    holds every target's k-th term, so adding the rounds in turn adds each target's terms in their order
+    (what ``np.add.at`` does, without its element-by-element loop)."""
+    if rows.size == 0:
+        return []
+    _, target = np.unique(np.stack([rows, cols]), axis=1, return_inverse=True)
+    order = np.argsort(target.reshape(-1), kind="stable")
+    ordered = target.reshape(-1)[order]
+    first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    occurrence = np.empty(order.size, dtype=np.int64)
+    occurrence[order] = np.arange(order.size) - np.repeat(first, np.diff(np.r_[first, order.size]))
+    return [np.flatnonzero(occurrence == k) for k in range(int(occurrence.max()) + 1)]
+
+
 class _Axis:
     """One axis of the step from a level (children) to the next (parents).
 
@@ -286,7 +301,7 @@ class GridGalerkin:
         coarse_rows = np.searchsorted(chain_y.starts[depth], rows, side="right") - 1 + chain_y.box[depth][0]
         coarse_cols = np.searchsorted(chain_x.starts[depth], cols, side="right") - 1 + chain_x.box[depth][0]
         return (coarse_rows, coarse_cols, rows, cols, _projected(wy, wx, A)[:, columns],
-                _projected(wy, wx, B)[:, columns])
+                _projected(wy, wx, B)[:, columns], _rounds(coarse_rows, coarse_cols))
 
     def update(self, moduli):
         """Every coarse operator for the element moduli of this rank's slab (collective)."""
@@ -322,10 +337,11 @@ class GridGalerkin:
             op.add_moduli_sum(moduli_sum, moduli, *first)
         if fixed is None:
             return
-        coarse_rows, coarse_cols, rows, cols, A, B = fixed
+        coarse_rows, coarse_cols, rows, cols, A, B, rounds = fixed
         terms = moduli[rows, cols][:, None] * A + B
-        if G is not None:
-            np.add.at(G, (coarse_rows - first[0], coarse_cols - first[1]), terms)
+        if G is not None:  # np.add.at's sums, term by term in the same order, a round at a time
+            for k in rounds:
+                G[coarse_rows[k] - first[0], coarse_cols[k] - first[1]] += terms[k]
         else:
             op.add_listed(coarse_rows, coarse_cols, terms)
 
