@@ -36,7 +36,8 @@ from typing import Callable, Optional
 
 from .io.limits import positive_int  # noqa: F401  (the commands' argparse type, one definition)
 from .runtime.petsc import OptionsError, command_options, require, split_petsc_args
-from .runtime.process import USAGE_STATUS, UsageError, end_interrupted, end_unexpected, interrupts, world_rank
+from .runtime.process import (USAGE_STATUS, UsageError, end_interrupted, end_unexpected, interrupts,
+                              swallowed_interrupt, world_rank)
 
 __all__ = ["Command", "Context", "Formatter", "Output", "Parser", "UsageError", "main", "positive_int",
            "report_usage_error", "world_rank", "USAGE_STATUS"]
@@ -221,4 +222,8 @@ def main(command, argv=None):
             note = command.interrupt_note(args) if args is not None else ""
             return end_interrupted(command.prog, err, context.comm, note)
         except Exception:
+            swallowed = swallowed_interrupt()
+            if swallowed is not None:  # a signal arrived, and something caught its Interrupted (see there)
+                note = command.interrupt_note(args) if args is not None else ""
+                return end_interrupted(command.prog, swallowed, context.comm, note)
             end_unexpected(command.prog, context.comm, command.abort_note)

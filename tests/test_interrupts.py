@@ -91,3 +91,25 @@ def test_an_interrupt_inside_a_weakref_callback_is_raised_after_it(capsys):
     assert ref() is None and caught.value.signum == signal.SIGTERM
     assert "Exception ignored" not in capsys.readouterr().err
     assert signal.getsignal(signal.SIGTERM) is not process._raise and sys.unraisablehook is hook
+
+
+def test_an_interrupt_that_a_library_swallowed_still_ends_the_command_as_interrupted(capsys):
+    # NumPy's == between a string array and a string turns an exception raised inside it (the
+    # Interrupted of a Ctrl-C too) into a scalar False, and the caller then fails on a bool: seen as
+    # "unexpected error", exit 3, when SIGINT hit the report's grid drawing.  The command still ends
+    # with the one interrupt message and 128 + the signal.
+    from sphyr_hpc import cli
+
+    def run(args, context):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # the handler raises in here
+        except KeyboardInterrupt:
+            pass  # swallowed, as NumPy's failed comparison does
+        return False.setflags(write=False)  # AttributeError, as in reporting/grids.py
+
+    command = cli.Command(prog="swallowing", build_parser=lambda: cli.Parser(prog="swallowing"), run=run, mpi=False)
+    assert cli.main(command, []) == 128 + signal.SIGINT
+    err = capsys.readouterr().err
+    assert "swallowing: interrupted (SIGINT)" in err and "Traceback" not in err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # pytest's handler back

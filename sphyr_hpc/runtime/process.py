@@ -60,14 +60,26 @@ def interrupted(err):
     return err if isinstance(err, Interrupted) else Interrupted(signal.SIGINT)
 
 
-_held = {"depth": 0, "signum": None}  # signals_deferred: how deep, and the signal that arrived meanwhile
+_held = {"depth": 0, "signum": None,  # signals_deferred: how deep, and the signal that arrived meanwhile
+         "raised": None}  # the signal an Interrupted was raised for inside interrupts()
 
 
 def _raise(signum, frame):
     if _held["depth"]:
         _held["signum"] = _held["signum"] or signum
         return
+    _held["raised"] = signum
     raise Interrupted(signum)
+
+
+def swallowed_interrupt():
+    """An :class:`Interrupted` for the signal that raised one inside :func:`interrupts`, or None.
+
+    Code that catches every exception can take an interrupt for its own failure: NumPy's ``==``
+    between a string array and a string turns any exception raised inside it, a KeyboardInterrupt
+    too, into a scalar ``False`` (with a warning), and the caller then fails on a bool.  A command
+    that ends in an unexpected error after a signal arrived ends as interrupted instead."""
+    return None if _held["raised"] is None else Interrupted(_held["raised"])
 
 
 def _redeliver(previous_hook, unraisable):
@@ -88,6 +100,7 @@ def _redeliver(previous_hook, unraisable):
 def interrupts():
     """SIGINT and SIGTERM raise :class:`Interrupted` inside the block (main thread only), also
     when they arrive inside a callback that cannot raise (:func:`_redeliver`)."""
+    _held["raised"] = None
     previous = {s: signal.signal(s, _raise) for s in (signal.SIGINT, signal.SIGTERM)}
     previous_hook = sys.unraisablehook
     sys.unraisablehook = functools.partial(_redeliver, previous_hook)
