@@ -128,7 +128,7 @@ def test_serial_oc_evaluates_few_middles_on_a_typical_update():
 
 
 def test_the_linear_oc_update_in_one_c_pass_takes_numpys_steps(monkeypatch):
-    # The large-grid driver's bisection (simp._oc_update_linear): each pass one C read of three arrays
+    # The large-grid driver's bisection (simp._LinearUpdate): each pass one C read of three arrays
     # (oc_volume.c) where numpy makes seven; the same passes, the same multiplier, the same design.
     from mpi4py import MPI
 
@@ -153,8 +153,8 @@ def test_the_linear_oc_update_in_one_c_pass_takes_numpys_steps(monkeypatch):
         if kind == "numpy":
             monkeypatch.setattr(simp, "_oc_kernels", lambda: None)
         before = events.count(events.BISECTION_PASS)
-        new_design, physical = simp._oc_update_linear(MPI.COMM_SELF, design, dc, dv, is_free, pinned, Identity(),
-                                                      target, 0.2)
+        update = simp._LinearUpdate(MPI.COMM_SELF, dv, is_free, pinned, Identity(), target, 0.2)
+        new_design, physical, _ = update.update(design, dc)
         outcomes[kind] = new_design, events.count(events.BISECTION_PASS) - before
     (ours, our_passes), (theirs, their_passes) = outcomes["c"], outcomes["numpy"]
     assert 0 < our_passes == their_passes < measure.bisection_steps()

@@ -291,11 +291,6 @@ def _oc_kernels():
         return None
 
 
-def _oc_update_linear(mpi, design, dc, dv, is_free, pinned, density_filter, target, move_limit):
-    """One step of :class:`_LinearUpdate` (returns the new design and its physical densities)."""
-    return _LinearUpdate(mpi, dv, is_free, pinned, density_filter, target, move_limit).update(design, dc)[:2]
-
-
 class _LinearUpdate:
     """:func:`_oc_update` with the volume of a candidate as ``pinned part + dv . x`` (no MatMult a step).
 
