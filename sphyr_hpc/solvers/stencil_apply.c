@@ -16,7 +16,8 @@
  * from the ring of nodes around it, as in q4_apply.c: the top and bottom rows (nx + 2 nodes from
  * column -1) and the left and right columns (ny + 2 nodes from row -1), corners included.  A ring
  * node outside the grid holds zeros (x's values and its stencil), so no term needs a test.  y,
- * b, d and x are over the owned nodes, (ny, nx, 2) contiguous.
+ * b, d and x are over the owned nodes, (ny, nx, 2) contiguous.  The products read the stencils
+ * repacked for vectors of nodes (stencil_pack), once an assembly.
  */
 #include <stdint.h>
 #include <string.h>
@@ -53,71 +54,6 @@ static const double *row_start(const field *f, int64_t r)
     return f->owned + f->width * r * f->nx;
 }
 
-static const int DR[4] = {0, 1, 1, 1};   /* E, NW, N, NE: row offset */
-static const int DC[4] = {1, -1, 0, 1};  /* column offset */
-
-/* Node (j, i)'s product, every value looked up (the first and last column of a row); xrow[k] is
- * x's row j - 1 + k at column 0 as the step sees it. */
-static void edge_node(const field *x, const double *const xrow[3], const field *s, int64_t j, int64_t i,
-                      double *out)
-{
-    const double *sn = node(s, j, i), *xn = xrow[1] + 2 * i;
-    double y0 = sn[0] * xn[0] + sn[1] * xn[1];
-    double y1 = sn[1] * xn[0] + sn[2] * xn[1];
-    for (int k = 0; k < 4; ++k) {
-        const int64_t cu = i + DC[k], cl = i - DC[k];
-        const double *u = sn + 3 + 4 * k;
-        const double *xm = (cu >= 0 && cu < x->nx) ? xrow[1 + DR[k]] + 2 * cu : node(x, j + DR[k], cu);
-        y0 += u[0] * xm[0] + u[1] * xm[1];
-        y1 += u[2] * xm[0] + u[3] * xm[1];
-        const double *l = node(s, j - DR[k], cl) + 3 + 4 * k;
-        const double *xl = (cl >= 0 && cl < x->nx) ? xrow[1 - DR[k]] + 2 * cl : node(x, j - DR[k], cl);
-        y0 += l[0] * xl[0] + l[2] * xl[1];
-        y1 += l[1] * xl[0] + l[3] * xl[1];
-    }
-    out[0] = y0;
-    out[1] = y1;
-}
-
-/* Owned node row j's product into out (2 nx values); xrow[k]: x's row j - 1 + k at column 0. */
-static void apply_row(const field *x, const double *const xrow[3], const field *s, int64_t j,
-                      double *restrict out)
-{
-    const int64_t nx = x->nx;
-    edge_node(x, xrow, s, j, 0, out);
-    if (nx > 1)
-        edge_node(x, xrow, s, j, nx - 1, out + 2 * (nx - 1));
-    const double *restrict s0 = row_start(s, j - 1), *restrict s1 = row_start(s, j);
-    const double *restrict x0 = xrow[0], *restrict x1 = xrow[1], *restrict x2 = xrow[2];
-    for (int64_t i = 1; i < nx - 1; ++i) {
-        const double *sn = s1 + NS * i;
-        double y0 = sn[0] * x1[2 * i] + sn[1] * x1[2 * i + 1];
-        double y1 = sn[1] * x1[2 * i] + sn[2] * x1[2 * i + 1];
-        /* upper: E (same row), NW, N, NE (next row) */
-        y0 += sn[3] * x1[2 * i + 2] + sn[4] * x1[2 * i + 3];
-        y1 += sn[5] * x1[2 * i + 2] + sn[6] * x1[2 * i + 3];
-        y0 += sn[7] * x2[2 * i - 2] + sn[8] * x2[2 * i - 1];
-        y1 += sn[9] * x2[2 * i - 2] + sn[10] * x2[2 * i - 1];
-        y0 += sn[11] * x2[2 * i] + sn[12] * x2[2 * i + 1];
-        y1 += sn[13] * x2[2 * i] + sn[14] * x2[2 * i + 1];
-        y0 += sn[15] * x2[2 * i + 2] + sn[16] * x2[2 * i + 3];
-        y1 += sn[17] * x2[2 * i + 2] + sn[18] * x2[2 * i + 3];
-        /* transposed: from W (its E), SE (its NW), S (its N), SW (its NE) */
-        const double *w = s1 + NS * (i - 1) + 3, *se = s0 + NS * (i + 1) + 7, *so = s0 + NS * i + 11,
-                     *sw = s0 + NS * (i - 1) + 15;
-        y0 += w[0] * x1[2 * i - 2] + w[2] * x1[2 * i - 1];
-        y1 += w[1] * x1[2 * i - 2] + w[3] * x1[2 * i - 1];
-        y0 += se[0] * x0[2 * i + 2] + se[2] * x0[2 * i + 3];
-        y1 += se[1] * x0[2 * i + 2] + se[3] * x0[2 * i + 3];
-        y0 += so[0] * x0[2 * i] + so[2] * x0[2 * i + 1];
-        y1 += so[1] * x0[2 * i] + so[3] * x0[2 * i + 1];
-        y0 += sw[0] * x0[2 * i - 2] + sw[2] * x0[2 * i - 1];
-        y1 += sw[1] * x0[2 * i - 2] + sw[3] * x0[2 * i - 1];
-        out[2 * i] = y0;
-        out[2 * i + 1] = y1;
-    }
-}
-
 static field make(const double *owned, const double *ring, int64_t ny, int64_t nx, int64_t width)
 {
     field f = {owned, ring, ring + width * (nx + 2), ring + 2 * width * (nx + 2),
@@ -125,69 +61,221 @@ static field make(const double *owned, const double *ring, int64_t ny, int64_t n
     return f;
 }
 
-/* Owned node row j of the arrays given (s: NS values a node, the others 2; s, y and b may be 0) asked for ahead of
- * its use, as in q4_apply.c: the hardware prefetcher alone leaves the product waiting. */
+/* The products read the stencils packed for vectors of LANES nodes: node rows -1 .. ny - 1 (the ring's row
+ * above the box first), each a row of blocks; block b holds the columns 8 (b - 1) - 1 .. 8 (b - 1) + 6
+ * (LANES of them, the ring's columns -1 and nx included, zeros past them), value k of its nodes at
+ * [k][lane].  Blocks 0 and nblocks + 1 of a row are zeros, so a block's neighbours along x (b - 1,
+ * b + 1) always exist.  A block's NS x LANES values sit at fixed offsets from it: one address a
+ * block (a plane per value, as first tried, spilled 31 addresses and ran at 5 ns a node from cache). */
+#define LANES 8
+/* Packed rows this far ahead of the one in work are asked for: the hardware prefetcher alone leaves the
+ * product waiting. */
 #define AHEAD 2
+typedef double v8 __attribute__((vector_size(8 * LANES)));
+typedef int64_t v8i __attribute__((vector_size(8 * LANES)));
 
-static void prefetch_row(int64_t ny, int64_t nx, int64_t j, const double *s, const double *x, const double *y,
-                         const double *b)
+static int64_t blocks_of(int64_t nx)
 {
-    if (j >= ny)
-        return;
-    for (int64_t q = 0; s && q < NS * nx; q += 8)
-        __builtin_prefetch(s + NS * nx * j + q, 0, 0);
-    for (int64_t q = 0; q < 2 * nx; q += 8) {
-        __builtin_prefetch(x + 2 * nx * j + q, 0, 0);
-        if (y)
-            __builtin_prefetch(y + 2 * nx * j + q, 1, 0);
-        if (b)
-            __builtin_prefetch(b + 2 * nx * j + q, 0, 0);
+    return (nx + 2 + LANES - 1) / LANES;
+}
+
+/* Doubles the packed stencils take (stencil_pack), and a product's row buffers (the work of both kernels). */
+int64_t stencil_packed_size(int64_t ny, int64_t nx)
+{
+    return (ny + 1) * (blocks_of(nx) + 2) * NS * LANES;
+}
+
+int64_t stencil_work_size(int64_t nx)
+{
+    return 8 * (blocks_of(nx) + 2) * LANES + 2 * nx;
+}
+
+static void put(double *restrict block, int64_t lane, const double *restrict sn)
+{
+    for (int k = 0; k < NS; ++k)
+        block[LANES * k + lane] = sn[k];
+}
+
+/* The stencils of the owned nodes and the ring (s, s_ring) packed for the products: every value written,
+ * the zeros past the nodes included. */
+void stencil_pack(int64_t ny, int64_t nx, const double *s, const double *s_ring, double *restrict packed)
+{
+    const field f = make(s, s_ring, ny, nx, NS);
+    const int64_t nb = blocks_of(nx), row = (nb + 2) * NS * LANES, block = NS * LANES;
+    for (int64_t r = -1; r < ny; ++r) {
+        double *restrict at = packed + row * (r + 1);
+        const double *sr = row_start(&f, r);
+        memset(at, 0, sizeof(double) * (size_t)block);
+        memset(at + block * nb, 0, sizeof(double) * 2 * (size_t)block);  /* the last nodes' block and the one after */
+        put(at + block, 0, node(&f, r, -1));
+        for (int64_t c = 0; c < nx; ++c)
+            put(at + block * ((c + 1) / LANES + 1), (c + 1) % LANES, sr + NS * c);
+        put(at + block * ((nx + 1) / LANES + 1), (nx + 1) % LANES, node(&f, r, nx));
     }
 }
 
-/* y = A x on the owned nodes (x, s: owned values and rings); with want_dot returns the owned
- * part of x . y, else 0. */
-double stencil_apply(int64_t ny, int64_t nx, const double *x, const double *x_ring, const double *s,
-                     const double *s_ring, double *restrict y, int64_t want_dot)
+static inline v8 load8(const double *p)
 {
-    const field fx = make(x, x_ring, ny, nx, 2), fs = make(s, s_ring, ny, nx, NS);
+    v8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void store8(double *p, v8 v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
+/* x's node row r (in [-1, ny]) split into its two components u, v, column c at [c + 1] (the ring's columns
+ * -1 and nx included), the row buffers' width (nblocks + 2) LANES with zeros past nx. */
+static void split_row(const field *fx, int64_t r, double *restrict u, double *restrict v)
+{
+    const int64_t nx = fx->nx;
+    const double *row = row_start(fx, r), *before = node(fx, r, -1), *after = node(fx, r, nx);
+    u[0] = before[0], v[0] = before[1];
+    for (int64_t c = 0; c < nx; ++c) {
+        u[c + 1] = row[2 * c];
+        v[c + 1] = row[2 * c + 1];
+    }
+    u[nx + 1] = after[0], v[nx + 1] = after[1];
+}
+
+/* Node row j's product into yu, yv (column c at [c + 1]): s1, s0 the packed rows j and j - 1 (at their block
+ * 0), u0 .. v2 x's rows j - 1, j, j + 1 (split_row). */
+static void product_row(int64_t nb, const double *restrict s1, const double *restrict s0, const double *restrict u0,
+                        const double *restrict v0, const double *restrict u1, const double *restrict v1,
+                        const double *restrict u2, const double *restrict v2, double *restrict yu,
+                        double *restrict yv)
+{
+    const v8i before = {7, 8, 9, 10, 11, 12, 13, 14}, after = {1, 2, 3, 4, 5, 6, 7, 8};
+#define S1(k) load8(a + LANES * (k))
+#define S0(k) load8(o + LANES * (k))
+#define W1(k) __builtin_shuffle(load8(a - NS * LANES + LANES * (k)), S1(k), before)
+#define E0(k) __builtin_shuffle(S0(k), load8(o + NS * LANES + LANES * (k)), after)
+#define W0(k) __builtin_shuffle(load8(o - NS * LANES + LANES * (k)), S0(k), before)
+    for (int64_t b = 1; b <= nb; ++b) {
+        const double *a = s1 + NS * LANES * b, *o = s0 + NS * LANES * b;
+        const int64_t c = LANES * (b - 1);
+        const v8 xu = load8(u1 + c), xv = load8(v1 + c), eu = load8(u1 + c + 1), ev = load8(v1 + c + 1);
+        const v8 wu = load8(u1 + c - 1), wv = load8(v1 + c - 1);
+        const v8 nu = load8(u2 + c), nv = load8(v2 + c), nwu = load8(u2 + c - 1), nwv = load8(v2 + c - 1);
+        const v8 neu = load8(u2 + c + 1), nev = load8(v2 + c + 1);
+        const v8 su = load8(u0 + c), sv = load8(v0 + c), swu = load8(u0 + c - 1), swv = load8(v0 + c - 1);
+        const v8 seu = load8(u0 + c + 1), sev = load8(v0 + c + 1);
+        /* D, the upper blocks E, NW, N, NE, then the transposed ones from W (its E), SE (its NW), S (its N)
+         * and SW (its NE) */
+        v8 y0 = S1(0) * xu + S1(1) * xv;
+        v8 y1 = S1(1) * xu + S1(2) * xv;
+        y0 += S1(3) * eu + S1(4) * ev;
+        y1 += S1(5) * eu + S1(6) * ev;
+        y0 += S1(7) * nwu + S1(8) * nwv;
+        y1 += S1(9) * nwu + S1(10) * nwv;
+        y0 += S1(11) * nu + S1(12) * nv;
+        y1 += S1(13) * nu + S1(14) * nv;
+        y0 += S1(15) * neu + S1(16) * nev;
+        y1 += S1(17) * neu + S1(18) * nev;
+        y0 += W1(3) * wu + W1(5) * wv;
+        y1 += W1(4) * wu + W1(6) * wv;
+        y0 += E0(7) * seu + E0(9) * sev;
+        y1 += E0(8) * seu + E0(10) * sev;
+        y0 += S0(11) * su + S0(13) * sv;
+        y1 += S0(12) * su + S0(14) * sv;
+        y0 += W0(15) * swu + W0(17) * swv;
+        y1 += W0(16) * swu + W0(18) * swv;
+        store8(yu + c, y0);
+        store8(yv + c, y1);
+    }
+#undef S1
+#undef S0
+#undef W1
+#undef E0
+#undef W0
+}
+
+/* A product's rolling row buffers: x's rows j - 1, j, j + 1 split (slot (r + 1) % 3 for row r) and the
+ * product's two components. */
+typedef struct {
+    double *u[3], *v[3], *yu, *yv;
+    int64_t nb, row;
+} rows;
+
+static rows rows_in(double *work, int64_t nx)
+{
+    rows w;
+    const int64_t width = (blocks_of(nx) + 2) * LANES;
+    for (int k = 0; k < 3; ++k) {
+        w.u[k] = work + 2 * width * k + LANES;  /* column -1 at [0]: a block's lanes from [-LANES + 1] on */
+        w.v[k] = work + 2 * width * k + width + LANES;
+    }
+    w.yu = work + 6 * width + LANES;
+    w.yv = work + 7 * width + LANES;
+    w.nb = blocks_of(nx);
+    w.row = (w.nb + 2) * NS * LANES;
+    memset(work, 0, sizeof(double) * 8 * (size_t)width);
+    return w;
+}
+
+/* Row j's product into w's yu, yv, x's rows j - 1 and j split before (row j + 1 split here). */
+static void product_of_row(const field *fx, const double *packed, rows *w, int64_t j)
+{
+    const int s0 = (int)(j % 3), s1 = (int)((j + 1) % 3), s2 = (int)((j + 2) % 3);
+    split_row(fx, j + 1, w->u[s2] - 1, w->v[s2] - 1);
+    if (j + 1 + AHEAD < fx->ny + 1)
+        for (int64_t q = 0; q < w->row; q += 8)
+            __builtin_prefetch(packed + w->row * (j + 1 + AHEAD) + q, 0, 0);
+    product_row(w->nb, packed + w->row * (j + 1), packed + w->row * j, w->u[s0] - 1, w->v[s0] - 1, w->u[s1] - 1,
+                w->v[s1] - 1, w->u[s2] - 1, w->v[s2] - 1, w->yu - 1, w->yv - 1);
+}
+
+/* y = A x on the owned nodes (x: owned values and ring; packed: stencil_pack's); with want_dot returns the
+ * owned part of x . y, else 0.  work: stencil_work_size(nx) doubles. */
+double stencil_apply(int64_t ny, int64_t nx, const double *x, const double *x_ring, const double *packed,
+                     double *restrict y, int64_t want_dot, double *work)
+{
+    const field fx = make(x, x_ring, ny, nx, 2);
+    rows w = rows_in(work, nx);
+    split_row(&fx, -1, w.u[0] - 1, w.v[0] - 1);
+    split_row(&fx, 0, w.u[1] - 1, w.v[1] - 1);
     double dot = 0.0;
     for (int64_t j = 0; j < ny; ++j) {
-        const double *const xrow[3] = {row_start(&fx, j - 1), row_start(&fx, j), row_start(&fx, j + 1)};
+        product_of_row(&fx, packed, &w, j);
+        const double *restrict xj = x + 2 * nx * j;
         double *restrict yj = y + 2 * nx * j;
-        prefetch_row(ny, nx, j + AHEAD, s, x, y, 0);
-        apply_row(&fx, xrow, &fs, j, yj);
+        for (int64_t c = 0; c < nx; ++c) {
+            yj[2 * c] = w.yu[c];
+            yj[2 * c + 1] = w.yv[c];
+        }
         if (want_dot) {
             double part = 0.0;
             for (int64_t q = 0; q < 2 * nx; ++q)
-                part += xrow[1][q] * yj[q];
+                part += xj[q] * yj[q];
             dot += part;
         }
     }
     return dot;
 }
 
-/* One Chebyshev step on the owned nodes, x updated in place: d = c_d d + c_r D^-1 (b - A x),
- * x += d, the product from x's values before the step (the ring holding the neighbours' from
- * before it; row j - 1's kept in work before row j - 1 is updated).  work: 6 nx doubles. */
-void stencil_chebyshev_step(int64_t ny, int64_t nx, double *x, const double *x_ring, const double *s,
-                            const double *s_ring, const double *restrict b, const double *restrict dinv,
-                            double *restrict d, double c_d, double c_r, double *restrict work)
+/* One Chebyshev step on the owned nodes, x updated in place: d = c_d d + c_r D^-1 (b - A x), x += d, the
+ * product from x's values before the step (the ring holding the neighbours' from before it; a row is
+ * split before the row above it is updated).  work: stencil_work_size(nx) doubles. */
+void stencil_chebyshev_step(int64_t ny, int64_t nx, double *x, const double *x_ring, const double *packed,
+                            const double *restrict b, const double *restrict dinv, double *restrict d, double c_d,
+                            double c_r, double *restrict work)
 {
-    const field fx = make(x, x_ring, ny, nx, 2), fs = make(s, s_ring, ny, nx, NS);
+    const field fx = make(x, x_ring, ny, nx, 2);
+    rows w = rows_in(work, nx);
+    double *restrict kx = work + 8 * (blocks_of(nx) + 2) * LANES;
+    split_row(&fx, -1, w.u[0] - 1, w.v[0] - 1);
+    split_row(&fx, 0, w.u[1] - 1, w.v[1] - 1);
     const int64_t n = 2 * nx;
-    double *restrict kx = work, *restrict before[2] = {work + n, work + 2 * n};
     for (int64_t j = 0; j < ny; ++j) {
-        double *restrict xj = x + n * j;
-        double *restrict kept = before[j & 1];
-        const double *const xrow[3] = {j > 0 ? before[(j - 1) & 1] : row_start(&fx, -1), xj,
-                                       row_start(&fx, j + 1)};
-        prefetch_row(ny, nx, j + AHEAD, s, x, d, b);
-        prefetch_row(ny, nx, j + AHEAD, 0, dinv, 0, 0);
-        apply_row(&fx, xrow, &fs, j, kx);
-        memcpy(kept, xj, (size_t)n * sizeof(double));
+        product_of_row(&fx, packed, &w, j);
+        for (int64_t c = 0; c < nx; ++c) {
+            kx[2 * c] = w.yu[c];
+            kx[2 * c + 1] = w.yv[c];
+        }
+        double *restrict xj = x + n * j, *restrict dj = d + n * j;
         const double *restrict bj = b + n * j, *restrict ij = dinv + n * j;
-        double *restrict dj = d + n * j;
         for (int64_t q = 0; q < n; ++q) {
             const double step = c_d * dj[q] + c_r * ij[q] * (bj[q] - kx[q]);
             dj[q] = step;
