@@ -59,11 +59,6 @@ static xrow row_of(const double *x, const double *top, const double *bottom, con
     return row;
 }
 
-static const double *node_of(const xrow *row, int64_t nx, int64_t c)
-{
-    return c < 0 ? row->before : c >= nx ? row->after : row->at0 + 2 * c;
-}
-
 /* An element's numbers for its 4 nodes, as pairs (u, v) like the nodes' own: S = (A + T, B + T),
  * D = (A - T, T - B), H = (Hu, Hv); its forces are -S + H on node 0, D - H on node 1, S + H on node 2
  * and -D - H on node 3.  Planes of 2 (nx + 1) values: element column c at pair c + 1. */
@@ -97,39 +92,68 @@ static inline void store4(double *p, v4 v)
     memcpy(p, &v, sizeof v);
 }
 
-/* Element row r's numbers for its columns -1 .. nx - 1 (element()'s planes, out = S, D, H):
- * node rows r (lo) and r + 1 (hi). */
-static void element_row(int64_t nx, const xrow *lo, const xrow *hi, const double *restrict e_row,
+/* Node row r's two components apart: u[c + 1], v[c + 1] of column c in [-1, nx] (the ring's columns
+ * included). */
+static void split_row(const xrow *row, int64_t nx, double *restrict u, double *restrict v)
+{
+    u[0] = row->before[0], v[0] = row->before[1];
+    for (int64_t c = 0; c < nx; ++c) {
+        u[c + 1] = row->at0[2 * c];
+        v[c + 1] = row->at0[2 * c + 1];
+    }
+    u[nx + 1] = row->after[0], v[nx + 1] = row->after[1];
+}
+
+typedef double v8 __attribute__((vector_size(64)));
+typedef int64_t v8i __attribute__((vector_size(64)));
+
+static inline v8 load8(const double *p)
+{
+    v8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Planes of 8 elements' (u, v) pairs: (a, b) side by side, pair by pair, into out (16 values). */
+static inline void store_pairs(double *out, v8 a, v8 b)
+{
+    const v8i low = {0, 8, 1, 9, 2, 10, 3, 11}, high = {4, 12, 5, 13, 6, 14, 7, 15};
+    const v8 first = __builtin_shuffle(a, b, low), second = __builtin_shuffle(a, b, high);
+    memcpy(out, &first, sizeof first);
+    memcpy(out + 8, &second, sizeof second);
+}
+
+/* Element row r's numbers for its columns -1 .. nx - 1 (element()'s planes, out = S, D, H; element column
+ * k - 1 at pair k): node rows r and r + 1 split (split_row: lo, hi).  Eight elements at a time from the
+ * components apart, the same operations as element() (a sum's terms swapped at most). */
+static void element_row(int64_t nx, const double *restrict ulo, const double *restrict vlo,
+                        const double *restrict uhi, const double *restrict vhi, const double *restrict e_row,
                         const double *restrict modes, double *restrict out)
 {
     const int64_t n = 2 * (nx + 1);
     double *restrict S = out, *restrict D = out + n, *restrict H = out + 2 * n;
     const double m[5] = {0.25 * modes[0], 0.25 * modes[1], 0.25 * modes[2], 0.0625 * modes[3], 0.0625 * modes[4]};
-    /* the first and last columns read the ring's columns */
-    element(node_of(lo, nx, -1), node_of(lo, nx, 0), node_of(hi, nx, 0), node_of(hi, nx, -1), e_row[0], m, S, D, H, 0);
-    element(node_of(lo, nx, nx - 1), node_of(lo, nx, nx), node_of(hi, nx, nx), node_of(hi, nx, nx - 1), e_row[nx], m,
-            S, D, H, nx);
-    const double *l = lo->at0, *h = hi->at0;
-    const v4 m0 = {m[0], m[0], m[0], m[0]}, m1 = {m[1], m[1], m[1], m[1]}, m2 = {m[2], m[2], m[2], m[2]};
-    const v4 mh = {m[3], m[4], m[3], m[4]}, flip = {1.0, -1.0, 1.0, -1.0};
-    const __typeof__(0LL) __attribute__((vector_size(32))) even_odd = {0, 5, 2, 7}, swap = {1, 0, 3, 2},
-        pairs = {0, 0, 1, 1};
-    int64_t k = 1;  /* element column k - 1: nodes k - 1, k of both rows */
-    for (; k + 1 < nx; k += 2) {
-        const v4 x0 = load4(l + 2 * k - 2), x1 = load4(l + 2 * k), x3 = load4(h + 2 * k - 2), x2 = load4(h + 2 * k);
-        const v4 a = x1 - x0, b = x2 - x3, c = x3 - x0, d = x2 - x1;
-        const v4 P = a + b, Q = c + d, W = b - a;
-        const v4 pq = __builtin_shuffle(P, Q, even_odd), qp = __builtin_shuffle(pq, swap);  /* (p, qv), (qv, p) */
-        const v4 t = __builtin_shuffle(Q, P, even_odd);                                    /* (q, pv) */
-        const v4 e2 = {e_row[k], e_row[k + 1], 0.0, 0.0};
-        const v4 e = __builtin_shuffle(e2, pairs);
-        const v4 AB = e * (m0 * pq + m1 * qp), TT = e * (m2 * (t + __builtin_shuffle(t, swap)));
-        store4(S + 2 * k, AB + TT);
-        store4(D + 2 * k, (AB - TT) * flip);
-        store4(H + 2 * k, e * (mh * W));
+    const v8 m0 = {m[0], m[0], m[0], m[0], m[0], m[0], m[0], m[0]}, m1 = {m[1], m[1], m[1], m[1], m[1], m[1], m[1], m[1]},
+             m2 = {m[2], m[2], m[2], m[2], m[2], m[2], m[2], m[2]}, m3 = {m[3], m[3], m[3], m[3], m[3], m[3], m[3], m[3]},
+             m4 = {m[4], m[4], m[4], m[4], m[4], m[4], m[4], m[4]};
+    int64_t k = 0;  /* pair k: element column k - 1, nodes k - 1 and k: [k] and [k + 1] of the split rows */
+    for (; k + 8 <= nx + 1; k += 8) {
+        const v8 a = load8(ulo + k + 1) - load8(ulo + k), b = load8(uhi + k + 1) - load8(uhi + k);
+        const v8 c = load8(uhi + k) - load8(ulo + k), d = load8(uhi + k + 1) - load8(ulo + k + 1);
+        const v8 av = load8(vlo + k + 1) - load8(vlo + k), bv = load8(vhi + k + 1) - load8(vhi + k);
+        const v8 cv = load8(vhi + k) - load8(vlo + k), dv = load8(vhi + k + 1) - load8(vlo + k + 1);
+        const v8 p = a + b, q = c + d, w = b - a, pv = av + bv, qv = cv + dv, wv = bv - av;
+        const v8 e = load8(e_row + k);
+        const v8 A = e * (m0 * p + m1 * qv), B = e * (m1 * p + m0 * qv), T = e * (m2 * (q + pv));
+        store_pairs(S + 2 * k, A + T, B + T);
+        store_pairs(D + 2 * k, A - T, T - B);
+        store_pairs(H + 2 * k, e * (m3 * w), e * (m4 * wv));
     }
-    for (; k < nx; ++k)
-        element(l + 2 * k - 2, l + 2 * k, h + 2 * k, h + 2 * k - 2, e_row[k], m, S, D, H, k);
+    for (; k <= nx; ++k) {
+        const double x0[2] = {ulo[k], vlo[k]}, x1[2] = {ulo[k + 1], vlo[k + 1]}, x2[2] = {uhi[k + 1], vhi[k + 1]},
+                     x3[2] = {uhi[k], vhi[k]};
+        element(x0, x1, x2, x3, e_row[k], m, S, D, H, k);
+    }
 }
 
 /* Node row forces from the element rows above (prev) and below (cur) it, into out (2 nx): node i
@@ -144,14 +168,17 @@ static void node_row(int64_t nx, const double *restrict prev, const double *rest
         out[q] = (pS[q] - cS[q + 2]) + (cD[q] - pD[q + 2]) + ((cH[q + 2] - cH[q]) + (pH[q] - pH[q + 2]));
 }
 
-/* The work of a product: element rows (two, 6 (nx + 1) each) then a node row (2 nx). */
+/* The work of a product (Q4_WORK doubles): element rows (two, 6 (nx + 1) each), a node row (2 nx), then
+ * two node rows split (u and v, nx + 2 each). */
 typedef struct {
-    double *rows[2], *forces;
+    double *rows[2], *forces, *u[2], *v[2];
 } buffers;
 
 static buffers split(double *work, int64_t nx)
 {
-    buffers b = {{work, work + 6 * (nx + 1)}, work + 12 * (nx + 1)};
+    double *at = work + 14 * (nx + 1);
+    buffers b = {{work, work + 6 * (nx + 1)}, work + 12 * (nx + 1),
+                 {at, at + 2 * (nx + 2)}, {at + nx + 2, at + 3 * (nx + 2)}};
     return b;
 }
 
@@ -188,7 +215,7 @@ static void prefetch_rows(const double *x, const double *y, const double *E, int
 }
 
 /* With want_dot, returns x . y over the owned values (each row's, while it is in cache), else 0.
- * work: 14 (nx + 1) doubles. */
+ * work: 18 (nx + 2) doubles. */
 double q4_apply(int64_t ny, int64_t nx, const double *restrict x, const double *restrict top,
                 const double *restrict bottom, const double *restrict left, const double *restrict right,
                 const double *restrict E, int64_t e_stride, const double *restrict modes, double *restrict y,
@@ -197,12 +224,15 @@ double q4_apply(int64_t ny, int64_t nx, const double *restrict x, const double *
     buffers buf = split(work, nx);
     double dot = 0.0;
     xrow lo = row_of(x, top, bottom, left, right, ny, nx, -1), hi = row_of(x, top, bottom, left, right, ny, nx, 0);
-    element_row(nx, &lo, &hi, E, modes, buf.rows[1]);  /* element row -1 */
+    split_row(&lo, nx, buf.u[0], buf.v[0]);  /* node row r split in slot (r + 1) & 1 */
+    split_row(&hi, nx, buf.u[1], buf.v[1]);
+    element_row(nx, buf.u[0], buf.v[0], buf.u[1], buf.v[1], E, modes, buf.rows[1]);  /* element row -1 */
     for (int64_t j = 0; j < ny; ++j) {
         double *prev = buf.rows[(j + 1) & 1], *cur = buf.rows[j & 1];
-        lo = hi;
+        const int s0 = (int)((j + 1) & 1), s1 = (int)(j & 1);
         hi = row_of(x, top, bottom, left, right, ny, nx, j + 1);
-        element_row(nx, &lo, &hi, E + (j + 1) * e_stride, modes, cur);
+        split_row(&hi, nx, buf.u[s1], buf.v[s1]);
+        element_row(nx, buf.u[s0], buf.v[s0], buf.u[s1], buf.v[s1], E + (j + 1) * e_stride, modes, cur);
         double *restrict yj = y + 2 * nx * j;
         prefetch_rows(x, y, E, e_stride, ny, nx, j + AHEAD);
         node_row(nx, prev, cur, yj);
@@ -217,7 +247,7 @@ double q4_apply(int64_t ny, int64_t nx, const double *restrict x, const double *
  *   d = c_d d + c_r D^-1 (b - K x),   x = x + d
  *
  * (dinv: D^-1, the inverse diagonal).  x, the halo and E as for q4_apply, the halo holding the
- * neighbours' values from before the step.  work: 14 (nx + 1) doubles.  Row j is updated once
+ * neighbours' values from before the step.  work: 18 (nx + 2) doubles.  Row j is updated once
  * the element rows beside it are computed, and those read rows j - 1 .. j + 1 before any of
  * them is updated, so the step is the same as with a separate product. */
 void chebyshev_step(int64_t ny, int64_t nx, double *restrict x, const double *restrict top,
@@ -230,12 +260,15 @@ void chebyshev_step(int64_t ny, int64_t nx, double *restrict x, const double *re
     const int64_t n = 2 * nx;
     double *restrict kx = buf.forces;
     xrow lo = row_of(x, top, bottom, left, right, ny, nx, -1), hi = row_of(x, top, bottom, left, right, ny, nx, 0);
-    element_row(nx, &lo, &hi, E, modes, buf.rows[1]);
+    split_row(&lo, nx, buf.u[0], buf.v[0]);  /* node row r split in slot (r + 1) & 1, before it is updated */
+    split_row(&hi, nx, buf.u[1], buf.v[1]);
+    element_row(nx, buf.u[0], buf.v[0], buf.u[1], buf.v[1], E, modes, buf.rows[1]);
     for (int64_t j = 0; j < ny; ++j) {
         double *prev = buf.rows[(j + 1) & 1], *cur = buf.rows[j & 1];
-        lo = hi;
+        const int s0 = (int)((j + 1) & 1), s1 = (int)(j & 1);
         hi = row_of(x, top, bottom, left, right, ny, nx, j + 1);
-        element_row(nx, &lo, &hi, E + (j + 1) * e_stride, modes, cur);  /* rows j, j + 1: not updated yet */
+        split_row(&hi, nx, buf.u[s1], buf.v[s1]);  /* rows j, j + 1: not updated yet */
+        element_row(nx, buf.u[s0], buf.v[s0], buf.u[s1], buf.v[s1], E + (j + 1) * e_stride, modes, cur);
         prefetch_rows(x, d, E, e_stride, ny, nx, j + AHEAD);
         prefetch_rows(b, 0, 0, e_stride, ny, nx, j + AHEAD);
         prefetch_rows(dinv, 0, 0, e_stride, ny, nx, j + AHEAD);
