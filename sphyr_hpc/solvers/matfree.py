@@ -133,7 +133,7 @@ class FineOperator(FusedOperator):
         self._E = None
         self._diagonal = np.zeros(2 * self._box[0] * self._box[1])
         self._inverse_diagonal = np.zeros_like(self._diagonal)
-        self._work = np.zeros(18 * (nx + 2))
+        self._work = np.zeros(native_function(SOURCE, "q4_work_size", ctypes.c_int64, ctypes.c_int64)(nx))
         self.nnz = stencil_nonzeros(shape, storage)
         # What one product reads of the operator, all ranks: the moduli (sphyr_hpc.optimiser.measure).
         self.stored_bytes = 8.0 * comm.tompi4py().allreduce(self._moduli.box_array.size)

@@ -77,21 +77,6 @@ static inline void element(const double *x0, const double *x1, const double *x2,
     H[2 * k + 1] = e * (m[4] * wv);
 }
 
-/* Two elements side by side in vectors of 4 (their nodes' (u, v) pairs, as x holds them). */
-typedef double v4 __attribute__((vector_size(32)));
-
-static inline v4 load4(const double *p)
-{
-    v4 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline void store4(double *p, v4 v)
-{
-    memcpy(p, &v, sizeof v);
-}
-
 /* Node row r's two components apart: u[c + 1], v[c + 1] of column c in [-1, nx] (the ring's columns
  * included). */
 static void split_row(const xrow *row, int64_t nx, double *restrict u, double *restrict v)
@@ -168,11 +153,16 @@ static void node_row(int64_t nx, const double *restrict prev, const double *rest
         out[q] = (pS[q] - cS[q + 2]) + (cD[q] - pD[q + 2]) + ((cH[q + 2] - cH[q]) + (pH[q] - pH[q + 2]));
 }
 
-/* The work of a product (Q4_WORK doubles): element rows (two, 6 (nx + 1) each), a node row (2 nx), then
- * two node rows split (u and v, nx + 2 each). */
+/* The work of a product (q4_work_size doubles): element rows (two, 6 (nx + 1) each), a node row (2 nx),
+ * then two node rows split (u and v, nx + 2 each). */
 typedef struct {
     double *rows[2], *forces, *u[2], *v[2];
 } buffers;
+
+int64_t q4_work_size(int64_t nx)
+{
+    return 14 * (nx + 1) + 4 * (nx + 2);
+}
 
 static buffers split(double *work, int64_t nx)
 {
@@ -215,7 +205,7 @@ static void prefetch_rows(const double *x, const double *y, const double *E, int
 }
 
 /* With want_dot, returns x . y over the owned values (each row's, while it is in cache), else 0.
- * work: 18 (nx + 2) doubles. */
+ * work: q4_work_size(nx) doubles. */
 double q4_apply(int64_t ny, int64_t nx, const double *restrict x, const double *restrict top,
                 const double *restrict bottom, const double *restrict left, const double *restrict right,
                 const double *restrict E, int64_t e_stride, const double *restrict modes, double *restrict y,
@@ -247,7 +237,7 @@ double q4_apply(int64_t ny, int64_t nx, const double *restrict x, const double *
  *   d = c_d d + c_r D^-1 (b - K x),   x = x + d
  *
  * (dinv: D^-1, the inverse diagonal).  x, the halo and E as for q4_apply, the halo holding the
- * neighbours' values from before the step.  work: 18 (nx + 2) doubles.  Row j is updated once
+ * neighbours' values from before the step.  work: q4_work_size(nx) doubles.  Row j is updated once
  * the element rows beside it are computed, and those read rows j - 1 .. j + 1 before any of
  * them is updated, so the step is the same as with a separate product. */
 void chebyshev_step(int64_t ny, int64_t nx, double *restrict x, const double *restrict top,
