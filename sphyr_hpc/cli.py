@@ -218,12 +218,12 @@ def main(command, argv=None):
             return _run(command, args, context.petsc_args, context)
         except (UsageError, OptionsError) as err:
             return report_usage_error(command.prog, err, context.comm.rank if context.comm else None)
-        except KeyboardInterrupt as err:
-            note = command.interrupt_note(args) if args is not None else ""
-            return end_interrupted(command.prog, err, context.comm, note)
-        except Exception:
-            swallowed = swallowed_interrupt()
-            if swallowed is not None:  # a signal arrived, and something caught its Interrupted (see there)
+        except (KeyboardInterrupt, Exception) as err:
+            # An interrupt, or another error after a signal whose Interrupted something caught (see
+            # swallowed_interrupt), ends as interrupted; anything else is unexpected.
+            interrupt = err if isinstance(err, KeyboardInterrupt) else swallowed_interrupt()
+            if interrupt is None:
+                end_unexpected(command.prog, context.comm, command.abort_note)
+            else:
                 note = command.interrupt_note(args) if args is not None else ""
-                return end_interrupted(command.prog, swallowed, context.comm, note)
-            end_unexpected(command.prog, context.comm, command.abort_note)
+                return end_interrupted(command.prog, interrupt, context.comm, note)
