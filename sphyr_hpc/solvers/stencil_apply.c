@@ -69,8 +69,12 @@ static field make(const double *owned, const double *ring, int64_t ny, int64_t n
  * block (a plane per value, as first tried, spilled 31 addresses and ran at 5 ns a node from cache). */
 #define LANES 8
 /* Packed rows this far ahead of the one in work are asked for: the hardware prefetcher alone leaves the
- * product waiting. */
+ * product waiting.  A block's lines are asked for as the block of the row in work is computed, into L2
+ * (hint 2): a row's requests in one burst (as first written, non-temporal) stalled an Intel core until
+ * the line fill buffers drained and left the lines in L1, where two rows of blocks do not fit; 513x513
+ * nodes took 13 ms a Chebyshev step so, 3.4 ms spread. */
 #define AHEAD 2
+#define HINT 2
 typedef double v8 __attribute__((vector_size(8 * LANES)));
 typedef int64_t v8i __attribute__((vector_size(8 * LANES)));
 
@@ -141,11 +145,12 @@ static void split_row(const field *fx, int64_t r, double *restrict u, double *re
 }
 
 /* Node row j's product into yu, yv (column c at [c + 1]): s1, s0 the packed rows j and j - 1 (at their block
- * 0), u0 .. v2 x's rows j - 1, j, j + 1 (split_row). */
+ * 0), u0 .. v2 x's rows j - 1, j, j + 1 (split_row); ahead, where given, the packed row AHEAD rows on (its
+ * lines asked for block by block). */
 static void product_row(int64_t nb, const double *restrict s1, const double *restrict s0, const double *restrict u0,
                         const double *restrict v0, const double *restrict u1, const double *restrict v1,
                         const double *restrict u2, const double *restrict v2, double *restrict yu,
-                        double *restrict yv)
+                        double *restrict yv, const double *ahead)
 {
     const v8i before = {7, 8, 9, 10, 11, 12, 13, 14}, after = {1, 2, 3, 4, 5, 6, 7, 8};
 #define S1(k) load8(a + LANES * (k))
@@ -155,6 +160,9 @@ static void product_row(int64_t nb, const double *restrict s1, const double *res
 #define W0(k) __builtin_shuffle(load8(o - NS * LANES + LANES * (k)), S0(k), before)
     for (int64_t b = 1; b <= nb; ++b) {
         const double *a = s1 + NS * LANES * b, *o = s0 + NS * LANES * b;
+        if (ahead)
+            for (int k = 0; k < NS; ++k)
+                __builtin_prefetch(ahead + NS * LANES * b + LANES * k, 0, HINT);
         const int64_t c = LANES * (b - 1);
         const v8 xu = load8(u1 + c), xv = load8(v1 + c), eu = load8(u1 + c + 1), ev = load8(v1 + c + 1);
         const v8 wu = load8(u1 + c - 1), wv = load8(v1 + c - 1);
@@ -220,11 +228,9 @@ static void product_of_row(const field *fx, const double *packed, rows *w, int64
 {
     const int s0 = (int)(j % 3), s1 = (int)((j + 1) % 3), s2 = (int)((j + 2) % 3);
     split_row(fx, j + 1, w->u[s2] - 1, w->v[s2] - 1);
-    if (j + 1 + AHEAD < fx->ny + 1)
-        for (int64_t q = 0; q < w->row; q += 8)
-            __builtin_prefetch(packed + w->row * (j + 1 + AHEAD) + q, 0, 0);
+    const double *ahead = j + 1 + AHEAD < fx->ny + 1 ? packed + w->row * (j + 1 + AHEAD) : 0;
     product_row(w->nb, packed + w->row * (j + 1), packed + w->row * j, w->u[s0] - 1, w->v[s0] - 1, w->u[s1] - 1,
-                w->v[s1] - 1, w->u[s2] - 1, w->v[s2] - 1, w->yu - 1, w->yv - 1);
+                w->v[s1] - 1, w->u[s2] - 1, w->v[s2] - 1, w->yu - 1, w->yv - 1, ahead);
 }
 
 /* y = A x on the owned nodes (x: owned values and ring; packed: stencil_pack's); with want_dot returns the
