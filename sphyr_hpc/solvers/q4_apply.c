@@ -25,8 +25,13 @@
  * E: the element moduli around the owned nodes, (ny + 1) x (nx + 1), element (j - 1, i - 1) of
  * the owned box at [j][i] (e_stride = nx + 1), 0 outside the grid.
  * y: the owned values, (ny, nx, 2) contiguous, every one written.
- * A node row's forces come from the element rows above and below it: each element row's 5 numbers
- * are computed once into a row buffer (work) and used by the two node rows beside it.
+ * One pass a node row, eight nodes at a time: the element row below it is computed (its 5 numbers
+ * once an element), node row j's forces finished from it and from what the pass before left (the
+ * element row above's part, the carry), and what node row j + 1 gets from it left in turn.  The row
+ * buffers are the two node rows split into u and v and the carry (about 6 values a column), so that
+ * they stay in L1 while the vectors stream by: with the element rows held whole (6 values an element,
+ * two rows) and the phases one after the other, a row of 1025 nodes spilled to L2 and a Chebyshev step
+ * of 1025x1025 nodes took 11 ns a node, 5 ns so.
  *
  * chebyshev_step (below) is one step of Jacobi-preconditioned Chebyshev smoothing fused around the
  * same product, x updated in place row by row.
@@ -89,8 +94,9 @@ static void split_row(const xrow *row, int64_t nx, double *restrict u, double *r
     u[nx + 1] = row->after[0], v[nx + 1] = row->after[1];
 }
 
-typedef double v8 __attribute__((vector_size(64)));
-typedef int64_t v8i __attribute__((vector_size(64)));
+#define LANES 8
+typedef double v8 __attribute__((vector_size(8 * LANES)));
+typedef int64_t v8i __attribute__((vector_size(8 * LANES)));
 
 static inline v8 load8(const double *p)
 {
@@ -99,77 +105,222 @@ static inline v8 load8(const double *p)
     return v;
 }
 
-/* Planes of 8 elements' (u, v) pairs: (a, b) side by side, pair by pair, into out (16 values). */
-static inline void store_pairs(double *out, v8 a, v8 b)
+static inline void store8(double *p, v8 v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
+static inline v8 splat(double a)
+{
+    const v8 v = {a, a, a, a, a, a, a, a};
+    return v;
+}
+
+/* (a, b) pair by pair: a[0], b[0], a[1], b[1], ... in first (lanes 0-3 of each) and second. */
+static inline void pairs(v8 a, v8 b, v8 *first, v8 *second)
 {
     const v8i low = {0, 8, 1, 9, 2, 10, 3, 11}, high = {4, 12, 5, 13, 6, 14, 7, 15};
-    const v8 first = __builtin_shuffle(a, b, low), second = __builtin_shuffle(a, b, high);
-    memcpy(out, &first, sizeof first);
-    memcpy(out + 8, &second, sizeof second);
+    *first = __builtin_shuffle(a, b, low);
+    *second = __builtin_shuffle(a, b, high);
 }
 
-/* Element row r's numbers for its columns -1 .. nx - 1 (element()'s planes, out = S, D, H; element column
- * k - 1 at pair k): node rows r and r + 1 split (split_row: lo, hi).  Eight elements at a time from the
- * components apart, the same operations as element() (a sum's terms swapped at most). */
-static void element_row(int64_t nx, const double *restrict ulo, const double *restrict vlo,
-                        const double *restrict uhi, const double *restrict vhi, const double *restrict e_row,
-                        const double *restrict modes, double *restrict out)
+/* v's lanes moved up by one, lane 0 from before's last: a value's element one column to the left. */
+static inline v8 from_left(v8 before, v8 v)
 {
-    const int64_t n = 2 * (nx + 1);
-    double *restrict S = out, *restrict D = out + n, *restrict H = out + 2 * n;
-    const double m[5] = {0.25 * modes[0], 0.25 * modes[1], 0.25 * modes[2], 0.0625 * modes[3], 0.0625 * modes[4]};
-    const v8 m0 = {m[0], m[0], m[0], m[0], m[0], m[0], m[0], m[0]}, m1 = {m[1], m[1], m[1], m[1], m[1], m[1], m[1], m[1]},
-             m2 = {m[2], m[2], m[2], m[2], m[2], m[2], m[2], m[2]}, m3 = {m[3], m[3], m[3], m[3], m[3], m[3], m[3], m[3]},
-             m4 = {m[4], m[4], m[4], m[4], m[4], m[4], m[4], m[4]};
-    int64_t k = 0;  /* pair k: element column k - 1, nodes k - 1 and k: [k] and [k + 1] of the split rows */
-    for (; k + 8 <= nx + 1; k += 8) {
-        const v8 a = load8(ulo + k + 1) - load8(ulo + k), b = load8(uhi + k + 1) - load8(uhi + k);
-        const v8 c = load8(uhi + k) - load8(ulo + k), d = load8(uhi + k + 1) - load8(ulo + k + 1);
-        const v8 av = load8(vlo + k + 1) - load8(vlo + k), bv = load8(vhi + k + 1) - load8(vhi + k);
-        const v8 cv = load8(vhi + k) - load8(vlo + k), dv = load8(vhi + k + 1) - load8(vlo + k + 1);
-        const v8 p = a + b, q = c + d, w = b - a, pv = av + bv, qv = cv + dv, wv = bv - av;
-        const v8 e = load8(e_row + k);
-        const v8 A = e * (m0 * p + m1 * qv), B = e * (m1 * p + m0 * qv), T = e * (m2 * (q + pv));
-        store_pairs(S + 2 * k, A + T, B + T);
-        store_pairs(D + 2 * k, A - T, T - B);
-        store_pairs(H + 2 * k, e * (m3 * w), e * (m4 * wv));
+    const v8i shift = {7, 8, 9, 10, 11, 12, 13, 14};
+    return __builtin_shuffle(before, v, shift);
+}
+
+/* Node row r split (as split_row) at indices [first, first + LANES) (columns first - 1 ..), those of
+ * them in [0, nx + 1]. */
+static inline void split_block(const xrow *row, int64_t nx, double *restrict u, double *restrict v, int64_t first)
+{
+    const int64_t c0 = first - 1;
+    if (c0 >= 0 && c0 + LANES <= nx) {
+        const v8i even = {0, 2, 4, 6, 8, 10, 12, 14}, odd = {1, 3, 5, 7, 9, 11, 13, 15};
+        const v8 a = load8(row->at0 + 2 * c0), b = load8(row->at0 + 2 * c0 + LANES);
+        store8(u + first, __builtin_shuffle(a, b, even));
+        store8(v + first, __builtin_shuffle(a, b, odd));
+        return;
     }
-    for (; k <= nx; ++k) {
-        const double x0[2] = {ulo[k], vlo[k]}, x1[2] = {ulo[k + 1], vlo[k + 1]}, x2[2] = {uhi[k + 1], vhi[k + 1]},
-                     x3[2] = {uhi[k], vhi[k]};
-        element(x0, x1, x2, x3, e_row[k], m, S, D, H, k);
+    for (int64_t c = c0; c < c0 + LANES && c <= nx; ++c) {
+        const double *node = c < 0 ? row->before : c < nx ? row->at0 + 2 * c : row->after;
+        u[c + 1] = node[0], v[c + 1] = node[1];
     }
 }
 
-/* Node row forces from the element rows above (prev) and below (cur) it, into out (2 nx): node i
- * is node 0 of element (j, i) (cur, pair i + 1), node 1 of (j, i - 1) (cur, i), node 2 of
- * (j - 1, i - 1) (prev, i) and node 3 of (j - 1, i) (prev, i + 1). */
-static void node_row(int64_t nx, const double *restrict prev, const double *restrict cur, double *restrict out)
-{
-    const int64_t n = 2 * (nx + 1);
-    const double *restrict pS = prev, *restrict pD = prev + n, *restrict pH = prev + 2 * n;
-    const double *restrict cS = cur, *restrict cD = cur + n, *restrict cH = cur + 2 * n;
-    for (int64_t q = 0; q < 2 * nx; ++q)
-        out[q] = (pS[q] - cS[q + 2]) + (cD[q] - pD[q + 2]) + ((cH[q + 2] - cH[q]) + (pH[q] - pH[q + 2]));
-}
+/* Rows this far ahead of the one in work are asked for (x; E and the arrays a step reads and writes): the
+ * hardware prefetcher alone leaves a product waiting on memory.  Their lines are asked for block by block,
+ * as the row in work is computed (into L2: hint 2), not in one burst at a row's start. */
+#define AHEAD 2
+#define HINT 2
 
-/* The work of a product (q4_work_size doubles): element rows (two, 6 (nx + 1) each), a node row (2 nx),
- * then two node rows split (u and v, nx + 2 each). */
+/* A pass's work (q4_work_size doubles): node rows j and j + 1 split (two slots, u and v, column c at
+ * [c + 1], LANES zeros past column nx), and the carry: node row j + 1's forces from element row j (u and v,
+ * column c at [c]), added when that row's pass comes. */
 typedef struct {
-    double *rows[2], *forces, *u[2], *v[2];
+    double *u[2], *v[2], *cu, *cv;
 } buffers;
+
+static int64_t split_width(int64_t nx)
+{
+    return nx + 2 + LANES;
+}
 
 int64_t q4_work_size(int64_t nx)
 {
-    return 14 * (nx + 1) + 4 * (nx + 2);
+    return 4 * split_width(nx) + 2 * (nx + LANES);
 }
 
 static buffers split(double *work, int64_t nx)
 {
-    double *at = work + 14 * (nx + 1);
-    buffers b = {{work, work + 6 * (nx + 1)}, work + 12 * (nx + 1),
-                 {at, at + 2 * (nx + 2)}, {at + nx + 2, at + 3 * (nx + 2)}};
+    const int64_t w = split_width(nx);
+    buffers b = {{work, work + 2 * w}, {work + w, work + 3 * w}, work + 4 * w, work + 4 * w + nx + LANES};
+    memset(work, 0, sizeof(double) * (size_t)q4_work_size(nx));
     return b;
+}
+
+/* What a pass does with node row j's forces: nothing (element row -1's pass: the carry only), y = K x
+ * (and x . y), or a Chebyshev step. */
+enum { CARRY_ONLY, PRODUCT, STEP };
+
+typedef struct {
+    const double *x;        /* PRODUCT: x's row j (read); STEP: x's row j (updated) */
+    double *y;              /* PRODUCT: y's row j */
+    double *d;              /* STEP: d's row j, b's, D^-1's */
+    const double *b, *dinv;
+    double c_d, c_r;
+    const double *ahead[5]; /* rows asked for ahead (0: none) */
+} row_io;
+
+/* 16 interleaved values (8 nodes) of node row j: forces f0, f1, done with as the mode says; returns their
+ * part of x . y (PRODUCT). */
+static inline __attribute__((always_inline)) v8 consume(int mode, const row_io *io, int64_t at, v8 f0, v8 f1)
+{
+    const v8 zero = splat(0.0);
+    if (mode == PRODUCT) {
+        store8(io->y + at, f0);
+        store8(io->y + at + 8, f1);
+        return load8(io->x + at) * f0 + load8(io->x + at + 8) * f1;
+    }
+    if (mode == STEP) {
+        double *restrict x = (double *)io->x;
+        const v8 cd = splat(io->c_d), cr = splat(io->c_r);
+        const v8 s0 = cd * load8(io->d + at) + cr * load8(io->dinv + at) * (load8(io->b + at) - f0);
+        const v8 s1 = cd * load8(io->d + at + 8) + cr * load8(io->dinv + at + 8) * (load8(io->b + at + 8) - f1);
+        store8(io->d + at, s0);
+        store8(io->d + at + 8, s1);
+        store8(x + at, load8(x + at) + s0);
+        store8(x + at + 8, load8(x + at + 8) + s1);
+    }
+    return zero;
+}
+
+/* The same for the last n < 8 nodes (values at [at, at + 2 n)), one by one. */
+static double consume_tail(int mode, const row_io *io, int64_t at, int64_t n, v8 f0, v8 f1)
+{
+    double f[16], dot = 0.0;
+    memcpy(f, &f0, sizeof f0);
+    memcpy(f + 8, &f1, sizeof f1);
+    for (int64_t q = 0; q < 2 * n; ++q) {
+        if (mode == PRODUCT) {
+            io->y[at + q] = f[q];
+            dot += io->x[at + q] * f[q];
+        } else if (mode == STEP) {
+            double *x = (double *)io->x;
+            const double s = io->c_d * io->d[at + q] + io->c_r * io->dinv[at + q] * (io->b[at + q] - f[q]);
+            io->d[at + q] = s;
+            x[at + q] += s;
+        }
+    }
+    return dot;
+}
+
+/* Element row j (its node rows split: lo = node row j, hi = node row j + 1; e_row its moduli, element
+ * column k - 1 at [k]) and node row j's forces, eight nodes at a time.  An element's 5 numbers as
+ * element() computes them, as u and v planes: S = (A + T, B + T), D = (A - T, T - B), H = (Hu, Hv); its
+ * forces are -S + H on node 0, D - H on node 1, S + H on node 2 and -D - H on node 3.  Node i of row j is
+ * node 0 of element column i and node 1 of column i - 1 (this element row), and nodes 2 and 3 of
+ * element row j - 1's columns i - 1 and i: their part, the carry, came from row j - 1's pass; this pass
+ * leaves row j + 1's.  Node row j + 1 (hirow) is split into uhi, vhi a block ahead of the elements that
+ * read it.  Returns x . y (PRODUCT). */
+static inline __attribute__((always_inline)) double pass(int mode, int64_t nx, const double *restrict ulo,
+                                                         const double *restrict vlo, const double *restrict uhi,
+                                                         const double *restrict vhi, const double *restrict e_row,
+                                                         const double *restrict modes, double *restrict cu,
+                                                         double *restrict cv, const row_io *io,
+                                                         const xrow *hirow)
+{
+    const double m[5] = {0.25 * modes[0], 0.25 * modes[1], 0.25 * modes[2], 0.0625 * modes[3], 0.0625 * modes[4]};
+    const v8 m0 = splat(m[0]), m1 = splat(m[1]), m2 = splat(m[2]), m3 = splat(m[3]), m4 = splat(m[4]);
+    v8 lSu, lSv, lDu, lDv, lHu, lHv;  /* the block to the left's numbers (its last lane: element column k - 2) */
+    split_block(hirow, nx, (double *)uhi, (double *)vhi, 0);
+    split_block(hirow, nx, (double *)uhi, (double *)vhi, LANES);
+    {
+        /* element column -1, on its own: lane 7 of a block before the first */
+        const double x0[2] = {ulo[0], vlo[0]}, x1[2] = {ulo[1], vlo[1]}, x2[2] = {uhi[1], vhi[1]},
+                     x3[2] = {uhi[0], vhi[0]};
+        double S[2], D[2], H[2];
+        element(x0, x1, x2, x3, e_row[0], m, S, D, H, 0);
+        const v8 zero = splat(0.0);
+        lSu = lSv = lDu = lDv = lHu = lHv = zero;
+        lSu[7] = S[0], lSv[7] = S[1], lDu[7] = D[0], lDv[7] = D[1], lHu[7] = H[0], lHv[7] = H[1];
+    }
+    v8 dot = splat(0.0);
+    double dot_tail = 0.0;
+    for (int64_t k = 1; k <= nx; k += LANES) {  /* element columns k - 1 .. k + 6, nodes k - 1 .. k + 6 */
+        const int64_t n = nx - (k - 1) < LANES ? nx - (k - 1) : LANES;
+        split_block(hirow, nx, (double *)uhi, (double *)vhi, k + 2 * LANES - 1);
+        for (int q = 0; q < 4; ++q)
+            if (io->ahead[q]) {
+                __builtin_prefetch(io->ahead[q] + 2 * (k - 1), 0, HINT);
+                __builtin_prefetch(io->ahead[q] + 2 * (k - 1) + LANES, 0, HINT);
+            }
+        if (io->ahead[4])
+            __builtin_prefetch(io->ahead[4] + k, 0, HINT);
+        v8 e;
+        if (k + LANES <= nx + 1)
+            e = load8(e_row + k);
+        else {
+            e = splat(0.0);
+            for (int64_t l = 0; k + l <= nx; ++l)
+                e[l] = e_row[k + l];
+        }
+        const v8 a = load8(ulo + k + 1) - load8(ulo + k), b = load8(uhi + k + 1) - load8(uhi + k);
+        const v8 c = load8(uhi + k) - load8(ulo + k), d = load8(uhi + k + 1) - load8(ulo + k + 1);
+        const v8 av = load8(vlo + k + 1) - load8(vlo + k), bv = load8(vhi + k + 1) - load8(vhi + k);
+        const v8 cv_ = load8(vhi + k) - load8(vlo + k), dv = load8(vhi + k + 1) - load8(vlo + k + 1);
+        const v8 p = a + b, q = c + d, w = b - a, pv = av + bv, qv = cv_ + dv, wv = bv - av;
+        const v8 A = e * (m0 * p + m1 * qv), B = e * (m1 * p + m0 * qv), T = e * (m2 * (q + pv));
+        const v8 Su = A + T, Sv = B + T, Du = A - T, Dv = T - B, Hu = e * (m3 * w), Hv = e * (m4 * wv);
+        const v8 Su1 = from_left(lSu, Su), Sv1 = from_left(lSv, Sv), Du1 = from_left(lDu, Du),
+                 Dv1 = from_left(lDv, Dv), Hu1 = from_left(lHu, Hu), Hv1 = from_left(lHv, Hv);
+        double *cuk = cu + k - 1, *cvk = cv + k - 1;
+        if (mode != CARRY_ONLY) {
+            const v8 fu = load8(cuk) + ((Hu - Su) + (Du1 - Hu1)), fv = load8(cvk) + ((Hv - Sv) + (Dv1 - Hv1));
+            v8 f0, f1;
+            pairs(fu, fv, &f0, &f1);
+            if (n == LANES)
+                dot += consume(mode, io, 2 * (k - 1), f0, f1);
+            else
+                dot_tail += consume_tail(mode, io, 2 * (k - 1), n, f0, f1);
+        }
+        store8(cuk, (Su1 + Hu1) - (Du + Hu));
+        store8(cvk, (Sv1 + Hv1) - (Dv + Hv));
+        lSu = Su, lSv = Sv, lDu = Du, lDv = Dv, lHu = Hu, lHv = Hv;
+    }
+    return ((dot[0] + dot[1]) + (dot[2] + dot[3])) + ((dot[4] + dot[5]) + (dot[6] + dot[7])) + dot_tail;
+}
+
+static double pass_of(int mode, int64_t nx, const buffers *buf, int lo, const double *e_row, const double *modes,
+                      const row_io *io, const xrow *hirow)
+{
+    const int hi = 1 - lo;
+    if (mode == CARRY_ONLY)
+        return pass(CARRY_ONLY, nx, buf->u[lo], buf->v[lo], buf->u[hi], buf->v[hi], e_row, modes, buf->cu, buf->cv, io, hirow);
+    if (mode == PRODUCT)
+        return pass(PRODUCT, nx, buf->u[lo], buf->v[lo], buf->u[hi], buf->v[hi], e_row, modes, buf->cu, buf->cv, io, hirow);
+    return pass(STEP, nx, buf->u[lo], buf->v[lo], buf->u[hi], buf->v[hi], e_row, modes, buf->cu, buf->cv, io, hirow);
 }
 
 /* Sum of a[q] b[q] (c[q] if c) over n values, in four interleaved partial sums (vectorisable). */
@@ -185,23 +336,36 @@ static double dot4(int64_t n, const double *restrict a, const double *restrict b
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-/* Rows this far ahead of the one in work are asked for (x; E and y, to be written, where given):
- * the hardware prefetcher alone leaves a product waiting on memory (1025x1024 nodes: 9.6 ms, 6.4
- * with this). */
-#define AHEAD 2
-
-static void prefetch_rows(const double *x, const double *y, const double *E, int64_t e_stride, int64_t ny,
-                          int64_t nx, int64_t j)
+/* The passes over the owned rows: element row -1's (the carry into row 0), then row j's for j = 0 .. ny - 1,
+ * each splitting node row j + 1 as it goes (row j's own split is the previous pass's, from before row j
+ * was updated).  io's rows are set per row from the whole arrays in io_at (x, y; or x, d, b, D^-1). */
+static double passes(int mode, int64_t ny, int64_t nx, const double *x, const double *top, const double *bottom,
+                     const double *left, const double *right, const double *E, int64_t e_stride,
+                     const double *modes, const row_io *io_at, double *work)
 {
-    if (j >= ny)
-        return;
-    for (int64_t q = 0; q < 2 * nx; q += 8) {
-        __builtin_prefetch(x + 2 * nx * j + q, 0, 0);
-        if (y)
-            __builtin_prefetch(y + 2 * nx * j + q, 1, 0);
+    buffers buf = split(work, nx);
+    const int64_t n = 2 * nx;
+    xrow lo = row_of(x, top, bottom, left, right, ny, nx, -1), hi = row_of(x, top, bottom, left, right, ny, nx, 0);
+    split_row(&lo, nx, buf.u[0], buf.v[0]);  /* node row r split in slot (r + 1) & 1 */
+    const row_io none = {0};
+    pass_of(CARRY_ONLY, nx, &buf, 0, E, modes, &none, &hi);
+    double dot = 0.0;
+    for (int64_t j = 0; j < ny; ++j) {
+        hi = row_of(x, top, bottom, left, right, ny, nx, j + 1);
+        row_io io = *io_at;
+        io.x += n * j;
+        if (mode == PRODUCT)
+            io.y += n * j;
+        else
+            io.d += n * j, io.b += n * j, io.dinv += n * j;
+        const int later = j + AHEAD < ny;
+        const double *rows[4] = {x, mode == PRODUCT ? io_at->y : io_at->d, io_at->b, io_at->dinv};
+        for (int q = 0; q < 4; ++q)
+            io.ahead[q] = later && rows[q] ? rows[q] + n * (j + AHEAD) : 0;
+        io.ahead[4] = later ? E + (j + AHEAD + 1) * e_stride : 0;
+        dot += pass_of(mode, nx, &buf, (int)((j + 1) & 1), E + (j + 1) * e_stride, modes, &io, &hi);
     }
-    for (int64_t q = 0; E && q < nx + 1; q += 8)
-        __builtin_prefetch(E + (j + 1) * e_stride + q, 0, 0);
+    return dot;
 }
 
 /* With want_dot, returns x . y over the owned values (each row's, while it is in cache), else 0.
@@ -211,25 +375,11 @@ double q4_apply(int64_t ny, int64_t nx, const double *restrict x, const double *
                 const double *restrict E, int64_t e_stride, const double *restrict modes, double *restrict y,
                 int64_t want_dot, double *restrict work)
 {
-    buffers buf = split(work, nx);
-    double dot = 0.0;
-    xrow lo = row_of(x, top, bottom, left, right, ny, nx, -1), hi = row_of(x, top, bottom, left, right, ny, nx, 0);
-    split_row(&lo, nx, buf.u[0], buf.v[0]);  /* node row r split in slot (r + 1) & 1 */
-    split_row(&hi, nx, buf.u[1], buf.v[1]);
-    element_row(nx, buf.u[0], buf.v[0], buf.u[1], buf.v[1], E, modes, buf.rows[1]);  /* element row -1 */
-    for (int64_t j = 0; j < ny; ++j) {
-        double *prev = buf.rows[(j + 1) & 1], *cur = buf.rows[j & 1];
-        const int s0 = (int)((j + 1) & 1), s1 = (int)(j & 1);
-        hi = row_of(x, top, bottom, left, right, ny, nx, j + 1);
-        split_row(&hi, nx, buf.u[s1], buf.v[s1]);
-        element_row(nx, buf.u[s0], buf.v[s0], buf.u[s1], buf.v[s1], E + (j + 1) * e_stride, modes, cur);
-        double *restrict yj = y + 2 * nx * j;
-        prefetch_rows(x, y, E, e_stride, ny, nx, j + AHEAD);
-        node_row(nx, prev, cur, yj);
-        if (want_dot)
-            dot += dot4(2 * nx, x + 2 * nx * j, yj, 0);
-    }
-    return dot;
+    row_io io = {0};
+    io.x = x;
+    io.y = y;
+    const double dot = passes(PRODUCT, ny, nx, x, top, bottom, left, right, E, e_stride, modes, &io, work);
+    return want_dot ? dot : 0.0;
 }
 
 /* One Chebyshev step on the owned nodes, in place:
@@ -237,41 +387,23 @@ double q4_apply(int64_t ny, int64_t nx, const double *restrict x, const double *
  *   d = c_d d + c_r D^-1 (b - K x),   x = x + d
  *
  * (dinv: D^-1, the inverse diagonal).  x, the halo and E as for q4_apply, the halo holding the
- * neighbours' values from before the step.  work: q4_work_size(nx) doubles.  Row j is updated once
- * the element rows beside it are computed, and those read rows j - 1 .. j + 1 before any of
- * them is updated, so the step is the same as with a separate product. */
+ * neighbours' values from before the step.  work: q4_work_size(nx) doubles.  Row j is updated in its
+ * pass, after node row j + 1 is split, and the split rows are the values the elements read, so the step
+ * is the same as with a separate product. */
 void chebyshev_step(int64_t ny, int64_t nx, double *restrict x, const double *restrict top,
                     const double *restrict bottom, const double *restrict left, const double *restrict right,
                     const double *restrict E, int64_t e_stride, const double *restrict modes,
                     const double *restrict b, const double *restrict dinv, double *restrict d,
                     double c_d, double c_r, double *restrict work)
 {
-    buffers buf = split(work, nx);
-    const int64_t n = 2 * nx;
-    double *restrict kx = buf.forces;
-    xrow lo = row_of(x, top, bottom, left, right, ny, nx, -1), hi = row_of(x, top, bottom, left, right, ny, nx, 0);
-    split_row(&lo, nx, buf.u[0], buf.v[0]);  /* node row r split in slot (r + 1) & 1, before it is updated */
-    split_row(&hi, nx, buf.u[1], buf.v[1]);
-    element_row(nx, buf.u[0], buf.v[0], buf.u[1], buf.v[1], E, modes, buf.rows[1]);
-    for (int64_t j = 0; j < ny; ++j) {
-        double *prev = buf.rows[(j + 1) & 1], *cur = buf.rows[j & 1];
-        const int s0 = (int)((j + 1) & 1), s1 = (int)(j & 1);
-        hi = row_of(x, top, bottom, left, right, ny, nx, j + 1);
-        split_row(&hi, nx, buf.u[s1], buf.v[s1]);  /* rows j, j + 1: not updated yet */
-        element_row(nx, buf.u[s0], buf.v[s0], buf.u[s1], buf.v[s1], E + (j + 1) * e_stride, modes, cur);
-        prefetch_rows(x, d, E, e_stride, ny, nx, j + AHEAD);
-        prefetch_rows(b, 0, 0, e_stride, ny, nx, j + AHEAD);
-        prefetch_rows(dinv, 0, 0, e_stride, ny, nx, j + AHEAD);
-        node_row(nx, prev, cur, kx);
-        double *restrict xj = x + n * j;
-        const double *restrict bj = b + n * j, *restrict dj_inv = dinv + n * j;
-        double *restrict dj = d + n * j;
-        for (int64_t q = 0; q < n; ++q) {
-            const double step = c_d * dj[q] + c_r * dj_inv[q] * (bj[q] - kx[q]);
-            dj[q] = step;
-            xj[q] += step;
-        }
-    }
+    row_io io = {0};
+    io.x = x;
+    io.d = d;
+    io.b = b;
+    io.dinv = dinv;
+    io.c_d = c_d;
+    io.c_r = c_r;
+    passes(STEP, ny, nx, x, top, bottom, left, right, E, e_stride, modes, &io, work);
 }
 
 /* The first Chebyshev step from x = 0: d = scale D^-1 b, x = d (n values). */
