@@ -123,9 +123,10 @@ FINEST_SMOOTHER = "fused"
 LEVELS_MAT_TYPE = STENCIL
 LEVELS_SMOOTHER = "fused"
 # A level smaller than this a rank stays SBAIJ (``-<prefix>mg_stencil_min_dofs``): its smoothing is
-# visited many times a cycle and is short, where a Python smoother's call costs more than PETSc's
-# (2048x1024 on 2 ranks: 4290 DOFs slower as stencils, 16770 faster).
-STENCIL_MIN_DOFS = 5000
+# visited many times a cycle and is short, where a Python smoother's call can cost more than PETSc's.
+# 2048x1024 on 2 ranks, the 4290-DOF level (16 visits a cycle): 0.46 s over 6 solves as SBAIJ
+# (PETSc's parallel SBAIJ product exchanges twice), 0.17 s as stencils.
+STENCIL_MIN_DOFS = 2000
 # The interpolations between the levels (``-<prefix>mg_interpolation_mat_type``) where the coarse levels come
 # from the moduli: "shell", bilinear from the grids in C (:mod:`.transfer`; no stored P), or "aij", stored.
 INTERPOLATION_MAT_TYPE = "shell"
