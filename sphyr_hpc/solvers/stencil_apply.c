@@ -91,7 +91,7 @@ int64_t stencil_packed_size(int64_t ny, int64_t nx)
 
 int64_t stencil_work_size(int64_t nx)
 {
-    return 8 * (blocks_of(nx) + 2) * LANES + 2 * nx;
+    return 8 * (blocks_of(nx) + 2) * LANES;
 }
 
 static void put(double *restrict block, int64_t lane, const double *restrict sn)
@@ -144,13 +144,52 @@ static void split_row(const field *fx, int64_t r, double *restrict u, double *re
     u[nx + 1] = after[0], v[nx + 1] = after[1];
 }
 
+/* A Chebyshev step's update of node row j, fused into its product (stencil_chebyshev_step): d = c_d d +
+ * c_r D^-1 (b - A x), x += d, on the row's values (x, d, b, dinv at its column 0; nx columns). */
+typedef struct {
+    double *x, *d;
+    const double *b, *dinv;
+    double c_d, c_r;
+    int64_t nx;
+} step_io;
+
+/* The update of columns c0 .. c0 + 7 (those in [0, nx)) from their product's u and v (yu, yv). */
+static inline void step_block(const step_io *io, int64_t c0, v8 yu, v8 yv)
+{
+    const v8i low = {0, 8, 1, 9, 2, 10, 3, 11}, high = {4, 12, 5, 13, 6, 14, 7, 15};
+    const v8 f0 = __builtin_shuffle(yu, yv, low), f1 = __builtin_shuffle(yu, yv, high);
+    const int64_t at = 2 * c0;
+    if (c0 >= 0 && c0 + LANES <= io->nx) {
+        const v8 cd = {io->c_d, io->c_d, io->c_d, io->c_d, io->c_d, io->c_d, io->c_d, io->c_d},
+                 cr = {io->c_r, io->c_r, io->c_r, io->c_r, io->c_r, io->c_r, io->c_r, io->c_r};
+        const v8 a = cd * load8(io->d + at) + cr * load8(io->dinv + at) * (load8(io->b + at) - f0);
+        const v8 z = cd * load8(io->d + at + 8) + cr * load8(io->dinv + at + 8) * (load8(io->b + at + 8) - f1);
+        store8(io->d + at, a);
+        store8(io->d + at + 8, z);
+        store8(io->x + at, load8(io->x + at) + a);
+        store8(io->x + at + 8, load8(io->x + at + 8) + z);
+        return;
+    }
+    double f[16];
+    memcpy(f, &f0, sizeof f0);
+    memcpy(f + 8, &f1, sizeof f1);
+    for (int64_t q = 0; q < 16; ++q) {
+        const int64_t c = c0 + q / 2;
+        if (c < 0 || c >= io->nx)
+            continue;
+        const double step = io->c_d * io->d[at + q] + io->c_r * io->dinv[at + q] * (io->b[at + q] - f[q]);
+        io->d[at + q] = step;
+        io->x[at + q] += step;
+    }
+}
+
 /* Node row j's product into yu, yv (column c at [c + 1]): s1, s0 the packed rows j and j - 1 (at their block
  * 0), u0 .. v2 x's rows j - 1, j, j + 1 (split_row); ahead, where given, the packed row AHEAD rows on (its
  * lines asked for block by block). */
-static void product_row(int64_t nb, const double *restrict s1, const double *restrict s0, const double *restrict u0,
-                        const double *restrict v0, const double *restrict u1, const double *restrict v1,
-                        const double *restrict u2, const double *restrict v2, double *restrict yu,
-                        double *restrict yv, const double *ahead)
+static inline __attribute__((always_inline)) void product_row(
+    int64_t nb, const double *restrict s1, const double *restrict s0, const double *restrict u0,
+    const double *restrict v0, const double *restrict u1, const double *restrict v1, const double *restrict u2,
+    const double *restrict v2, double *restrict yu, double *restrict yv, const double *ahead, const step_io *step)
 {
     const v8i before = {7, 8, 9, 10, 11, 12, 13, 14}, after = {1, 2, 3, 4, 5, 6, 7, 8};
 #define S1(k) load8(a + LANES * (k))
@@ -190,8 +229,12 @@ static void product_row(int64_t nb, const double *restrict s1, const double *res
         y1 += S0(12) * su + S0(14) * sv;
         y0 += W0(15) * swu + W0(17) * swv;
         y1 += W0(16) * swu + W0(18) * swv;
-        store8(yu + c, y0);
-        store8(yv + c, y1);
+        if (step)
+            step_block(step, c - 1, y0, y1);
+        else {
+            store8(yu + c, y0);
+            store8(yv + c, y1);
+        }
     }
 #undef S1
 #undef S0
@@ -224,13 +267,18 @@ static rows rows_in(double *work, int64_t nx)
 }
 
 /* Row j's product into w's yu, yv, x's rows j - 1 and j split before (row j + 1 split here). */
-static void product_of_row(const field *fx, const double *packed, rows *w, int64_t j)
+static void product_of_row(const field *fx, const double *packed, rows *w, int64_t j, const step_io *step)
 {
     const int s0 = (int)(j % 3), s1 = (int)((j + 1) % 3), s2 = (int)((j + 2) % 3);
     split_row(fx, j + 1, w->u[s2] - 1, w->v[s2] - 1);
     const double *ahead = j + 1 + AHEAD < fx->ny + 1 ? packed + w->row * (j + 1 + AHEAD) : 0;
-    product_row(w->nb, packed + w->row * (j + 1), packed + w->row * j, w->u[s0] - 1, w->v[s0] - 1, w->u[s1] - 1,
-                w->v[s1] - 1, w->u[s2] - 1, w->v[s2] - 1, w->yu - 1, w->yv - 1, ahead);
+    const double *a = packed + w->row * (j + 1), *o = packed + w->row * j;
+    double *u0 = w->u[s0] - 1, *v0 = w->v[s0] - 1, *u1 = w->u[s1] - 1, *v1 = w->v[s1] - 1, *u2 = w->u[s2] - 1,
+           *v2 = w->v[s2] - 1;
+    if (step)
+        product_row(w->nb, a, o, u0, v0, u1, v1, u2, v2, 0, 0, ahead, step);
+    else
+        product_row(w->nb, a, o, u0, v0, u1, v1, u2, v2, w->yu - 1, w->yv - 1, ahead, 0);
 }
 
 /* y = A x on the owned nodes (x: owned values and ring; packed: stencil_pack's); with want_dot returns the
@@ -244,7 +292,7 @@ double stencil_apply(int64_t ny, int64_t nx, const double *x, const double *x_ri
     split_row(&fx, 0, w.u[1] - 1, w.v[1] - 1);
     double dot = 0.0;
     for (int64_t j = 0; j < ny; ++j) {
-        product_of_row(&fx, packed, &w, j);
+        product_of_row(&fx, packed, &w, j, 0);
         const double *restrict xj = x + 2 * nx * j;
         double *restrict yj = y + 2 * nx * j;
         for (int64_t c = 0; c < nx; ++c) {
@@ -270,23 +318,12 @@ void stencil_chebyshev_step(int64_t ny, int64_t nx, double *x, const double *x_r
 {
     const field fx = make(x, x_ring, ny, nx, 2);
     rows w = rows_in(work, nx);
-    double *restrict kx = work + 8 * (blocks_of(nx) + 2) * LANES;
     split_row(&fx, -1, w.u[0] - 1, w.v[0] - 1);
     split_row(&fx, 0, w.u[1] - 1, w.v[1] - 1);
     const int64_t n = 2 * nx;
     for (int64_t j = 0; j < ny; ++j) {
-        product_of_row(&fx, packed, &w, j);
-        for (int64_t c = 0; c < nx; ++c) {
-            kx[2 * c] = w.yu[c];
-            kx[2 * c + 1] = w.yv[c];
-        }
-        double *restrict xj = x + n * j, *restrict dj = d + n * j;
-        const double *restrict bj = b + n * j, *restrict ij = dinv + n * j;
-        for (int64_t q = 0; q < n; ++q) {
-            const double step = c_d * dj[q] + c_r * ij[q] * (bj[q] - kx[q]);
-            dj[q] = step;
-            xj[q] += step;
-        }
+        const step_io io = {x + n * j, d + n * j, b + n * j, dinv + n * j, c_d, c_r, nx};
+        product_of_row(&fx, packed, &w, j, &io);
     }
 }
 
@@ -378,37 +415,32 @@ void stencil_add_listed(int64_t n, const int64_t *rc, const double *restrict g, 
 typedef double v4 __attribute__((vector_size(32)));
 
 /* sum over the fine elements (i, j) of coarse element (cy, cx) of moduli[i][j] table[ytype[i]][xtype[j]],
- * the table's rows WIDTH values, a multiple of 4 (the fine elements of coarse row cy: ystart[cy] <= i <
- * ystart[cy + 1]).  The sums stay in WIDTH / 4 vector registers. */
-static inline __attribute__((always_inline)) void weighted_sum(
-    const int width, int64_t cy, int64_t cx, const int64_t *ystart, const int64_t *xstart, const int64_t *ytype,
-    const int64_t *xtype, int64_t ntx, const double *moduli, int64_t mstride, const double *table, double *out)
+ * the table's rows UPPER (36) values (the fine elements of coarse row cy: ystart[cy] <= i < ystart[cy + 1]).
+ * The sums stay in registers: four vectors of 8 and one of 4 (each value summed in the same order as one
+ * at a time). */
+static void weighted_sum(int64_t cy, int64_t cx, const int64_t *ystart, const int64_t *xstart, const int64_t *ytype,
+                         const int64_t *xtype, int64_t ntx, const double *moduli, int64_t mstride,
+                         const double *table, double *out)
 {
-    v4 acc[16];
-    for (int k = 0; k < width / 4; ++k)
-        acc[k] = (v4){0.0, 0.0, 0.0, 0.0};
+    v8 acc[4] = {{0.0}, {0.0}, {0.0}, {0.0}};
+    v4 last = {0.0, 0.0, 0.0, 0.0};
     for (int64_t i = ystart[cy]; i < ystart[cy + 1]; ++i) {
-        const double *erow = moduli + mstride * i, *trow = table + width * ntx * ytype[i];
+        const double *erow = moduli + mstride * i, *trow = table + UPPER * ntx * ytype[i];
         for (int64_t j = xstart[cx]; j < xstart[cx + 1]; ++j) {
-            const double m = erow[j], *t = trow + width * xtype[j];
-            const v4 e = {m, m, m, m};
-            for (int k = 0; k < width / 4; ++k) {
-                v4 tk;
-                memcpy(&tk, t + 4 * k, sizeof tk);
-                acc[k] += e * tk;
-            }
+            const double m = erow[j], *t = trow + UPPER * xtype[j];
+            const v8 e = {m, m, m, m, m, m, m, m};
+            for (int k = 0; k < 4; ++k)
+                acc[k] += e * load8(t + LANES * k);
+            v4 tl;
+            memcpy(&tl, t + 32, sizeof tl);
+            last += (v4){m, m, m, m} * tl;
         }
     }
-    for (int k = 0; k < width / 4; ++k)
-        memcpy(out + 4 * k, &acc[k], sizeof acc[k]);
+    for (int k = 0; k < 4; ++k)
+        store8(out + LANES * k, acc[k]);
+    memcpy(out + 32, &last, sizeof last);
 }
 
-/* The coarse element matrices of a block of (ncy, ncx) coarse elements straight from the fine moduli
- * (moduli[i][j] at moduli + mstride i + j): coarse element (cy, cx) is the sum over its fine elements of
- * the modulus times the projected unit element matrix of the fine element's position in it, its upper
- * triangle in stencil_upper_order (weighted_sum; table: (types along y, ntx, UPPER)).  With g given:
- * the 8x8 matrices written, (ncy, ncx, 64).  Else: added into the stencils, coarse element (cy, cx)'s
- * first node (r0 + cy, c0 + cx) of the owned box. */
 void stencil_from_moduli(int64_t ncy, int64_t ncx, const int64_t *ystart, const int64_t *xstart,
                          const int64_t *ytype, const int64_t *xtype, int64_t ntx, const double *moduli,
                          int64_t mstride, const double *table, int64_t ny, int64_t nx, int64_t r0, int64_t c0,
@@ -420,7 +452,7 @@ void stencil_from_moduli(int64_t ncy, int64_t ncx, const int64_t *ystart, const 
     double upper[UPPER];
     for (int64_t cy = 0; cy < ncy; ++cy)
         for (int64_t cx = 0; cx < ncx; ++cx) {
-            weighted_sum(UPPER, cy, cx, ystart, xstart, ytype, xtype, ntx, moduli, mstride, table, upper);
+            weighted_sum(cy, cx, ystart, xstart, ytype, xtype, ntx, moduli, mstride, table, upper);
             if (g) {
                 double *ge = g + 64 * (cy * ncx + cx);
                 for (int q = 0; q < UPPER; ++q)
