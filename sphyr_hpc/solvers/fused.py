@@ -152,8 +152,10 @@ class FusedOperator:
             self._d = np.zeros_like(self._diagonal)
         d = self._d
         with b as ba, x as xa:
+            # From zero the first step's d and x are equal: only x is written, and the next step reads
+            # x for d (one pass less over memory, the same values).
             if zero_guess:
-                self._first(d.size, ba.ctypes.data, self._inverse_diagonal.ctypes.data, 1.0 / theta, d.ctypes.data,
+                self._first(d.size, ba.ctypes.data, self._inverse_diagonal.ctypes.data, 1.0 / theta, None,
                             xa.ctypes.data)
                 first = 1
             else:
@@ -165,7 +167,7 @@ class FusedOperator:
                 else:
                     rho, rho_before = 1.0 / (2.0 * sigma - rho), rho
                     c_d, c_r = rho * rho_before, 2.0 * rho / delta
-                self._chebyshev_step(x, xa, ba, d, c_d, c_r)
+                self._chebyshev_step(x, xa, ba, d, c_d, c_r, d_is_x=zero_guess and k == 1)
 
     def extreme_eigenvalues(self, steps, comm):
         """(smallest, largest) Lanczos value of D^-1 K after ``steps`` Jacobi-preconditioned CG steps

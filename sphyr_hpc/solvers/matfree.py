@@ -71,7 +71,7 @@ def kernels():
     """The compiled ``chebyshev_step``, ``q4_diagonal`` and ``q4_energies`` (raises
     :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
     pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
-    return (_function("chebyshev_step", size, size, *[pointer] * 6, size, *[pointer] * 4, real, real, pointer),
+    return (_function("chebyshev_step", size, size, *[pointer] * 6, size, *[pointer] * 4, real, real, size, pointer),
             _function("q4_diagonal", size, size, pointer, size, pointer, pointer, pointer),
             _function("q4_energies", size, size, pointer, size, size, size, pointer, pointer))
 
@@ -193,16 +193,19 @@ class FineOperator(FusedOperator):
         ny, nx = self._box
         return ring_pointers(self._halo, nx, ny, 2)
 
-    def _chebyshev_step(self, x, xa, ba, d, c_d, c_r):
-        """``d = c_d d + c_r D^-1 (b - K x)``, ``x += d`` in place (K's identity rows at the fixed DOFs)."""
+    def _chebyshev_step(self, x, xa, ba, d, c_d, c_r, d_is_x=False):
+        """``d = c_d d + c_r D^-1 (b - K x)``, ``x += d`` in place (K's identity rows at the fixed DOFs);
+        ``d_is_x``: d's values are x's (the first step's, which left d unwritten)."""
         halo = self._fetch_halo(x, zero_fixed=True)
         ny, nx = self._box
         E = self._E
         fixed = self._fixed_owned
-        kept_x, kept_d = xa[fixed], d[fixed]
+        kept_x = xa[fixed]
+        kept_d = kept_x.copy() if d_is_x else d[fixed]
         xa[fixed] = 0.0  # fixed DOFs count as 0 in the sums; their own rows are K's identity rows
         self._step(ny, nx, xa.ctypes.data, *halo, E.ctypes.data, E.shape[1], self._element_modes.ctypes.data,
-                   ba.ctypes.data, self._inverse_diagonal.ctypes.data, d.ctypes.data, c_d, c_r, self._work.ctypes.data)
+                   ba.ctypes.data, self._inverse_diagonal.ctypes.data, d.ctypes.data, c_d, c_r, int(d_is_x),
+                   self._work.ctypes.data)
         d[fixed] = c_d * kept_d + c_r * (ba[fixed] - kept_x)
         xa[fixed] = kept_x + d[fixed]
 

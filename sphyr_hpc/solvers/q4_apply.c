@@ -187,8 +187,8 @@ enum { CARRY_ONLY, PRODUCT, STEP };
 typedef struct {
     const double *x;        /* PRODUCT: x's row j (read); STEP: x's row j (updated) */
     double *y;              /* PRODUCT: y's row j */
-    double *d;              /* STEP: d's row j, b's, D^-1's */
-    const double *b, *dinv;
+    double *d;              /* STEP: d's row j, b's, D^-1's; d_old: d's row j or, right after the first step, x's */
+    const double *d_old, *b, *dinv;
     double c_d, c_r;
     const double *ahead[5]; /* rows asked for ahead (0: none) */
 } row_io;
@@ -206,8 +206,8 @@ static inline __attribute__((always_inline)) v8 consume(int mode, const row_io *
     if (mode == STEP) {
         double *restrict x = (double *)io->x;
         const v8 cd = splat(io->c_d), cr = splat(io->c_r);
-        const v8 s0 = cd * load8(io->d + at) + cr * load8(io->dinv + at) * (load8(io->b + at) - f0);
-        const v8 s1 = cd * load8(io->d + at + 8) + cr * load8(io->dinv + at + 8) * (load8(io->b + at + 8) - f1);
+        const v8 s0 = cd * load8(io->d_old + at) + cr * load8(io->dinv + at) * (load8(io->b + at) - f0);
+        const v8 s1 = cd * load8(io->d_old + at + 8) + cr * load8(io->dinv + at + 8) * (load8(io->b + at + 8) - f1);
         store8(io->d + at, s0);
         store8(io->d + at + 8, s1);
         store8(x + at, load8(x + at) + s0);
@@ -228,7 +228,7 @@ static double consume_tail(int mode, const row_io *io, int64_t at, int64_t n, v8
             dot += io->x[at + q] * f[q];
         } else if (mode == STEP) {
             double *x = (double *)io->x;
-            const double s = io->c_d * io->d[at + q] + io->c_r * io->dinv[at + q] * (io->b[at + q] - f[q]);
+            const double s = io->c_d * io->d_old[at + q] + io->c_r * io->dinv[at + q] * (io->b[at + q] - f[q]);
             io->d[at + q] = s;
             x[at + q] += s;
         }
@@ -357,7 +357,7 @@ static double passes(int mode, int64_t ny, int64_t nx, const double *x, const do
         if (mode == PRODUCT)
             io.y += n * j;
         else
-            io.d += n * j, io.b += n * j, io.dinv += n * j;
+            io.d += n * j, io.d_old += n * j, io.b += n * j, io.dinv += n * j;
         const int later = j + AHEAD < ny;
         const double *rows[4] = {x, mode == PRODUCT ? io_at->y : io_at->d, io_at->b, io_at->dinv};
         for (int q = 0; q < 4; ++q)
@@ -387,18 +387,20 @@ double q4_apply(int64_t ny, int64_t nx, const double *restrict x, const double *
  *   d = c_d d + c_r D^-1 (b - K x),   x = x + d
  *
  * (dinv: D^-1, the inverse diagonal).  x, the halo and E as for q4_apply, the halo holding the
- * neighbours' values from before the step.  work: q4_work_size(nx) doubles.  Row j is updated in its
+ * neighbours' values from before the step.  With d_is_x, d is taken to equal x (as chebyshev_first
+ * leaves them, which then need not write d) and is only written.  work: q4_work_size(nx) doubles.  Row j is updated in its
  * pass, after node row j + 1 is split, and the split rows are the values the elements read, so the step
  * is the same as with a separate product. */
 void chebyshev_step(int64_t ny, int64_t nx, double *restrict x, const double *restrict top,
                     const double *restrict bottom, const double *restrict left, const double *restrict right,
                     const double *restrict E, int64_t e_stride, const double *restrict modes,
                     const double *restrict b, const double *restrict dinv, double *restrict d,
-                    double c_d, double c_r, double *restrict work)
+                    double c_d, double c_r, int64_t d_is_x, double *restrict work)
 {
     row_io io = {0};
     io.x = x;
     io.d = d;
+    io.d_old = d_is_x ? x : d;
     io.b = b;
     io.dinv = dinv;
     io.c_d = c_d;
@@ -406,10 +408,16 @@ void chebyshev_step(int64_t ny, int64_t nx, double *restrict x, const double *re
     passes(STEP, ny, nx, x, top, bottom, left, right, E, e_stride, modes, &io, work);
 }
 
-/* The first Chebyshev step from x = 0: d = scale D^-1 b, x = d (n values). */
+/* The first Chebyshev step from x = 0: d = scale D^-1 b, x = d (n values); d only where given (else the
+ * next step takes d from x: chebyshev_step's d_is_x). */
 void chebyshev_first(int64_t n, const double *restrict b, const double *restrict dinv, double scale,
                      double *restrict d, double *restrict x)
 {
+    if (!d) {
+        for (int64_t q = 0; q < n; ++q)
+            x[q] = scale * dinv[q] * b[q];
+        return;
+    }
     for (int64_t q = 0; q < n; ++q) {
         const double step = scale * dinv[q] * b[q];
         d[q] = step;

@@ -45,7 +45,8 @@ def kernels():
     ``stencil_work_size`` (raises :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
     pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
     return (native_function(SOURCE, "stencil_apply", real, size, size, *[pointer] * 4, size, pointer),
-            native_function(SOURCE, "stencil_chebyshev_step", None, size, size, *[pointer] * 6, real, real, pointer),
+            native_function(SOURCE, "stencil_chebyshev_step", None, size, size, *[pointer] * 6, real, real, size,
+                            pointer),
             native_function(SOURCE, "stencil_diagonal", None, size, size, pointer, pointer, pointer),
             native_function(SOURCE, "stencil_add_elements", None, size, size, pointer, size, size, size, size,
                             pointer, pointer),
@@ -232,11 +233,12 @@ class StencilOperator(FusedOperator):
     def _product_dot(self, x, y):
         return self._product(x, y, 1)
 
-    def _chebyshev_step(self, x, xa, ba, d, c_d, c_r):
-        """``d = c_d d + c_r D^-1 (b - A x)``, ``x += d`` in place (the ring from before the step)."""
+    def _chebyshev_step(self, x, xa, ba, d, c_d, c_r, d_is_x=False):
+        """``d = c_d d + c_r D^-1 (b - A x)``, ``x += d`` in place (the ring from before the step);
+        ``d_is_x``: d's values are x's (the first step's, which left d unwritten)."""
         self._fetch_ring(x)
         self._step(*self._box, xa.ctypes.data, self._x_ring.ctypes.data, self._packed.ctypes.data, ba.ctypes.data,
-                   self._inverse_diagonal.ctypes.data, d.ctypes.data, c_d, c_r, self._work.ctypes.data)
+                   self._inverse_diagonal.ctypes.data, d.ctypes.data, c_d, c_r, int(d_is_x), self._work.ctypes.data)
 
     def close(self):
         self._destroy_cg_vectors()

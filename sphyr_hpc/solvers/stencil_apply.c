@@ -145,10 +145,11 @@ static void split_row(const field *fx, int64_t r, double *restrict u, double *re
 }
 
 /* A Chebyshev step's update of node row j, fused into its product (stencil_chebyshev_step): d = c_d d +
- * c_r D^-1 (b - A x), x += d, on the row's values (x, d, b, dinv at its column 0; nx columns). */
+ * c_r D^-1 (b - A x), x += d, on the row's values (x, d, b, dinv at its column 0; nx columns; the old d
+ * read from d_old). */
 typedef struct {
     double *x, *d;
-    const double *b, *dinv;
+    const double *d_old, *b, *dinv;
     double c_d, c_r;
     int64_t nx;
 } step_io;
@@ -162,8 +163,8 @@ static inline void step_block(const step_io *io, int64_t c0, v8 yu, v8 yv)
     if (c0 >= 0 && c0 + LANES <= io->nx) {
         const v8 cd = {io->c_d, io->c_d, io->c_d, io->c_d, io->c_d, io->c_d, io->c_d, io->c_d},
                  cr = {io->c_r, io->c_r, io->c_r, io->c_r, io->c_r, io->c_r, io->c_r, io->c_r};
-        const v8 a = cd * load8(io->d + at) + cr * load8(io->dinv + at) * (load8(io->b + at) - f0);
-        const v8 z = cd * load8(io->d + at + 8) + cr * load8(io->dinv + at + 8) * (load8(io->b + at + 8) - f1);
+        const v8 a = cd * load8(io->d_old + at) + cr * load8(io->dinv + at) * (load8(io->b + at) - f0);
+        const v8 z = cd * load8(io->d_old + at + 8) + cr * load8(io->dinv + at + 8) * (load8(io->b + at + 8) - f1);
         store8(io->d + at, a);
         store8(io->d + at + 8, z);
         store8(io->x + at, load8(io->x + at) + a);
@@ -177,7 +178,7 @@ static inline void step_block(const step_io *io, int64_t c0, v8 yu, v8 yv)
         const int64_t c = c0 + q / 2;
         if (c < 0 || c >= io->nx)
             continue;
-        const double step = io->c_d * io->d[at + q] + io->c_r * io->dinv[at + q] * (io->b[at + q] - f[q]);
+        const double step = io->c_d * io->d_old[at + q] + io->c_r * io->dinv[at + q] * (io->b[at + q] - f[q]);
         io->d[at + q] = step;
         io->x[at + q] += step;
     }
@@ -311,10 +312,11 @@ double stencil_apply(int64_t ny, int64_t nx, const double *x, const double *x_ri
 
 /* One Chebyshev step on the owned nodes, x updated in place: d = c_d d + c_r D^-1 (b - A x), x += d, the
  * product from x's values before the step (the ring holding the neighbours' from before it; a row is
- * split before the row above it is updated).  work: stencil_work_size(nx) doubles. */
+ * split before the row above it is updated); with d_is_x, d is taken to equal x (as q4_apply.c's
+ * chebyshev_first leaves them) and only written.  work: stencil_work_size(nx) doubles. */
 void stencil_chebyshev_step(int64_t ny, int64_t nx, double *x, const double *x_ring, const double *packed,
                             const double *restrict b, const double *restrict dinv, double *restrict d, double c_d,
-                            double c_r, double *restrict work)
+                            double c_r, int64_t d_is_x, double *restrict work)
 {
     const field fx = make(x, x_ring, ny, nx, 2);
     rows w = rows_in(work, nx);
@@ -322,7 +324,7 @@ void stencil_chebyshev_step(int64_t ny, int64_t nx, double *x, const double *x_r
     split_row(&fx, 0, w.u[1] - 1, w.v[1] - 1);
     const int64_t n = 2 * nx;
     for (int64_t j = 0; j < ny; ++j) {
-        const step_io io = {x + n * j, d + n * j, b + n * j, dinv + n * j, c_d, c_r, nx};
+        const step_io io = {x + n * j, d + n * j, (d_is_x ? x : d) + n * j, b + n * j, dinv + n * j, c_d, c_r, nx};
         product_of_row(&fx, packed, &w, j, &io);
     }
 }
