@@ -72,7 +72,7 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
     ``callback(iteration, system, physical_slab, compliance, change)`` runs
     every iteration.
     """
-    from ..runtime.petsc import petsc  # mpi4py and PETSc only once the command has checked for them
+    from ..runtime.petsc import large_arrays_reused, petsc  # mpi4py and PETSc only once the command has checked
     from ..solvers.elasticity import ElasticitySystem
 
     PETSc = petsc()
@@ -98,10 +98,11 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
     penalty = simp.penalty_schedule(penal, continuation)
     on_iteration = _IterationLog(system, mpi, lc, penalty, log, callback, writer, total=iterations)
     try:
-        result = simp.run_simp(system, density_filter, volume_fraction, free, pinned, penal=penal,
-                               max_iterations=iterations, tolerance=tolerance, move_limit=move, initial=initial,
-                               callback=on_iteration, volume_sums="linear", continuation=continuation,
-                               gather=False)
+        with large_arrays_reused():
+            result = simp.run_simp(system, density_filter, volume_fraction, free, pinned, penal=penal,
+                                   max_iterations=iterations, tolerance=tolerance, move_limit=move,
+                                   initial=initial, callback=on_iteration, volume_sums="linear",
+                                   continuation=continuation, gather=False)
         out = _outcome(problem, system, mpi, result, on_iteration.history, volume_fraction, setup_seconds)
         out["free_cells"] = int(free.sum())
         if writer is not None:
