@@ -138,6 +138,22 @@ def _mmap_threshold():
 MMAP_THRESHOLD = _mmap_threshold()
 
 
+# glibc's default M_MMAP_MAX (blocks it may map on pages of their own at once).
+GLIBC_MMAP_MAX = 65536
+
+
+def _malloc_to_manage():
+    """glibc (ctypes), whose malloc sphyr_hpc may tune; None elsewhere or with ``SPHYR_KEEP_MALLOC``."""
+    if os.environ.get("SPHYR_KEEP_MALLOC"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
 def return_freed_memory():
     """Let freed large arrays go back to the system again (glibc; a no-op elsewhere).
 
@@ -150,18 +166,10 @@ def return_freed_memory():
     with a network card here (one node, shared memory); set
     ``SPHYR_KEEP_MALLOC=1`` to leave malloc as MPI set it.
     """
-    import os
-
-    if os.environ.get("SPHYR_KEEP_MALLOC"):
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return
-    libc.mallopt(_M_MMAP_MAX, 65536)
-    libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    libc = _malloc_to_manage()
+    if libc is not None:
+        libc.mallopt(_M_MMAP_MAX, GLIBC_MMAP_MAX)
+        libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
 
 
 @contextmanager
@@ -176,21 +184,15 @@ def large_arrays_reused():
     3651 MB a rank).  The SIMP loop's temporaries have the same sizes every iteration, so the heap's
     free blocks fit the next ones.
     """
-    if os.environ.get("SPHYR_KEEP_MALLOC"):
-        yield
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
+    libc = _malloc_to_manage()
+    if libc is None:
         yield
         return
     libc.mallopt(_M_MMAP_MAX, 0)
     try:
         yield
     finally:
-        libc.mallopt(_M_MMAP_MAX, 65536)
+        libc.mallopt(_M_MMAP_MAX, GLIBC_MMAP_MAX)
         trim_memory()
 
 

@@ -201,7 +201,7 @@ class FineOperator(FusedOperator):
         E = self._E
         fixed = self._fixed_owned
         kept_x = xa[fixed]
-        kept_d = kept_x.copy() if d_is_x else d[fixed]
+        kept_d = kept_x if d_is_x else d[fixed]  # both copies (fancy indexing)
         xa[fixed] = 0.0  # fixed DOFs count as 0 in the sums; their own rows are K's identity rows
         self._step(ny, nx, xa.ctypes.data, *halo, E.ctypes.data, E.shape[1], self._element_modes.ctypes.data,
                    ba.ctypes.data, self._inverse_diagonal.ctypes.data, d.ctypes.data, c_d, c_r, int(d_is_x),

@@ -82,18 +82,6 @@ static inline void element(const double *x0, const double *x1, const double *x2,
     H[2 * k + 1] = e * (m[4] * wv);
 }
 
-/* Node row r's two components apart: u[c + 1], v[c + 1] of column c in [-1, nx] (the ring's columns
- * included). */
-static void split_row(const xrow *row, int64_t nx, double *restrict u, double *restrict v)
-{
-    u[0] = row->before[0], v[0] = row->before[1];
-    for (int64_t c = 0; c < nx; ++c) {
-        u[c + 1] = row->at0[2 * c];
-        v[c + 1] = row->at0[2 * c + 1];
-    }
-    u[nx + 1] = row->after[0], v[nx + 1] = row->after[1];
-}
-
 #define LANES 8
 typedef double v8 __attribute__((vector_size(8 * LANES)));
 typedef int64_t v8i __attribute__((vector_size(8 * LANES)));
@@ -131,8 +119,8 @@ static inline v8 from_left(v8 before, v8 v)
     return __builtin_shuffle(before, v, shift);
 }
 
-/* Node row r split (as split_row) at indices [first, first + LANES) (columns first - 1 ..), those of
- * them in [0, nx + 1]. */
+/* Node row r's two components apart at indices [first, first + LANES): u[c + 1], v[c + 1] of column c, those
+ * of columns -1 .. nx (the ring's columns included). */
 static inline void split_block(const xrow *row, int64_t nx, double *restrict u, double *restrict v, int64_t first)
 {
     const int64_t c0 = first - 1;
@@ -346,7 +334,8 @@ static double passes(int mode, int64_t ny, int64_t nx, const double *x, const do
     buffers buf = split(work, nx);
     const int64_t n = 2 * nx;
     xrow lo = row_of(x, top, bottom, left, right, ny, nx, -1), hi = row_of(x, top, bottom, left, right, ny, nx, 0);
-    split_row(&lo, nx, buf.u[0], buf.v[0]);  /* node row r split in slot (r + 1) & 1 */
+    for (int64_t first = 0; first <= nx + 1; first += LANES)  /* node row r split in slot (r + 1) & 1 */
+        split_block(&lo, nx, buf.u[0], buf.v[0], first);
     const row_io none = {0};
     pass_of(CARRY_ONLY, nx, &buf, 0, E, modes, &none, &hi);
     double dot = 0.0;
