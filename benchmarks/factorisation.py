@@ -16,12 +16,8 @@ the machine at hand and side by side in one run:
    alone need with the fastest factorisation of (1), against the 20x target
    (7.6 s / 20 = 0.38 s per 20x20 full sample).
 
-Row ``sbaij`` of (1) is what the scorer's one-rank direct solve factorises with
-``-sphyr_block_cholesky`` up to ``BLOCK_CHOLESKY_MAX_DOFS`` (not by default: it
-is less accurate on designs with void cells): the SBAIJ copy P of K (2x2 node blocks, natural
-order, the only order PETSc's SBAIJ Cholesky takes), timed the same way, and
-also on the 10x10 sample upscaled to 40x40 and 60x60 against K's Cholesky with
-nested dissection: where that crossover lies.
+The upscaled 40x40 and 60x60 samples measure K's Cholesky with nested
+dissection alone, for how its cost grows.
 
     /usr/bin/python3 benchmarks/factorisation.py [--repeats 300]
 
@@ -50,31 +46,23 @@ CHOICES = [("petsc", "lu", o) for o in ("nd", "qmd", "natural", "rcm")] + \
 
 
 def stiffness(version, scale=1):
-    """The system (K, PETSc AIJ on its own CSR arrays; P, its SBAIJ copy; f) of the first full_easy sample of
-    ``version``, each cell upscaled to ``scale`` x ``scale`` cells."""
-    from sphyr_hpc.solvers import ElasticitySystem, elasticity
+    """The direct system (K, PETSc AIJ on its own CSR arrays; f) of the first full_easy sample of
+    ``version``, each cell upscaled to ``scale`` x ``scale`` cells, assembled for a random design."""
+    from sphyr_hpc.solvers.elasticity import elasticity_system
 
     PETSc = petsc()
     record = json.loads((DATA / version / "full_easy.jsonl").read_text().splitlines()[0])
     truth = [[c for c in row for _ in range(scale)] for row in record["ground_truth"] for _ in range(scale)]
     lc = loadcases.from_grid(truth)
-    limit = elasticity.BLOCK_CHOLESKY_MAX_DOFS
-    elasticity.BLOCK_CHOLESKY_MAX_DOFS = max(limit, lc.n_dofs)  # P at every size measured here
-    options = PETSc.Options("factorisation_")
-    options.setValue(elasticity.BLOCK_CHOLESKY_OPTION, "1")
-    try:
-        system = ElasticitySystem(lc, comm=PETSc.COMM_SELF, solver="direct", prefix="factorisation_")
-    finally:
-        elasticity.BLOCK_CHOLESKY_MAX_DOFS = limit
-        options.delValue(elasticity.BLOCK_CHOLESKY_OPTION)
+    system = elasticity_system(lc, comm=PETSc.COMM_SELF, solver="direct", prefix="factorisation_")
     rho = np.random.default_rng(0).random(lc.shape)
     system.assemble(system.slab_of(fe.simp_modulus(rho)))
     return system
 
 
-def time_factorisation(system, package, kind, ordering, repeats, matrix="aij"):
+def time_factorisation(system, package, kind, ordering, repeats):
     PETSc = system.PETSc
-    K, f = (system.P if matrix == "sbaij" else system.K), system.f
+    K, f = system.K, system.f
     ksp = PETSc.KSP().create(PETSc.COMM_SELF)
     ksp.setOperators(K)
     ksp.setType("preonly")
@@ -105,7 +93,7 @@ def time_factorisation(system, package, kind, ordering, repeats, matrix="aij"):
     r.axpy(-1.0, f)
     residual = r.norm() / f.norm()
     ksp.destroy()
-    return {"package": package, "matrix": matrix, "kind": kind, "ordering": ordering,
+    return {"package": package, "matrix": "aij", "kind": kind, "ordering": ordering,
             "factor_us": round(factor * 1e6, 1),
             "solve_us": round(solve * 1e6, 1), "relative_residual": float(f"{residual:.1e}")}
 
@@ -168,9 +156,8 @@ def main(argv=None):
         system = stiffness(version, scale)
         rows = []
         choices = CHOICES if scale == 1 else [("petsc", "cholesky", "nd")]  # upscaled: the crossover only
-        for package, kind, ordering, matrix in [c + ("aij",) for c in choices] + [("petsc", "cholesky", "natural",
-                                                                                     "sbaij")]:
-            row = time_factorisation(system, package, kind, ordering, max(10, args.repeats // scale ** 2), matrix)
+        for package, kind, ordering in choices:
+            row = time_factorisation(system, package, kind, ordering, max(10, args.repeats // scale ** 2))
             if row is not None:
                 rows.append(row)
                 print(label, json.dumps(row), flush=True)

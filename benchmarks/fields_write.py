@@ -52,7 +52,7 @@ def worker(args):
     from sphyr_hpc.io import fields
     from sphyr_hpc.optimiser import simp
     from sphyr_hpc.optimiser.filter import DensityFilter
-    from sphyr_hpc.solvers.elasticity import ElasticitySystem
+    from sphyr_hpc.solvers.elasticity import elasticity_system
 
     PETSc = petsc()
     comm = PETSc.COMM_WORLD
@@ -63,7 +63,7 @@ def worker(args):
     free, pinned = simp.design_space(lc, np.ones(lc.shape, dtype=bool), np.zeros(lc.shape))
     folder = mpi.bcast(tempfile.mkdtemp(prefix="fields_bench_", dir=args.scratch) if comm.getRank() == 0 else None)
     records = []
-    with ElasticitySystem(lc, comm=comm, solver="mg") as system:
+    with elasticity_system(lc, comm=comm, solver="mg") as system:
         density_filter = DensityFilter(system)
         writer = fields.HistoryWriter(os.path.join(folder, "history"), system)
         last = [None]

@@ -90,12 +90,12 @@ def hierarchy_check(sizes=("300x100", "1000x500"), ranks=2):
 def dmda_coarsening_check(sizes=((300, 100), (1000, 500), (1024, 512))):
     """How far PETSc's own DMDA coarsening (DMCoarsen + Q1 DMCreateInterpolation) gets, per size.
 
-    For comparison with sphyr_hpc's hierarchy (multigrid.hierarchy) and with the
+    For comparison with sphyr_hpc's hierarchy (hierarchy.hierarchy) and with the
     exact-coarsening level count the package used before (halving while both
     element counts stay even).
     """
     from sphyr_hpc.runtime.petsc import petsc
-    from sphyr_hpc.solvers import multigrid
+    from sphyr_hpc.solvers import hierarchy
 
     PETSc = petsc()
     rows = []
@@ -103,7 +103,7 @@ def dmda_coarsening_check(sizes=((300, 100), (1000, 500), (1024, 512))):
         da = PETSc.DMDA().create(dim=2, dof=2, sizes=(nelx + 1, nely + 1), stencil_width=1,
                                  stencil_type=PETSc.DMDA.StencilType.BOX, comm=PETSc.COMM_SELF)
         chain, current, error = [(nelx, nely)], da, None
-        while len(chain) < multigrid.MAX_LEVELS:
+        while len(chain) < hierarchy.MAX_LEVELS:
             try:
                 coarse = current.coarsen()
                 interp, _ = coarse.createInterpolation(current)
@@ -114,7 +114,7 @@ def dmda_coarsening_check(sizes=((300, 100), (1000, 500), (1024, 512))):
             mx, my = coarse.getSizes()[:2]
             chain.append((mx - 1, my - 1))
             current = coarse
-            if 2 * mx * my <= multigrid.COARSE_MAX_DOFS:
+            if 2 * mx * my <= hierarchy.COARSE_MAX_DOFS:
                 break
         # The level rule sphyr_hpc had before (git 01f32b4, multigrid.mg_levels): the largest
         # count <= 8 with both element counts divisible by 2^(levels-1) and >= 2 on the coarsest.
@@ -125,7 +125,7 @@ def dmda_coarsening_check(sizes=((300, 100), (1000, 500), (1024, 512))):
                 break
             levels += 1
         exact = [(nelx // 2**i, nely // 2**i) for i in range(levels)]
-        ours = multigrid.hierarchy(nelx, nely)
+        ours = hierarchy.hierarchy(nelx, nely)
         rows.append({"size": f"{nelx}x{nely}", "dmda_levels": [f"{a}x{b}" for a, b in chain], "dmda_error": error,
                      "dmda_coarse_dofs": 2 * (chain[-1][0] + 1) * (chain[-1][1] + 1),
                      "even_halving_levels": [f"{a}x{b}" for a, b in exact],
@@ -140,7 +140,7 @@ def inode_check():
 
     from sphyr_hpc.optimiser import problems
     from sphyr_hpc.runtime.petsc import petsc
-    from sphyr_hpc.solvers.elasticity import ElasticitySystem
+    from sphyr_hpc.solvers.elasticity import elasticity_system
 
     PETSc = petsc()
     rows = []
@@ -148,7 +148,7 @@ def inode_check():
         lc = problems.preset("mbb", nelx, nely).loadcase()
         # K stored as AIJ (the multigrid default applies the finest level from the moduli: no entries).
         PETSc.Options("bench_inode_").setValue("mat_type", "aij")
-        with ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix="bench_inode_", solver="mg") as system:
+        with elasticity_system(lc, comm=PETSc.COMM_SELF, prefix="bench_inode_", solver="mg") as system:
             system.assemble(np.ones(lc.n_elements))
             K = system.K
             x, y = K.createVecRight(), K.createVecLeft()

@@ -5,7 +5,7 @@
 
 It is a model, not a measurement.  Per SIMP iteration on N ranks (the grid
 split as the DMDA splits it, the multigrid levels as
-``sphyr_hpc.solvers.multigrid.hierarchy`` builds them for that split):
+``sphyr_hpc.solvers.hierarchy.hierarchy`` builds them for that split):
 
     T(N) = T_bytes + T_halo + T_reduce + T_coarse
 
@@ -16,7 +16,7 @@ split as the DMDA splits it, the multigrid levels as
 * ``T_halo``: every MatMult, restriction and interpolation on level l
   exchanges the rank's subdomain edge (2 DOFs a node, 8 bytes) with up to 8
   neighbours: ``alpha * 8 + bytes / beta_link`` a time, times the cycle's
-  visits of level l per MG-CG iteration (``multigrid.level_visits``: W-cycles
+  visits of level l per MG-CG iteration (``hierarchy.level_visits``: W-cycles
   below a V on the finest level, 2^(l-1)), plus the eigenvalue estimates of set-up;
 * ``T_reduce``: CG's 2 inner products per iteration, the bisection's ~55
   sums and the estimates' inner products, ``alpha * log2 N`` each;
@@ -64,7 +64,7 @@ def split(n_ranks, nelx, nely):
 
 
 def levels_for(n_ranks, nelx, nely):
-    from sphyr_hpc.solvers.multigrid import hierarchy
+    from sphyr_hpc.solvers.hierarchy import hierarchy
 
     px, py, xc, yc = split(n_ranks, nelx, nely)
     if min(xc) < 2 or min(yc) < 2:
@@ -75,6 +75,7 @@ def levels_for(n_ranks, nelx, nely):
 def project(fit, nelx, nely, n_ranks, alpha=2e-6, beta_link=10e9, coarse_flops=1e9, beta_core=None):
     """Seconds per SIMP iteration and its parts on ``n_ranks`` (a dict), or None if the grid cannot be split."""
     from sphyr_hpc.solvers import multigrid
+    from sphyr_hpc.solvers.hierarchy import level_visits
 
     px, py, levels = levels_for(n_ranks, nelx, nely)
     if levels is None:
@@ -93,14 +94,14 @@ def project(fit, nelx, nely, n_ranks, alpha=2e-6, beta_link=10e9, coarse_flops=1
             sub_y = len(level.y_pos) / py
             edge_bytes = 2 * (sub_x + sub_y + 2) * 2 * 8
             per_exchange = 8 * alpha + edge_bytes / beta_link
-            visits = multigrid.level_visits(depth, "w", multigrid.FINEST_CYCLE)
+            visits = level_visits(depth, "w", multigrid.FINEST_CYCLE)
             per_iteration = visits * (2 * SMOOTH_STEPS + 1 + 2) + (1 if depth == 0 else 0)
             t_halo += (its * per_iteration + ESTEIG_STEPS) * per_exchange
     coarse = levels[-1]
     n_c = coarse.n_dofs
     bandwidth = 2 * (len(coarse.x_pos) + 1)
     solve_flops = 4.0 * n_c * bandwidth
-    visits = multigrid.level_visits(n_levels - 1, "w", multigrid.FINEST_CYCLE)
+    visits = level_visits(n_levels - 1, "w", multigrid.FINEST_CYCLE)
     gather = (alpha * math.log2(n_ranks) + n_c * 8 / beta_link) if n_ranks > 1 else 0.0
     t_coarse = its * visits * (solve_flops / coarse_flops + gather) + n_c * bandwidth**2 / coarse_flops
     total = t_bytes + t_halo + t_reduce + t_coarse

@@ -35,7 +35,7 @@ from sphyr_hpc.optimiser import simp
 from sphyr_hpc.optimiser.filter import DensityFilter
 from sphyr_hpc.solvers import sizing
 from sphyr_hpc.solvers.condensed import one_blas_thread
-from sphyr_hpc.solvers.elasticity import ElasticitySystem
+from sphyr_hpc.solvers.elasticity import elasticity_system
 
 DATA = SPHYR_DATA
 
@@ -50,7 +50,7 @@ def moduli_sequence(lc, truth, iterations):
     rho[lc.structural_mask()] = 1.0
     free = ~lc.structural_mask()
     seen = []
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as system:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
         filt = DensityFilter(system)
         simp.run_simp(system, filt, float(rho.mean()), free, rho, max_iterations=iterations,
                       callback=lambda it, c, physical, change: seen.append(fe.simp_modulus(physical, fe.PENAL)))
@@ -81,7 +81,7 @@ def main(argv=None):
         lc = loadcases.from_grid(truth)
         sequence = moduli_sequence(lc, truth, args.iterations)
         best = {"direct": np.inf, "mg": np.inf}
-        with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as direct:
+        with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as direct:
             mg = sizing.simp_system(direct, direct, mg_min_dofs=0)
             iterations = []
             for _ in range(args.repeats):

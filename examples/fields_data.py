@@ -78,13 +78,13 @@ def history(out, nely, nelx, iterations, every, volume_fraction=0.4):
     """(b): one SIMP run written as a temporal collection."""
     from sphyr_hpc.optimiser import simp
     from sphyr_hpc.optimiser.filter import DensityFilter
-    from sphyr_hpc.solvers.elasticity import ElasticitySystem
+    from sphyr_hpc.solvers.elasticity import elasticity_system
 
     PETSc = petsc()
     lc = cantilever(nely, nelx)
     free, pinned = simp.design_space(lc, np.ones(lc.shape, dtype=bool), np.zeros(lc.shape))
     start = time.perf_counter()
-    with ElasticitySystem(lc, comm=PETSc.COMM_WORLD, prefix="fields_example_") as system:
+    with elasticity_system(lc, comm=PETSc.COMM_WORLD, prefix="fields_example_") as system:
         density_filter = DensityFilter(system)
         try:
             with fields.HistoryWriter(out / "history" / "cantilever", system, every=every) as writer:

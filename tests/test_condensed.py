@@ -11,7 +11,8 @@ from sphyr_hpc.core import grid as grids
 from sphyr_hpc.core import loadcase as loadcases
 from sphyr_hpc.runtime.petsc import petsc
 from sphyr_hpc.optimiser import simp, yardstick
-from sphyr_hpc.solvers import ElasticitySystem, condensed
+from sphyr_hpc.solvers import condensed
+from sphyr_hpc.solvers.elasticity import elasticity_system
 from sphyr_hpc.solvers.base import LinearSystem
 
 RECORDS = ([json.loads(line) for line in (DATA / "full_easy_first20.jsonl").read_text().splitlines()][:3]
@@ -45,7 +46,7 @@ def _problem(record, kind):
 def test_condensed_solve_equals_the_full_solve(record, kind):
     lc, free, pinned = _problem(record, kind)
     rng = np.random.default_rng(11)
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as full:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as full:
         reduced = condensed.CondensedSystem(full, free)  # any mask works; usable() only weighs the cost
         for penal in (1.0, 2.0, 3.0):
             for _ in range(3):
@@ -74,7 +75,7 @@ def test_condensed_solve_hands_a_severed_design_to_the_full_system():
     mask = np.zeros(lc.shape, dtype=bool)
     mask[5] = True
     free, pinned = simp.design_space(lc, mask, rho)
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as full:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as full:
         reduced = condensed.CondensedSystem(full, free)
         carried = fe.simp_modulus(np.where(free, 1.0, pinned)).ravel()
         severed = fe.simp_modulus(np.where(free, 0.0, pinned)).ravel()
@@ -95,7 +96,7 @@ def test_yardstick_is_the_same_with_and_without_condensation(record, kind, monke
     results = {}
     for use in (True, False):
         monkeypatch.setattr(condensed, "usable", lambda *a, use=use, **k: use)
-        with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as system:
+        with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
             results[use] = yardstick.yardstick(system, vf, free, truth, seeds=(truth,))
     assert results[True].compliance == pytest.approx(results[False].compliance, rel=1e-9)
     # Not the same arithmetic (condensed vs full solves), so not compared as floats: the designs here are
@@ -111,11 +112,11 @@ def test_yardstick_is_the_same_with_and_without_condensation(record, kind, monke
 def test_condensation_is_used_only_where_it_is_cheaper():
     lc, row, _ = _problem(RECORDS[0], "row")
     everything, _ = simp.design_space(lc, np.ones(lc.shape, dtype=bool), np.zeros(lc.shape))
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as system:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
         assert condensed.usable(system, row)  # 44 DOFs at most
         assert not condensed.usable(system, everything)  # SPhyR's full mask: ~200 DOFs, sparse LU wins
         assert not condensed.usable(system, np.zeros(lc.shape, dtype=bool))
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct", assembly="stencil") as system:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct", assembly="stencil") as system:
         assert not condensed.usable(system, row)  # needs the in-place one-rank assembly
 
 
@@ -131,9 +132,9 @@ def test_larger_grids_condense_more_dofs_as_their_sparse_factorisation_costs_mor
     twenty_cells = np.zeros(large.shape, dtype=bool)
     twenty_cells[2:18:4, 2:20:4] = True  # 20 cells apart: 160 DOFs
     assert condensed.condensed_dofs(large, twenty_cells).size == 160
-    with ElasticitySystem(large, comm=petsc().COMM_SELF, solver="direct") as system:
+    with elasticity_system(large, comm=petsc().COMM_SELF, solver="direct") as system:
         assert condensed.usable(system, twenty_cells)
-    with ElasticitySystem(small, comm=petsc().COMM_SELF, solver="direct") as system:
+    with elasticity_system(small, comm=petsc().COMM_SELF, solver="direct") as system:
         twelve_cells = np.zeros(small.shape, dtype=bool)
         twelve_cells[1:9:2, 1:9:3] = True  # 12 cells apart: 96 DOFs, under 100
         assert condensed.condensed_dofs(small, twelve_cells).size == 96
@@ -146,7 +147,7 @@ def test_larger_grids_condense_more_dofs_as_their_sparse_factorisation_costs_mor
 
 def test_condensed_system_never_hands_on_the_full_systems_stale_displacements():
     lc, free, pinned = _problem(RECORDS[0], "row")
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as full:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as full:
         reduced = condensed.CondensedSystem(full, free)
         full.solve(fe.simp_modulus(np.ones(lc.shape)).ravel())  # a field that is not the condensed design's
         with pytest.raises(RuntimeError):

@@ -340,10 +340,10 @@ def _steps_in_index(path):
 
 def test_history_index_is_rewritten_after_every_step_and_every_k_skips(tmp_path):
     from sphyr_hpc.runtime.petsc import petsc
-    from sphyr_hpc.solvers.elasticity import ElasticitySystem
+    from sphyr_hpc.solvers.elasticity import elasticity_system
 
     lc, rho, masked = sample.sample_problem(5, 8)
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix="fields_hist_") as system:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, prefix="fields_hist_") as system:
         c = system.solve(system.slab_of(fe.simp_modulus(rho)))
         with fields.HistoryWriter(tmp_path / "run", system, every=2) as writer:
             assert writer.path == tmp_path / "run.xdmf"
@@ -370,11 +370,11 @@ def test_history_follows_a_simp_run(tmp_path):
     from sphyr_hpc.runtime.petsc import petsc
     from sphyr_hpc.optimiser import simp
     from sphyr_hpc.optimiser.filter import DensityFilter
-    from sphyr_hpc.solvers.elasticity import ElasticitySystem
+    from sphyr_hpc.solvers.elasticity import elasticity_system
 
     lc, _, _ = sample.sample_problem(6, 12)
     free, pinned = simp.design_space(lc, np.ones(lc.shape, bool), np.zeros(lc.shape))
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix="fields_simp_") as system:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, prefix="fields_simp_") as system:
         flt = DensityFilter(system)
         with fields.HistoryWriter(tmp_path / "simp", system) as writer:
             result = simp.run_simp(system, flt, 0.4, free, pinned, max_iterations=5, callback=writer)
@@ -394,7 +394,7 @@ def test_history_follows_a_simp_run(tmp_path):
 def test_record_fields_are_named_by_model_subject_index_and_design(tmp_path):
     from sphyr_hpc.runtime.petsc import petsc
     from sphyr_hpc.core.analysis import compliance_of
-    from sphyr_hpc.solvers.elasticity import ElasticitySystem
+    from sphyr_hpc.solvers.elasticity import elasticity_system
     import h5py
 
     from sphyr_hpc.scoring import record_fields
@@ -404,7 +404,7 @@ def test_record_fields_are_named_by_model_subject_index_and_design(tmp_path):
     paths = record_fields.write_record_fields(tmp_path / "f", "gpt/4 o", "full easy", 7, lc, designs, masked=masked)
     assert {k: p.name for k, p in paths.items()} == {
         d: f"gpt_4_o__full_easy__0007__{d}.xdmf" for d in ("completion", "ground_truth", "optimum")}
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix="fields_rec_") as system:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, prefix="fields_rec_") as system:
         for name, rho_d in designs.items():
             rho_d = rho_d.copy()
             rho_d[lc.structural_mask()] = 1.0  # L and S are always solid
@@ -433,13 +433,13 @@ def test_two_rank_files_equal_a_one_rank_write(monkeypatch):
     import h5py
 
     from sphyr_hpc.runtime.petsc import petsc
-    from sphyr_hpc.solvers.elasticity import ElasticitySystem
+    from sphyr_hpc.solvers.elasticity import elasticity_system
 
     PETSc = petsc()
     folder = Path(world.bcast(tempfile.mkdtemp(prefix="sphyr_fields_mpi_") if world.rank == 0 else None, root=0))
 
     def write(lc, rho, masked, comm, out, prefix):
-        with ElasticitySystem(lc, comm=comm, prefix=prefix, solver="direct") as system:
+        with elasticity_system(lc, comm=comm, prefix=prefix, solver="direct") as system:
             c = system.solve(system.slab_of(fe.simp_modulus(rho)))
             split = int(np.prod(system.slab_shape)) < lc.n_elements
             for fmt, name in (("xdmf", "design"), ("xdmf-quad", "design_quad")):

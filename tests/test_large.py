@@ -25,8 +25,10 @@ from sphyr_hpc.runtime.petsc import petsc
 from sphyr_hpc.optimiser import driver, simp
 from sphyr_hpc.optimiser.filter import DensityFilter
 from sphyr_hpc.optimiser.problems import ProblemError
-from sphyr_hpc.solvers import assembly, elasticity, multigrid, sizing
-from sphyr_hpc.solvers.elasticity import ElasticitySystem, PartitionError, SolverError
+from sphyr_hpc.solvers import assembly, elasticity, hierarchy, multigrid, sizing
+from sphyr_hpc.solvers.base import SolverError
+from sphyr_hpc.solvers.elasticity import elasticity_system
+from sphyr_hpc.solvers.layout import PartitionError
 
 WORLD = MPI.COMM_WORLD
 two_ranks = two_ranks_marker("tests/test_large.py")  # marked mpi (registered in conftest.py), skipped on 1 rank
@@ -51,7 +53,7 @@ def _simp_design(nelx=64, nely=32, iterations=40):
     problem = problems.preset("mbb", nelx, nely, 0.4)
     lc = problem.loadcase()
     free, pinned = simp.design_space(lc, *problem.design())
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix="large_design_", solver="direct") as system:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, prefix="large_design_", solver="direct") as system:
         dfilter = DensityFilter(system, 1.5)
         try:
             result = simp.run_simp(system, dfilter, 0.4, free, pinned, max_iterations=iterations, tolerance=0.0)
@@ -196,8 +198,8 @@ def test_stencil_assembly_equals_the_element_assembly(block, monkeypatch):
     rho[rho < 0.4] = 0.0
     moduli = fe.simp_modulus(rho)
     PETSc = petsc()
-    with ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix="large_el_", solver="direct") as a, \
-            ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix="large_st_", solver="direct",
+    with elasticity_system(lc, comm=PETSc.COMM_SELF, prefix="large_el_", solver="direct") as a, \
+            elasticity_system(lc, comm=PETSc.COMM_SELF, prefix="large_st_", solver="direct",
                              assembly="stencil") as b:
         a.assemble(a.slab_of(moduli))
         b.assemble(b.slab_of(moduli))
@@ -218,8 +220,8 @@ def _storage_and_block_assemblies_differ(preset, nelx, nely, block_nodes, monkey
     moduli = fe.simp_modulus(rho)
     clear = _options("large_blocks_", mat_assembly="blocks")
     try:
-        with ElasticitySystem(lc, prefix="large_storage_", solver="mg") as a, \
-                ElasticitySystem(lc, prefix="large_blocks_", solver="mg") as b:
+        with elasticity_system(lc, prefix="large_storage_", solver="mg") as a, \
+                elasticity_system(lc, prefix="large_blocks_", solver="mg") as b:
             assert isinstance(a._assembly, assembly.StorageAssembly)
             assert isinstance(b._assembly, assembly.ElementBlockAssembly)
             worst = 0.0
@@ -257,22 +259,22 @@ def test_values_written_into_the_sbaij_storage_equal_the_element_block_assembly_
 @pytest.mark.parametrize("size, levels, coarse", [((300, 100), 4, (38, 13)), ((1000, 500), 6, (32, 16)),
                                                   ((1024, 512), 6, (32, 16)), ((2048, 1024), 7, (32, 16))])
 def test_hierarchy_coarsens_any_size_to_a_small_coarse_grid(size, levels, coarse):
-    hierarchy = multigrid.hierarchy(*size)
+    hierarchy = hierarchy.hierarchy(*size)
     assert len(hierarchy) == levels
     assert (hierarchy[-1].nelx, hierarchy[-1].nely) == coarse
-    assert hierarchy[-1].n_dofs <= multigrid.COARSE_MAX_DOFS
+    assert hierarchy[-1].n_dofs <= hierarchy.COARSE_MAX_DOFS
     for fine, coarser in zip(hierarchy[:-1], hierarchy[1:]):
         assert set(coarser.x_pos) <= set(fine.x_pos) and set(coarser.y_pos) <= set(fine.y_pos)  # nested
     # On 2 processes every level keeps a part for each.
-    two = multigrid.hierarchy(*size, x_counts=[size[0] // 2, size[0] + 1 - size[0] // 2])
+    two = hierarchy.hierarchy(*size, x_counts=[size[0] // 2, size[0] + 1 - size[0] // 2])
     assert len(two) == levels and all(min(np.diff(lv.x_starts)) >= 1 for lv in two)
 
 
 @ONE_RANK
 @pytest.mark.parametrize("size", [(13, 7), (37, 21), (40, 20)])
 def test_interpolation_reproduces_linear_fields(size):
-    fine, coarse = multigrid.hierarchy(*size, coarse_max_dofs=10)[:2]
-    indptr, cols, vals = multigrid.interpolation_csr(fine, coarse, 0)
+    fine, coarse = hierarchy.hierarchy(*size, coarse_max_dofs=10)[:2]
+    indptr, cols, vals = hierarchy.interpolation_csr(fine, coarse, 0)
     import scipy.sparse as sp
 
     P = sp.csr_matrix((vals, cols, indptr), shape=(fine.n_dofs, coarse.n_dofs))
@@ -290,7 +292,7 @@ def test_interpolation_reproduces_linear_fields(size):
 @ONE_RANK
 def test_pcmg_builds_the_hierarchy_on_a_non_power_of_two_grid():
     lc = problems.preset("mbb", 300, 100).loadcase()
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix="large_h_", solver="mg") as system:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, prefix="large_h_", solver="mg") as system:
         c = system.solve(system.slab_of(np.ones(lc.n_elements)))
         pc = system.ksp.getPC()
         assert np.isfinite(c) and pc.getType() == "mg" and pc.getMGLevels() == 4
@@ -313,10 +315,10 @@ def test_multigrid_solution_equals_the_direct_one_on_a_simp_design_with_voids():
     PETSc = petsc()
     clear = _options("large_mg_", ksp_rtol=1e-12, mg_coarse_max_dofs=300)
     try:
-        with ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix="large_direct_", solver="direct") as direct:
+        with elasticity_system(lc, comm=PETSc.COMM_SELF, prefix="large_direct_", solver="direct") as direct:
             c_direct = direct.solve(direct.slab_of(moduli))
             u_direct = direct.natural_displacements()
-        with ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix="large_mg_", solver="mg") as mg:
+        with elasticity_system(lc, comm=PETSc.COMM_SELF, prefix="large_mg_", solver="mg") as mg:
             c_mg = mg.solve(mg.slab_of(moduli))
             u_mg = mg.natural_displacements()
             assert mg.ksp.getPC().getMGLevels() >= 3
@@ -338,7 +340,7 @@ def test_coarse_operators_from_the_element_moduli_equal_the_galerkin_products(ne
     PETSc = petsc()
     clear = _options("large_gal_", mg_coarse_max_dofs=100)
     try:
-        with ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix="large_gal_", solver="mg",
+        with elasticity_system(lc, comm=PETSc.COMM_SELF, prefix="large_gal_", solver="mg",
                               assembly="elements") as mg:
             assert mg.in_place and mg.multigrid.coarse is not None
             mg.solve(mg.slab_of(np.ones(lc.shape)))  # the operators compared are those of the second design
@@ -365,8 +367,8 @@ def test_simp_multigrid_solves_a_sequence_of_designs_as_the_direct_solver_does()
     PETSc = petsc()
     clear = _options(sizing.SIMP_PREFIX, mg_coarse_max_dofs=300)
     try:
-        with ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix="large_seq_direct_", solver="direct") as direct, \
-                ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix=sizing.SIMP_PREFIX,
+        with elasticity_system(lc, comm=PETSc.COMM_SELF, prefix="large_seq_direct_", solver="direct") as direct, \
+                elasticity_system(lc, comm=PETSc.COMM_SELF, prefix=sizing.SIMP_PREFIX,
                                  **sizing.simp_system_arguments()) as mg:
             assert mg.ksp.getPC().getType() == "mg"
             for penal, floor in ((1.0, 0.0), (3.0, 0.0), (3.0, 0.3), (2.0, 0.05)):
@@ -383,9 +385,9 @@ def test_gamg_with_rigid_body_modes_solves_the_same_problem():
     lc, rho = _simp_design(48, 24, 25)
     moduli = fe.simp_modulus(np.maximum(rho, 1e-2))
     PETSc = petsc()
-    with ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix="large_direct2_", solver="direct") as direct:
+    with elasticity_system(lc, comm=PETSc.COMM_SELF, prefix="large_direct2_", solver="direct") as direct:
         c_direct = direct.solve(direct.slab_of(moduli))
-    with ElasticitySystem(lc, comm=PETSc.COMM_SELF, prefix="large_gamg_", solver="gamg") as gamg:
+    with elasticity_system(lc, comm=PETSc.COMM_SELF, prefix="large_gamg_", solver="gamg") as gamg:
         c_gamg = gamg.solve(gamg.slab_of(moduli))
         assert gamg.ksp.getPC().getType() == "gamg" and gamg.K.getNearNullSpace() is not None
         assert gamg.K.getBlockSize() == 2
@@ -397,7 +399,7 @@ def test_a_stalled_solve_raises_instead_of_returning_a_number():
     lc, rho = _simp_design(48, 24, 25)
     clear = _options("large_stall_", ksp_max_it=2, mg_coarse_max_dofs=300)
     try:
-        with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix="large_stall_", solver="mg") as mg:
+        with elasticity_system(lc, comm=petsc().COMM_SELF, prefix="large_stall_", solver="mg") as mg:
             with pytest.raises(SolverError, match="did not converge: DIVERGED"):
                 mg.solve(mg.slab_of(fe.simp_modulus(rho)))
     finally:
@@ -410,7 +412,7 @@ def test_warm_start_reuses_the_previous_displacement():
     moduli = fe.simp_modulus(rho)
     clear = _options("large_warm_", mg_coarse_max_dofs=300)
     try:
-        with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix="large_warm_", solver="mg") as mg:
+        with elasticity_system(lc, comm=petsc().COMM_SELF, prefix="large_warm_", solver="mg") as mg:
             ksp = mg.ksp
             mg.solve(mg.slab_of(moduli))
             cold = mg.last_iterations
@@ -429,7 +431,7 @@ def test_linear_volume_sums_follow_the_scorer_bisection():
     free, pinned = simp.design_space(lc, *problem.design())
     histories = {}
     for sums in simp.VOLUME_SUMS:
-        with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix=f"large_{sums}_") as system:
+        with elasticity_system(lc, comm=petsc().COMM_SELF, prefix=f"large_{sums}_") as system:
             dfilter = DensityFilter(system, 1.5)
             try:
                 histories[sums] = simp.run_simp(system, dfilter, 0.5, free, pinned, max_iterations=30,
@@ -451,7 +453,7 @@ def test_continuation_raises_the_penalty_in_steps_and_converges_only_at_the_end(
     problem = problems.preset("mbb", 30, 10, 0.5)
     lc = problem.loadcase()
     free, pinned = simp.design_space(lc, *problem.design())
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix="large_cont_") as system:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, prefix="large_cont_") as system:
         dfilter = DensityFilter(system, 1.5)
         try:
             result = simp.run_simp(system, dfilter, 0.5, free, pinned, max_iterations=60, tolerance=0.5,
@@ -582,9 +584,9 @@ def test_multigrid_equals_direct_on_2_ranks():
         moduli = fe.simp_modulus(rho)
         clear = _options("large_mg2_", ksp_rtol=1e-12, mg_coarse_max_dofs=300)
         try:
-            with ElasticitySystem(lc, comm=PETSc.COMM_WORLD, prefix="large_direct2r_", solver="direct") as d:
+            with elasticity_system(lc, comm=PETSc.COMM_WORLD, prefix="large_direct2r_", solver="direct") as d:
                 c_direct, u_direct = d.solve(d.slab_of(moduli)), d.natural_displacements()
-            with ElasticitySystem(lc, comm=PETSc.COMM_WORLD, prefix="large_mg2_", solver="mg") as m:
+            with elasticity_system(lc, comm=PETSc.COMM_WORLD, prefix="large_mg2_", solver="mg") as m:
                 c_mg, u_mg = m.solve(m.slab_of(moduli)), m.natural_displacements()
                 levels = m.ksp.getPC().getMGLevels()
         finally:
@@ -603,7 +605,7 @@ def test_a_grid_too_small_for_the_ranks_is_a_clear_error():
     def compute():
         lc = lcs.LoadCase(1, 1, ((0, 0),), ((0, 0),))
         try:
-            ElasticitySystem(lc, comm=PETSc.COMM_WORLD, prefix="large_tiny_")
+            elasticity_system(lc, comm=PETSc.COMM_WORLD, prefix="large_tiny_")
         except PartitionError as err:
             return str(err)
         return None
@@ -640,7 +642,7 @@ def _grid_galerkin_differences(nely, nelx, mat_type, direct_depth, monkeypatch):
     prefix = f"large_grid_gal_{mat_type}_"
     clear = _options(prefix, mg_coarse_max_dofs=100, mat_type=mat_type)
     try:
-        with ElasticitySystem(lc, prefix=prefix, solver="mg") as mg:
+        with elasticity_system(lc, prefix=prefix, solver="mg") as mg:
             assert mg.multigrid.coarse is not None and not mg.in_place
             assert mat_type in mg.K.getType()
             mg.solve(mg.slab_of(np.ones(lc.shape)))  # the operators compared are those of the second design
@@ -694,7 +696,7 @@ def _transfer_differences(nely, nelx, seed):
     rng = np.random.default_rng(seed + WORLD.rank)
     clear = _options("large_transfer_", mg_coarse_max_dofs=100, mg_stencil_min_dofs=0)
     try:
-        with ElasticitySystem(lc, prefix="large_transfer_", solver="mg") as mg:
+        with elasticity_system(lc, prefix="large_transfer_", solver="mg") as mg:
             pc = mg.ksp.getPC()
             stored = multigrid.build_interpolations(mg, mg.multigrid.levels)
             worst = []
@@ -743,7 +745,7 @@ def test_the_interpolations_applied_from_the_grids_equal_the_stored_ones_on_2_ra
 def _filters_agree(nelx, nely, radius):
     PETSc = petsc()
     lc = problems.preset("mbb", nelx, nely).loadcase()
-    with ElasticitySystem(lc, solver="mg", element_halo=3, prefix="large_filter_kinds_") as system:
+    with elasticity_system(lc, solver="mg", element_halo=3, prefix="large_filter_kinds_") as system:
         matrix, stencil = DensityFilter(system, radius), DensityFilter(system, radius, kind="stencil")
         try:
             x = np.random.default_rng(nelx).random(matrix.Hs.size)
@@ -775,7 +777,7 @@ def test_the_stencil_filter_equals_the_filter_matrix_on_2_ranks():
 def test_the_stencil_filter_kernel_adds_what_the_numpy_passes_add():
     # One C pass over the slab, the terms in the same order: the same sums, bit for bit.
     lc = problems.preset("mbb", 33, 17).loadcase()
-    with ElasticitySystem(lc, solver="mg", element_halo=3, prefix="large_filter_kernel_") as system:
+    with elasticity_system(lc, solver="mg", element_halo=3, prefix="large_filter_kernel_") as system:
         dfilter = DensityFilter(system, 2.5, kind="stencil")
         try:
             assert dfilter._kernel is not None
@@ -793,11 +795,11 @@ def _second_design_after_first(prefix, first):
     before it (None: a new system)."""
     from sphyr_hpc.core import discretisation as fe
     from sphyr_hpc.optimiser import problems
-    from sphyr_hpc.solvers.elasticity import ElasticitySystem
+    from sphyr_hpc.solvers.elasticity import elasticity_system
 
     lc = problems.preset("mbb", 128, 64).loadcase()
     second = fe.simp_modulus(np.random.default_rng(12).uniform(0.001, 1.0, lc.shape))
-    with ElasticitySystem(lc, prefix=prefix, solver="mg") as system:
+    with elasticity_system(lc, prefix=prefix, solver="mg") as system:
         if first is not None:
             system.solve(system.slab_of(fe.simp_modulus(np.full(lc.shape, first))))
             system.reset()  # from zero, as the new system
@@ -867,7 +869,7 @@ def test_huge_pages_leave_the_multigrid_solution_unchanged():
     for flag in ("0", "1"):
         clear = _options("hp_", huge_pages=flag)
         try:
-            with ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix="hp_", solver="mg") as system:
+            with elasticity_system(lc, comm=petsc().COMM_SELF, prefix="hp_", solver="mg") as system:
                 got[flag] = system.solve(system.slab_of(moduli))
         finally:
             clear()

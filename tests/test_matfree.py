@@ -19,7 +19,7 @@ from sphyr_hpc.optimiser import problems
 from sphyr_hpc.runtime import native
 from sphyr_hpc.runtime.petsc import petsc
 from sphyr_hpc.solvers import elasticity, matfree
-from sphyr_hpc.solvers.elasticity import ElasticitySystem
+from sphyr_hpc.solvers.elasticity import elasticity_system
 
 WORLD = MPI.COMM_WORLD
 ONE_RANK = pytest.mark.skipif(WORLD.size > 1, reason="serial test")
@@ -55,8 +55,8 @@ def _shell_against_stored(preset, nelx, nely, seed=0, layout=None):
     clear = _with_options("mf_shell_", {**COARSE, **(layout or {})})
     clear_stored = _with_options("mf_stored_", {**COARSE, **(layout or {}), "mat_type": "sbaij"})
     try:
-        with ElasticitySystem(lc, prefix="mf_shell_", solver="mg") as shell, \
-                ElasticitySystem(lc, prefix="mf_stored_", solver="mg") as stored:
+        with elasticity_system(lc, prefix="mf_shell_", solver="mg") as shell, \
+                elasticity_system(lc, prefix="mf_stored_", solver="mg") as stored:
             kinds = (shell.K.getType(), stored.K.getType())
             worst_mult = worst_diag = 0.0
             for m in (moduli, np.ones(lc.shape), moduli[::-1, ::-1].copy()):
@@ -122,7 +122,7 @@ def _energies_against_numpy(layout=None):
     lc = problems.preset("bridge", 80, 41).loadcase()
     clear = _with_options("mf_energies_", {**COARSE, **(layout or {})})
     try:
-        with ElasticitySystem(lc, prefix="mf_energies_", solver="mg") as system:
+        with elasticity_system(lc, prefix="mf_energies_", solver="mg") as system:
             system.solve(system.slab_of(fe.simp_modulus(np.random.default_rng(3).uniform(0.3, 1.0, lc.shape))))
             ours = system.unit_energies()
             u = system.local_displacements()
@@ -166,7 +166,7 @@ def test_stencil_nonzeros_count_what_petsc_stores():
     for storage in ("aij", "sbaij"):
         clear = _with_options("mf_count_", {"mat_type": storage})
         try:
-            with ElasticitySystem(lc, prefix="mf_count_", solver="mg", comm=PETSc.COMM_SELF) as system:
+            with elasticity_system(lc, prefix="mf_count_", solver="mg", comm=PETSc.COMM_SELF) as system:
                 system.assemble(system.slab_of(np.ones(lc.shape)))
                 stored = system.K.getInfo()["nz_used"]
         finally:
@@ -184,7 +184,7 @@ def test_without_a_compiler_the_finest_level_is_stored_and_said_once(monkeypatch
     try:
         compliances = []
         for _ in range(2):
-            with ElasticitySystem(lc, prefix="mf_nocc_", solver="mg") as system:
+            with elasticity_system(lc, prefix="mf_nocc_", solver="mg") as system:
                 assert system.K.getType() == "seqsbaij"
                 grey = fe.simp_modulus(np.random.default_rng(2).uniform(0.3, 1.0, lc.shape))
                 compliances.append(system.solve(system.slab_of(grey)))
@@ -229,7 +229,7 @@ def _sor_system_solves():
 
     lc = problems.preset("cantilever", 40, 30).loadcase()
     arguments = dict(sizing.simp_system_arguments(None), prefix="mf_sor_")
-    with ElasticitySystem(lc, **arguments) as system:
+    with elasticity_system(lc, **arguments) as system:
         levels = system.ksp.getPC().getMGLevels() if system.multigrid.levels else 0
         compliance = system.solve(system.slab_of(np.full(lc.shape, 0.5) ** 3))
         return system.K.getType(), levels, compliance
@@ -243,7 +243,7 @@ def test_a_smoother_that_reads_the_entries_keeps_k_stored():
 
 
 def test_level_visits_follow_the_cycles():
-    from sphyr_hpc.solvers.multigrid import level_visits
+    from sphyr_hpc.solvers.hierarchy import level_visits
 
     assert [level_visits(d, "w") for d in range(4)] == [1, 2, 4, 8]
     assert [level_visits(d, "w", "v") for d in range(4)] == [1, 1, 2, 4]
@@ -261,7 +261,7 @@ def test_the_finest_cycle_is_an_option():
     for cycle in ("v", "w"):
         clear = _with_options(f"mf_cycle_{cycle}_", {**COARSE, "mg_finest_cycle_type": cycle})
         try:
-            with ElasticitySystem(lc, prefix=f"mf_cycle_{cycle}_", solver="mg") as system:
+            with elasticity_system(lc, prefix=f"mf_cycle_{cycle}_", solver="mg") as system:
                 results[cycle] = (system.mg_finest_cycle, system.solve(system.slab_of(moduli)),
                                   system.last_iterations)
         finally:
@@ -272,7 +272,7 @@ def test_the_finest_cycle_is_an_option():
     clear = _with_options("mf_cycle_x_", {**COARSE, "mg_finest_cycle_type": "f"})
     try:
         with pytest.raises(ValueError, match="-mf_cycle_x_mg_finest_cycle_type f: expected v or w"):
-            ElasticitySystem(lc, prefix="mf_cycle_x_", solver="mg")
+            elasticity_system(lc, prefix="mf_cycle_x_", solver="mg")
     finally:
         clear()
 
@@ -287,7 +287,7 @@ def test_the_bytes_model_counts_the_shell_and_the_cycles():
     for cycle in ("v", "w"):
         clear = _with_options(f"mf_bytes_{cycle}_", {**COARSE, "mg_finest_cycle_type": cycle})
         try:
-            with ElasticitySystem(lc, prefix=f"mf_bytes_{cycle}_", solver="mg") as system:
+            with elasticity_system(lc, prefix=f"mf_bytes_{cycle}_", solver="mg") as system:
                 system.solve(system.slab_of(moduli))
                 phases[cycle] = measure.phase_bytes(system, ksp_iterations=7, n_free=lc.n_elements)
                 K = system.K
@@ -304,7 +304,7 @@ def test_the_bytes_model_counts_the_shell_and_the_cycles():
     # x and y) and 7 vectors: 3 vectors a step more, 2 steps each way.
     clear = _with_options("mf_bytes_petsc_", {**COARSE, "mg_finest_smoother": "petsc"})
     try:
-        with ElasticitySystem(lc, prefix="mf_bytes_petsc_", solver="mg") as system:
+        with elasticity_system(lc, prefix="mf_bytes_petsc_", solver="mg") as system:
             system.solve(system.slab_of(moduli))
             stock = measure.phase_bytes(system, ksp_iterations=7, n_free=lc.n_elements)
             n = system.K.getSize()[0]
@@ -356,7 +356,7 @@ def test_a_compiler_missing_on_one_rank_stores_k_on_every_rank(monkeypatch):
     clear = _with_options("mf_onecc_", COARSE)
 
     def build():
-        with ElasticitySystem(lc, prefix="mf_onecc_", solver="mg") as system:
+        with elasticity_system(lc, prefix="mf_onecc_", solver="mg") as system:
             grey = fe.simp_modulus(np.random.default_rng(4).uniform(0.3, 1.0, lc.shape))
             return system.K.getType(), system.solve(system.slab_of(grey))
 
@@ -401,7 +401,7 @@ def _fused_against_petsc_step(preset, nelx, nely, seed, layout=None):
     clear = _with_options("mf_fused_step_", {**COARSE, **(layout or {})})
     worst = 0.0
     try:
-        with ElasticitySystem(lc, prefix="mf_fused_step_", solver="mg") as system:
+        with elasticity_system(lc, prefix="mf_fused_step_", solver="mg") as system:
             system.solve(system.slab_of(moduli))
             [(smoother, context)] = multigrid.fused_smoothers(system.ksp)
             b = system.f.duplicate()
@@ -451,7 +451,7 @@ def test_the_fused_smoother_takes_petscs_chebyshev_steps_on_2_ranks():
 def _solve_with_smoother(lc, moduli_list, prefix, options):
     clear = _with_options(prefix, {**COARSE, **options})
     try:
-        with ElasticitySystem(lc, prefix=prefix, solver="mg") as system:
+        with elasticity_system(lc, prefix=prefix, solver="mg") as system:
             pc = system.ksp.getPC()
             out = []
             for moduli in moduli_list:
@@ -491,7 +491,7 @@ def _estimate_against_petsc_cg(preset, nelx, nely, seed, steps=10):
     moduli = fe.simp_modulus(np.random.default_rng(seed).uniform(0.3, 1.0, lc.shape))
     clear = _with_options("mf_esteig_", COARSE)
     try:
-        with ElasticitySystem(lc, prefix="mf_esteig_", solver="mg") as system:
+        with elasticity_system(lc, prefix="mf_esteig_", solver="mg") as system:
             system.assemble(system.slab_of(moduli))
             fine = matfree.operator_of(system.K)
             fused = fine.extreme_eigenvalues(steps, system.comm)

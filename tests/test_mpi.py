@@ -23,7 +23,7 @@ from sphyr_hpc.core import loadcase as lcs
 from sphyr_hpc.runtime.petsc import petsc
 from sphyr_hpc.optimiser import simp
 from sphyr_hpc.optimiser.filter import DensityFilter
-from sphyr_hpc.solvers.elasticity import ElasticitySystem
+from sphyr_hpc.solvers.elasticity import elasticity_system
 
 _MPI_MARK = pytest.mark.mpi  # registered in conftest.py
 
@@ -41,11 +41,11 @@ RECORD_IDS = [f"full_easy[{r['index']}]" for r in RECORDS]
 
 
 def _world_system(loadcase, **kwargs):
-    return ElasticitySystem(loadcase, comm=petsc().COMM_WORLD, **kwargs)
+    return elasticity_system(loadcase, comm=petsc().COMM_WORLD, **kwargs)
 
 
 def _self_system(loadcase, **kwargs):
-    return ElasticitySystem(loadcase, comm=petsc().COMM_SELF, **kwargs)
+    return elasticity_system(loadcase, comm=petsc().COMM_SELF, **kwargs)
 
 
 def _ground_truth(record):

@@ -13,7 +13,7 @@ from sphyr_hpc.optimiser import discrete
 from sphyr_hpc.optimiser.discrete import _SwapScreen as SwapScreen
 from sphyr_hpc.optimiser.discrete import binarise, polish
 from sphyr_hpc.optimiser.simp import design_space
-from sphyr_hpc.solvers import ElasticitySystem
+from sphyr_hpc.solvers.elasticity import elasticity_system
 
 RECORDS = [json.loads(line) for line in (DATA / "full_easy_first20.jsonl").read_text().splitlines()][:6]
 
@@ -34,7 +34,7 @@ def test_screened_polish_takes_the_same_swaps_as_the_plain_scan(record, start, m
         design.ravel()[rng.choice(cells, size=int(rho[free].sum()), replace=False)] = 1.0
     screens = []
     monkeypatch.setattr(discrete, "_SwapScreen", lambda *a: screens.append(1) or SwapScreen(*a))
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as system:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
         fast = polish(system, design, free, screen=True)
         plain = polish(system, design, free, screen=False)
     # Exact by construction: the screen only skips swaps; every compliance compared and returned is the same full

@@ -30,7 +30,7 @@ from conftest import ROOT, cantilever  # noqa: E402
 from sphyr_hpc.optimiser.filter import DensityFilter  # noqa: E402
 from sphyr_hpc.solvers import elasticity  # noqa: E402
 from sphyr_hpc.solvers.assembly import upper_block_plan  # noqa: E402
-from sphyr_hpc.solvers.elasticity import ElasticitySystem  # noqa: E402
+from sphyr_hpc.solvers.elasticity import elasticity_system  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "v1_sample.jsonl")
 
@@ -58,7 +58,7 @@ def _design_moduli(record, design):
 
 
 def _self_system(loadcase, **kwargs):
-    return ElasticitySystem(loadcase, comm=petsc().COMM_SELF, **kwargs)
+    return elasticity_system(loadcase, comm=petsc().COMM_SELF, **kwargs)
 
 
 def _petsc_compliance(system, moduli_natural):

@@ -24,7 +24,8 @@ from sphyr_hpc.runtime.petsc import petsc
 from sphyr_hpc.optimiser import yardstick
 from sphyr_hpc.score import main
 from sphyr_hpc.solvers import sizing
-from sphyr_hpc.solvers.elasticity import ElasticitySystem, SolverError
+from sphyr_hpc.solvers.base import SolverError
+from sphyr_hpc.solvers.elasticity import elasticity_system
 from sphyr_hpc.scoring import pieces as split
 
 UPSCALED = DATA / "upscaled"
@@ -98,7 +99,7 @@ def test_solver_is_chosen_by_size():
     assert sizing.simp_solver(100, mg_min_dofs=0) == "mg"
     assert sizing.simp_solver(10**9, mg_min_dofs=None) == "direct"
     lc, free, _ = _upscaled_problem()
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as system:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
         exact = sizing.exact_system(system, free)
         assert exact is system  # a full mask of 40x40 is not condensed
         assert sizing.simp_system(system, exact, mg_min_dofs=lc.n_dofs + 1) is system
@@ -111,16 +112,16 @@ def test_yardstick_from_pieces_computed_apart_and_out_of_order_is_the_same(tmp_p
     lc, free, truth = _upscaled_problem()
     vf = float(truth.mean())
     opts = dict(seeds=(truth,), max_iterations=25, mg_min_dofs=0)
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as system:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
         whole = yardstick.yardstick(system, vf, free, truth, **opts)
     computed = {}
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as system:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
         for piece in reversed(yardstick.pieces()):  # another order, another system, as on another rank
             computed[piece] = yardstick.run_piece(system, piece, vf, free, truth, **opts)
     runs, solved = [], []
     solve = yardstick.compliance_of
     monkeypatch.setattr(yardstick, "compliance_of", lambda *a: solved.append(1) or solve(*a))
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as system:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
         assembled = yardstick.yardstick(system, vf, free, truth, computed=computed, on_run=lambda: runs.append(1),
                                         **opts)
     assert runs == []  # every SIMP run came from the pieces
@@ -135,9 +136,9 @@ def test_a_run_whose_multigrid_stalls_is_run_again_on_the_exact_solver(monkeypat
     lc, free, truth = _upscaled_problem()
     vf = float(truth.mean())
     opts = dict(seeds=(truth,), max_iterations=15)
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as system:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
         exact = yardstick.yardstick(system, vf, free, truth, mg_min_dofs=None, **opts)
-    solve = ElasticitySystem.solve
+    solve = elasticity_system.solve
     calls = []
 
     def stalling(self, moduli):
@@ -147,8 +148,8 @@ def test_a_run_whose_multigrid_stalls_is_run_again_on_the_exact_solver(monkeypat
                 raise SolverError("KSP (cg/mg) did not converge: DIVERGED_ITS")
         return solve(self, moduli)
 
-    monkeypatch.setattr(ElasticitySystem, "solve", stalling)
-    with ElasticitySystem(lc, comm=petsc().COMM_SELF, solver="direct") as system:
+    monkeypatch.setattr(elasticity_system, "solve", stalling)
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
         rescued = yardstick.yardstick(system, vf, free, truth, mg_min_dofs=0, **opts)
     assert len(calls) >= 7
     # Exact by construction: every run stalls on multigrid and is redone from its start on the direct solver,

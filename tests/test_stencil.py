@@ -16,7 +16,7 @@ from sphyr_hpc.core import discretisation as fe
 from sphyr_hpc.optimiser import measure, problems
 from sphyr_hpc.runtime.petsc import petsc
 from sphyr_hpc.solvers import multigrid, stencil
-from sphyr_hpc.solvers.elasticity import ElasticitySystem
+from sphyr_hpc.solvers.elasticity import elasticity_system
 from sphyr_hpc.solvers.fused import operator_of
 from sphyr_hpc.solvers.stencil import NS, StencilOperator
 from test_matfree import COARSE, _design, _petsc_chebyshev, _with_options
@@ -57,8 +57,8 @@ def _stencil_against_sbaij(preset, nelx, nely, seed, layout=None):
     clear_sbaij = _with_options("st_sbaij_", {**COARSE, **(layout or {}), "mg_levels_mat_type": "sbaij"})
     out = {"kinds": set(), "mult": 0.0, "diag": 0.0, "smooth": 0.0, "compliance": 0.0, "its": []}
     try:
-        with ElasticitySystem(lc, prefix="st_stencil_", solver="mg") as ours, \
-                ElasticitySystem(lc, prefix="st_sbaij_", solver="mg") as stock:
+        with elasticity_system(lc, prefix="st_stencil_", solver="mg") as ours, \
+                elasticity_system(lc, prefix="st_sbaij_", solver="mg") as stock:
             # Voids (modulus contrast 1e-9) beside solid cells: the products; then a design CG
             # converges on (random voids leave islands): the solves and the smoothing too.
             for solve, moduli in ((False, _design(lc.shape, seed)), (True, _grey(lc.shape, seed + 1))):
@@ -134,8 +134,8 @@ def _estimates(preset, nelx, nely, seed, steps=8):
     clear_sbaij = _with_options("st_est_sbaij_", {**COARSE, "mg_levels_mat_type": "sbaij"})
     pairs = []
     try:
-        with ElasticitySystem(lc, prefix="st_est_", solver="mg") as ours, \
-                ElasticitySystem(lc, prefix="st_est_sbaij_", solver="mg") as stock:
+        with elasticity_system(lc, prefix="st_est_", solver="mg") as ours, \
+                elasticity_system(lc, prefix="st_est_sbaij_", solver="mg") as stock:
             moduli = _grey(lc.shape, seed)
             ours.solve(ours.slab_of(moduli))
             stock.solve(stock.slab_of(moduli))
@@ -187,7 +187,7 @@ def test_the_fused_estimate_of_a_stencil_level_is_petscs_cg_estimate_on_2_ranks(
 def _kinds(lc, prefix, options):
     clear = _with_options(prefix, options)
     try:
-        with ElasticitySystem(lc, prefix=prefix, solver="mg") as system:
+        with elasticity_system(lc, prefix=prefix, solver="mg") as system:
             compliance = system.solve(system.slab_of(_grey(lc.shape, 2)))
             kinds = [(A.getType(), smoother.getType()) for _, smoother, A in _levels(system)]
             phases = measure.phase_bytes(system, 1.0, lc.n_elements)
@@ -225,7 +225,7 @@ def test_small_levels_stay_sbaij_and_every_choice_is_an_option():
 def _interpolation_kinds(lc, prefix, options):
     clear = _with_options(prefix, options)
     try:
-        with ElasticitySystem(lc, prefix=prefix, solver="mg") as system:
+        with elasticity_system(lc, prefix=prefix, solver="mg") as system:
             compliance = system.solve(system.slab_of(_grey(lc.shape, 3)))
             pc = system.ksp.getPC()
             pairs = [(pc.getMGInterpolation(level).getType(), pc.getMGInterpolation(level).getSize()[1])

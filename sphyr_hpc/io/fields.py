@@ -44,7 +44,7 @@ always): ``compliance`` (NaN if not given), and in a history ``iteration`` and
 
 Parallel
 --------
-Every function taking an :class:`~sphyr_hpc.solvers.elasticity.ElasticitySystem`
+Every function taking an :class:`~sphyr_hpc.solvers.system.GridSystem`
 is collective on its communicator: each rank computes the fields of its element
 slab (``system.slab``) and of the nodes it owns (``system.da.getRanges()``)
 and writes them itself (see :mod:`sphyr_hpc.io.field_files`), so the files do
@@ -122,7 +122,7 @@ def _natural_piece(loadcase, densities, displacements, masked, penal, nu, scalar
 
 
 class _SystemFields:
-    """Per-rank field computation on an ElasticitySystem (its slab and owned nodes)."""
+    """Per-rank field computation on a GridSystem (its slab and owned nodes)."""
 
     def __init__(self, system, masked, penal, nu):
         if not np.allclose(system.ke, fe.element_stiffness(nu), rtol=1e-12, atol=0.0):

@@ -18,7 +18,8 @@ from ..optimiser.problems import ProblemError
 from ..reporting.density import save_png
 from ..runtime.petsc import OptionsError, explain_petsc_error, petsc, unknown_options_message, unused_options
 from ..runtime.process import UsageError
-from ..solvers.elasticity import PartitionError, SolverError
+from ..solvers.base import SolverError
+from ..solvers.layout import PartitionError
 from .optimize_settings import check_settings, density_path, ground_truth_of, load_problem
 
 FAILED_STATUS = 1

@@ -24,7 +24,7 @@ from ..core.metrics import clipped_ratio, material_efficiency, raw_ratio
 from . import problems
 from ..runtime import events as timing
 from . import simp
-from ..solvers.multigrid import format_hierarchy, level_visits
+from ..solvers.hierarchy import format_hierarchy, level_visits
 from .filter import DensityFilter, filter_reach
 
 DEFAULT_ITERATIONS = 300
@@ -73,7 +73,7 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
     every iteration.
     """
     from ..runtime.petsc import large_arrays_reused, petsc  # mpi4py and PETSc only once the command has checked
-    from ..solvers.elasticity import ElasticitySystem
+    from ..solvers.elasticity import elasticity_system
 
     PETSc = petsc()
     timing.start_logging()
@@ -84,9 +84,9 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
     free, pinned = simp.design_space(lc, *problem.design())
     volume_fraction = problem.target_volume_fraction()
     started = time.perf_counter()
-    system = ElasticitySystem(lc, comm=comm, prefix=prefix, solver=solver,
+    system = elasticity_system(lc, comm=comm, prefix=prefix, solver=solver,
                               element_halo=max(1, filter_reach(radius)))
-    density_filter = DensityFilter(system, radius, kind=_filter_type(PETSc, prefix))
+    density_filter = DensityFilter(system, radius, kind="stencil")
     setup_seconds = time.perf_counter() - started
     log(f"{problem.name}: {lc.nelx}x{lc.nely} elements, {lc.n_dofs} DOFs, volume fraction "
         f"{volume_fraction:.4g}, {int(free.sum())} free cells, {mpi.size} rank(s), solver {system.solver} "
@@ -122,17 +122,6 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
         density_filter.close()
         if not keep_system:
             system.close()
-
-
-def _filter_type(PETSc, prefix):
-    """``-<prefix>filter_type``: the density filter as a stencil (the default: no matrix held) or
-    as a PETSc matrix (``matrix``, what runs before this option had)."""
-    from .filter import FILTER_TYPES
-
-    kind = PETSc.Options(prefix).getString("filter_type", "stencil")
-    if kind not in FILTER_TYPES:
-        raise ValueError(f"-{prefix}filter_type {kind}: expected one of {', '.join(FILTER_TYPES)}")
-    return kind
 
 
 class _IterationLog:
@@ -261,7 +250,7 @@ def mg_cg_bytes_per_iteration(system):
 
     CG: one MatMult on the fine level.  A cycle visits the level d below the
     finest once (V-cycle), 2^d times (W-cycle) or 2^(d-1) (W below a V on the finest level:
-    ``multigrid.level_visits``); every visit of a level but
+    ``hierarchy.level_visits``); every visit of a level but
     the coarsest does m Chebyshev steps down and m up (one MatMult each), one
     residual, and the restriction and interpolation to the level below.  A
     MatMult moves the matrix (8-byte values, 4-byte column indices) and reads

@@ -4,7 +4,7 @@ H has weight ``R - dist(e, f)`` for every cell f within ``ceil(R) - 1`` rows
 and columns of e with a positive weight; ``Hs`` are its row sums.  R = 1.2
 keeps the cell itself (1.2) and its 4 edge neighbours (0.2 each).  Rows and
 columns live on the element DMDA of an
-:class:`~sphyr_hpc.solvers.elasticity.ElasticitySystem`, so ``H x`` is a
+:class:`~sphyr_hpc.solvers.system.GridSystem`, so ``H x`` is a
 parallel MatMult and no field is ever gathered.
 """
 
@@ -43,7 +43,7 @@ class DensityFilter:
     """``apply(x) = (H x) / Hs`` and the chain rule ``H^T (d * free / Hs)`` on slabs.
 
     ``kind="matrix"`` (the default) stores H as a PETSc Mat on the element
-    DMDA; ``kind="stencil"`` (the large-grid driver's, ``-<prefix>filter_type``)
+    DMDA; ``kind="stencil"`` (the large-grid driver's)
     stores nothing: H is the same few weights at every cell (0 outside the
     grid), so ``H x`` is the weighted sum of the shifted ghosted slab, one pass
     an offset, and ``H^T = H`` (the weights are symmetric).  The same terms as

@@ -15,7 +15,7 @@ must read or write at least, summed over all ranks:
 * ``solve``: the CG iterations times one MG-CG iteration: CG's MatMult and
   ~12 vector passes, and per visit of a smoothed level (W-cycles below a
   V on the finest level: 2^(depth-1) visits,
-  :func:`~sphyr_hpc.solvers.multigrid.level_visits`) ``2 m`` Chebyshev
+  :func:`~sphyr_hpc.solvers.hierarchy.level_visits`) ``2 m`` Chebyshev
   steps (a MatMult and ~7 vector passes each; the finest level's fused
   steps, :class:`~sphyr_hpc.solvers.fused.ChebyshevSmoother`, the moduli
   or stencils and 6 vector passes each), the residual (a MatMult and b read),
@@ -48,7 +48,8 @@ bandwidth (bytes read + written per second, all ranks at once).
 import numpy as np
 
 from ..solvers.matfree import operator_of
-from ..solvers.multigrid import fused_smoothers, level_visits
+from ..solvers.hierarchy import level_visits
+from ..solvers.multigrid import fused_smoothers
 
 VECTOR_PASSES_CG = 12         # r.z, ||r||, x += a p, r -= a w, p = z + b p (reads and writes, 8 bytes each)
 VECTOR_PASSES_CHEBYSHEV = 7   # Jacobi scaling and the three-term update, a step

@@ -1,6 +1,6 @@
 """One SIMP run: minimum compliance under a volume constraint (docs/scoring.md, "SIMP run").
 
-Runs on the slabs of an :class:`~sphyr_hpc.solvers.elasticity.ElasticitySystem`
+Runs on the slabs of an :class:`~sphyr_hpc.solvers.system.GridSystem`
 (any number of ranks): sensitivities and the filter are local/parallel PETSc
 operations and every sum in the optimality-criteria bisection is an
 ``allreduce``, so no field is gathered inside the loop.  On one rank (the

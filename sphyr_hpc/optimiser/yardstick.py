@@ -24,7 +24,7 @@ import numpy as np
 from ..core import discretisation as fe
 from ..core.analysis import compliance_of
 from ..solvers import sizing
-from ..solvers.elasticity import SolverError
+from ..solvers.base import SolverError
 from . import simp
 from .discrete import binarise, polish
 from .filter import FILTER_RADIUS, DensityFilter

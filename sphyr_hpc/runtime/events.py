@@ -2,7 +2,7 @@
 
 Four events split an iteration (they nest in nothing and do not overlap):
 
-* ``sphyr_assembly``: K from the element moduli (:meth:`ElasticitySystem.assemble`);
+* ``sphyr_assembly``: K from the element moduli (:meth:`~sphyr_hpc.solvers.system.GridSystem.assemble`);
 * ``sphyr_setup``: KSP/PC set-up for the new K (Galerkin products, smoother
   eigenvalue estimates, coarse or full factorisation);
 * ``sphyr_solve``: the Krylov iterations (or the triangular solves);

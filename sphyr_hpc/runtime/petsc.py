@@ -263,42 +263,6 @@ def _petsc_library():
     return ctypes.CDLL(petsc().__file__)
 
 
-def seqsbaij_values(mat, size):
-    """A one-rank SBAIJ matrix's own value array (``MatSeqSBAIJGetArray``) as a NumPy view, or None.
-
-    PETSc keeps each block column by column.  The view is PETSc's memory: it stays
-    valid while ``mat`` lives with the same nonzero structure (as
-    ``MatCreateSeqAIJWithArrays`` arrays do); write into it, then ``mat.assemble()``
-    so that PETSc sees new values.  None where the C API cannot be reached (no
-    such symbol in this build), PETSc's scalars are not float64, or the array is
-    not ``size`` long.
-    """
-    import ctypes
-
-    import numpy as np
-
-    if np.dtype(petsc().ScalarType) != np.float64:  # a complex or single-precision PETSc build
-        return None
-    try:
-        library = _petsc_library()
-        get, restore = library.MatSeqSBAIJGetArray, library.MatSeqSBAIJRestoreArray
-        handle = mat.handle  # the Mat's C pointer (petsc4py's Object.handle)
-    except (OSError, AttributeError):
-        return None
-    pointer = ctypes.POINTER(ctypes.c_double)
-    for call in (get, restore):
-        call.argtypes = (ctypes.c_void_p, ctypes.POINTER(pointer))
-        call.restype = ctypes.c_int
-    array = pointer()
-    if get(handle, ctypes.byref(array)) != 0:
-        return None
-    values = np.ctypeslib.as_array(array, shape=(size,))
-    restore(handle, ctypes.byref(array))
-    if int(mat.getInfo()["nz_allocated"]) != size:  # entries stored (blocks x block size^2)
-        return None
-    return values
-
-
 def unused_options(prefix=PREFIX):
     """Options under ``prefix`` in the database that no PETSc object has read (PETSc's -options_left)."""
     import ctypes

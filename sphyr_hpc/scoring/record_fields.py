@@ -13,7 +13,7 @@ from ..core import discretisation as fe
 from ..io.field_files import check_format
 from ..io.fields import safe_name, write_fields
 from ..runtime.petsc import petsc
-from ..solvers.elasticity import ElasticitySystem
+from ..solvers.elasticity import elasticity_system
 
 
 def write_record_fields(directory, model, subject, index, loadcase, designs, masked=None, penal=fe.PENAL,
@@ -23,7 +23,7 @@ def write_record_fields(directory, model, subject, index, loadcase, designs, mas
     ``designs``: ``{"completion": rho, "ground_truth": rho, "optimum": rho}``
     (any subset, other names allowed) of natural (nely, nelx) densities; L and
     S cells are forced solid as in the analysis.  Each design is solved on one
-    COMM_SELF :class:`ElasticitySystem` with a direct solver (options prefix
+    COMM_SELF :class:`~sphyr_hpc.solvers.direct.DirectSystem` (options prefix
     ``sphyr_fields_``) and written as
     ``<directory>/<model>__<subject>__<index:04d>__<design>.<suffix>`` with
     unsafe characters replaced.  Not collective: call it on the rank that
@@ -35,7 +35,7 @@ def write_record_fields(directory, model, subject, index, loadcase, designs, mas
     base = f"{safe_name(model)}__{safe_name(subject)}__{int(index):04d}"
     structural = loadcase.structural_mask()
     paths = {}
-    with ElasticitySystem(loadcase, comm=petsc().COMM_SELF, prefix="sphyr_fields_", solver="direct", nu=nu) as system:
+    with elasticity_system(loadcase, comm=petsc().COMM_SELF, prefix="sphyr_fields_", solver="direct", nu=nu) as system:
         for name, rho in designs.items():
             rho = np.clip(np.asarray(rho, dtype=float).reshape(loadcase.shape), 0.0, 1.0).copy()
             rho[structural] = 1.0

@@ -53,10 +53,10 @@ class _Problem:
     """The solver and solid compliance of one load case: analyses and yardsticks share it."""
 
     def __init__(self, lc, config):
-        from ..solvers.elasticity import ElasticitySystem
+        from ..solvers.elasticity import elasticity_system
         from ..runtime.petsc import petsc
 
-        self.system = ElasticitySystem(lc, comm=petsc().COMM_SELF, prefix=config.solver_prefix)
+        self.system = elasticity_system(lc, comm=petsc().COMM_SELF, prefix=config.solver_prefix)
         self.solid = solid_compliance(self.system, config.penal)
 
     def close(self):

@@ -1,3 +1,1 @@
-"""PETSc solvers: the linear-elastic system of a load case on a DMDA."""
-
-from .elasticity import ElasticitySystem, PartitionError, SolverError  # noqa: F401
+"""PETSc solvers of the linear-elastic system of a load case on a DMDA (:mod:`.elasticity` chooses one)."""

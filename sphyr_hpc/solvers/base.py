@@ -5,10 +5,14 @@ given element moduli E, and reports what a SIMP run needs of the solution.
 Element fields are *slabs*: this rank's box of elements, row-major and
 flattened (on one rank, the whole natural (nely, nelx) array flattened).
 
-Implementations: :class:`~sphyr_hpc.solvers.elasticity.ElasticitySystem`
-(the PETSc system on a DMDA: direct, multigrid or GAMG, any number of
-ranks) and :class:`~sphyr_hpc.solvers.condensed.CondensedSystem` (one rank,
-condensed onto the DOFs of the cells an optimiser may change).
+Implementations: the PETSc systems on a DMDA, any number of ranks, one class
+a solver (:class:`~sphyr_hpc.solvers.direct.DirectSystem`,
+:class:`~sphyr_hpc.solvers.multigrid.MultigridSystem`,
+:class:`~sphyr_hpc.solvers.gamg.GAMGSystem`, on
+:class:`~sphyr_hpc.solvers.system.GridSystem`; chosen by size in
+:func:`sphyr_hpc.solvers.elasticity.elasticity_system`), and
+:class:`~sphyr_hpc.solvers.condensed.CondensedSystem` (one rank, condensed
+onto the DOFs of the cells an optimiser may change).
 
 The rules of docs/scoring.md shared by every implementation live here too:
 when a solution is accepted (:func:`residual_acceptable`).
@@ -18,6 +22,10 @@ import abc
 
 # A solution is accepted when ||K u - f|| <= RESIDUAL_TOLERANCE * max(||f||, 1).
 RESIDUAL_TOLERANCE = 1e-6
+
+
+class SolverError(RuntimeError):
+    """An iterative solve that did not converge (never turned into a number)."""
 
 
 def residual_acceptable(residual_norm, force_norm):

@@ -24,7 +24,7 @@ The "Finite elements" rules' infinite compliances come from where they always di
 
 :class:`CondensedSystem` is a :class:`~sphyr_hpc.solvers.base.LinearSystem`
 that stands in for a one-rank
-:class:`~sphyr_hpc.solvers.elasticity.ElasticitySystem` assembled in place
+:class:`~sphyr_hpc.solvers.system.GridSystem` assembled in place
 (``in_place``) in a SIMP run: ``solve`` and ``unit_energies`` (energies of the
 free cells; pinned cells read 0, their sensitivities never count) are its
 own; slabs are the base system's (one rank: the natural array).  It reads K

@@ -1,84 +1,117 @@
-"""The direct solver's pieces: the factorised block copy of K, the PC set-up, solves with the factor.
+"""The direct solver: K assembled from its elements and factorised (the scorer's grids).
 
-On one rank, small systems factorise ``P``, a copy of K's upper triangle in
-2x2 node blocks (SBAIJ, natural order) whose values are gathered from K's
-after every assembly (:class:`BlockCopy`); see
-:mod:`sphyr_hpc.solvers.elasticity` for when.  :func:`configure_direct` sets
-the KSP to ``preonly`` + Cholesky (one rank) or MUMPS LU (several);
-:func:`factor_solve` reuses the last factorisation for many right-hand sides.
+K's CSR structure in the rank's local DOF numbering and the map from element
+moduli to its values are computed once (:class:`~.assembly.ElementAssembly`),
+so a new modulus field is one sparse product summed in element order, as the
+published scorer sums it.  On one rank the local numbering is PETSc's and K is
+built on those CSR arrays (``MatCreateSeqAIJWithArrays``): assembling writes
+its values in place (:class:`InPlaceElements`, also what the yardstick's
+one-rank multigrid assembles, :mod:`.multigrid`).
+
+The KSP is ``preonly`` + Cholesky with nested dissection on one rank (K is
+SPD: symmetric Dirichlet rows; PETSc's fastest AIJ factorisation at 882 DOFs,
+15% ahead of LU, ``benchmarks/factorisation.py``), LU with MUMPS on several;
+``-<prefix>pc_type``, ``-<prefix>pc_factor_*`` change it.
+:meth:`DirectSystem.factor_solve` reuses the last factorisation for many
+right-hand sides (the swap polish's screen).
 """
 
 import numpy as np
 
-from .assembly import upper_block_plan
+from ..runtime import events as timing
+from .assembly import ElementAssembly
+from .system import GridSystem
 
 
-class BlockCopy:
-    """``P``, K's upper triangle in 2x2 blocks, and the gather that refills it from K's values.
+class InPlaceElements:
+    """K of a system from its element moduli through :class:`~.assembly.ElementAssembly`: in place on
+    one rank in natural order (``values``: K's own CSR values), else into the DMDA's AIJ matrix."""
 
-    ``values``: K's CSR values followed by one 0 (what P's block entries outside
-    K's pattern read), the array an in-place assembly writes.  ``values_of``
-    gives PETSc's own array of P's values where it is reachable
-    (:func:`~sphyr_hpc.runtime.petsc.seqsbaij_values`): refilled in place there
-    (each block column by column), else through ``MatSetValuesBlocked`` (blocks
-    row by row).
-    """
-
-    def __init__(self, PETSc, assembly, values, comm, values_of):
+    def __init__(self, system):
+        PETSc = system.PETSc
         self.PETSc = PETSc
-        indptr, indices, gather = upper_block_plan(assembly.indptr, assembly.indices, bs=2)
-        self.source = values
-        self.csr = (indptr.astype(PETSc.IntType), indices.astype(PETSc.IntType))
-        n = assembly.indptr.size - 1
-        self.P = PETSc.Mat().createSBAIJ((n, n), bsize=2, csr=(*self.csr, values[gather]), comm=comm)
-        self.P.assemble()
-        self.values = values_of(self.P, gather.size)
-        self.in_place = self.values is not None
-        if self.in_place:
-            self.gather = gather.reshape(-1, 2, 2).transpose(0, 2, 1).ravel()
-        else:
-            self.gather, self.values = gather, values[gather]
-
-    def refill(self):
-        """P's values from K's current ones; a new state, so the PC refactorises."""
-        np.take(self.source, self.gather, out=self.values)
-        if not self.in_place:
-            self.P.setValuesBlockedCSR(*self.csr, self.values, addv=self.PETSc.InsertMode.INSERT_VALUES)
-        self.P.assemble()
-
-    def close(self):
-        """Drop the view of P's memory (P itself is destroyed by its system)."""
+        fixed_owned = system.owned_local_dofs[system.fixed_local[system.owned_local_dofs]]
+        self.assembly = ElementAssembly(system.local_edofs, system.fixed_local, fixed_owned, system.ke,
+                                        system.n_local_dofs, index_type=PETSc.IntType)
+        self.nnz = self.assembly.nnz
         self.values = None
+        if system.comm.getSize() == 1 and np.array_equal(system.local_natural_dofs, np.arange(system.n_local_dofs)):
+            self.values = self.assembly.diagonal.copy()
+            self.K = PETSc.Mat().createAIJWithArrays(
+                (system.n_local_dofs, system.n_local_dofs),
+                (self.assembly.indptr, self.assembly.indices, self.values), comm=system.comm)
+        else:
+            self.K = system.da.createMatrix()
+            self.K.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
+
+    def assemble(self, moduli):
+        if self.values is not None:
+            self.assembly.values(moduli, out=self.values)  # K's own values, in place
+            self.K.assemble()  # a new state (refactorise) and stale cached data dropped (SOR's diagonal)
+            return
+        self.K.zeroEntries()
+        self.K.setValuesLocalCSR(self.assembly.indptr, self.assembly.indices, self.assembly.values(moduli),
+                                 addv=self.PETSc.InsertMode.ADD_VALUES)
+        self.K.assemble()
 
 
-def configure_direct(PETSc, ksp, ranks, blocks):
-    """``preonly`` + Cholesky on one rank (of the block copy, natural order, where ``blocks``), MUMPS LU on several."""
-    ksp.setType(PETSc.KSP.Type.PREONLY)
-    pc = ksp.getPC()
-    if ranks > 1:
-        pc.setType(PETSc.PC.Type.LU)
-        pc.setFactorSolverType(PETSc.Mat.SolverType.MUMPS)
-    else:
-        # K is SPD (symmetric Dirichlet rows): Cholesky, of P in block natural order where
-        # there is one, else of K with nested dissection, PETSc's fastest AIJ factorisation
-        # at 882 DOFs, 15% ahead of LU (benchmarks/factorisation.py).
-        pc.setType(PETSc.PC.Type.CHOLESKY)
-        pc.setFactorOrdering(PETSc.Mat.OrderingType.NATURAL if blocks else PETSc.Mat.OrderingType.ND)
+class DirectSystem(GridSystem):
+    """K(E) u = f solved by a factorisation (see the module docstring)."""
 
+    solver = "direct"
+    iterative = False
 
-def factor_solve(PETSc, ksp, rhs):
-    """K^{-1} rhs (columns) with the factorisation of ``ksp``'s last set-up (one rank).
+    def _build_operator(self):
+        self._elements = InPlaceElements(self)
+        self._values = self._elements.values
+        return self._elements.K
 
-    One ``MatMatSolve`` for all the columns (PETSc's dense matrices are
-    column-major: the numpy array goes in Fortran order, no copy of PETSc's).
-    """
-    factor = ksp.getPC().getFactorMatrix()
-    n, m = rhs.shape
-    B = PETSc.Mat().createDense((n, m), array=np.asfortranarray(rhs, dtype=float), comm=PETSc.COMM_SELF)
-    X = PETSc.Mat().createDense((n, m), comm=PETSc.COMM_SELF)
-    X.setUp()
-    factor.matSolve(B, X)
-    out = X.getDenseArray().copy()
-    B.destroy()
-    X.destroy()
-    return out
+    def _configure(self, ksp):
+        PETSc = self.PETSc
+        ksp.setType(PETSc.KSP.Type.PREONLY)
+        pc = ksp.getPC()
+        if self.comm.getSize() > 1:
+            pc.setType(PETSc.PC.Type.LU)
+            pc.setFactorSolverType(PETSc.Mat.SolverType.MUMPS)
+        else:
+            pc.setType(PETSc.PC.Type.CHOLESKY)
+            pc.setFactorOrdering(PETSc.Mat.OrderingType.ND)
+        return {}
+
+    def assemble(self, moduli):
+        with timing.timed(timing.ASSEMBLY):
+            self._elements.assemble(moduli)
+
+    # -- what a condensation needs (one rank, assembled in place) --------------------------------
+    def stiffness_pattern(self):
+        """(indptr, indices) of K's CSR structure in natural DOF order (one rank, :attr:`in_place`)."""
+        self._require_in_place()
+        return self._elements.assembly.indptr, self._elements.assembly.indices
+
+    def stiffness_values(self, moduli):
+        """K's CSR values for element moduli, a new array in :meth:`stiffness_pattern`'s order."""
+        self._require_in_place()
+        return self._elements.assembly.values(moduli)
+
+    def factor_solve(self, rhs):
+        """K^{-1} rhs (natural order, columns) with the factorisation of the last solve (one rank).
+
+        One ``MatMatSolve`` for all the columns (PETSc's dense matrices are
+        column-major: the numpy array goes in Fortran order, no copy of PETSc's).
+        """
+        self._require_in_place()
+        PETSc = self.PETSc
+        factor = self.ksp.getPC().getFactorMatrix()
+        n, m = rhs.shape
+        B = PETSc.Mat().createDense((n, m), array=np.asfortranarray(rhs, dtype=float), comm=PETSc.COMM_SELF)
+        X = PETSc.Mat().createDense((n, m), comm=PETSc.COMM_SELF)
+        X.setUp()
+        factor.matSolve(B, X)
+        out = X.getDenseArray().copy()
+        B.destroy()
+        X.destroy()
+        return out
+
+    def _require_in_place(self):
+        if self._values is None:
+            raise RuntimeError("only a one-rank direct system (assembled in place) offers this")

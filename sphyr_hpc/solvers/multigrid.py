@@ -1,93 +1,63 @@
-"""CG + multigrid for large systems: geometric multigrid on the DMDA hierarchy, or GAMG.
+"""CG + geometric multigrid on the grid's own hierarchy: the solver of large grids.
 
-Geometric multigrid (``solver="mg"``, the default for large systems)
----------------------------------------------------------------------
-Levels.  Level 0 is the coarsest, as in PCMG.  Going down one level keeps
-every other node along each axis and the last one (:func:`coarse_nodes`): an
-even number of intervals halves exactly, as DMDA coarsening does; an odd
-number n becomes (n+1)/2 intervals, the last one half as wide.  The grids stay
-nested (every coarse node is a fine node), so the Galerkin operators keep the
-3x3-node stencil and the operator complexity stays near 4/3.  An axis shorter
-than 2 * :data:`MIN_ELEMENTS` is not coarsened.  Coarsening stops when the
-coarse grid has at most :data:`COARSE_MAX_DOFS` DOFs (its LU costs
-milliseconds), at :data:`MAX_LEVELS` levels, or when a coarse grid would leave
-a rank without nodes.  300x100 elements gets 4 levels (150x50, 75x25, 38x13),
-1000x500 gets 6 (down to 32x16, 1122 DOFs).
+The hierarchy (levels, coarsening, bilinear interpolation) is
+:mod:`sphyr_hpc.solvers.hierarchy`; this module puts it into PETSc's PCMG.
+:class:`MultigridSystem` builds one of two operator sets, chosen by what the
+system is for, never by an option:
 
-Why the hierarchy is built here and not by ``DMCoarsen``: a non-periodic DMDA
-coarsens ``n`` nodes to ``(n - 1) / 2 + 1`` and its Q1 interpolation needs
-that ratio to be exact on every level, so an odd element count ends the
-hierarchy (1000x500 would stop at 250x125 elements, a 63k-DOF coarse LU).
-(Uniform coarse grids of ceil(n/2) elements are not nested for odd n; their
-Galerkin operators grow to 5x5-node stencils, operator complexity ~1.9.)
+* **from the kernels** (the default with Chebyshev smoothing where the compiled
+  kernels are installed, :mod:`sphyr_hpc.runtime.native`): the finest level
+  applied from the element moduli with no stored K (:mod:`.matfree`, a
+  MATPYTHON), the coarse operators summed from the moduli on coarse DMDAs
+  (:mod:`.grid_galerkin`: no ``MatPtAP``, no intermediate products held), the
+  levels of :data:`STENCIL_MIN_DOFS` DOFs a rank and more held as symmetric
+  node stencils applied in C (:mod:`.stencil`), the smaller ones as SBAIJ,
+  the coarsest as AIJ for its LU; the interpolations into levels of
+  :data:`STENCIL_MIN_DOFS` a rank and more applied from the grids in C
+  (:mod:`.transfer`), the smaller ones stored as AIJ; Chebyshev/Jacobi
+  smoothing fused into one pass a step on the finest and the stencil levels
+  (:class:`~.fused.ChebyshevSmoother`, a KSPPYTHON).
+* **stored** (Gauss-Seidel smoothing, ``smoother="sor"``: the yardstick's
+  SIMP runs, :mod:`.sizing`; and Chebyshev where the kernels are not
+  installed, after one warning line): every operator a PETSc matrix, K
+  assembled in place on one rank with the coarse operators from the moduli
+  (:mod:`.galerkin`), else K in 2x2 element blocks (:mod:`.assembly`) and the
+  coarse operators on coarse DMDAs; SBAIJ with Chebyshev (the upper block
+  triangle moves 0.47x the bytes of AIJ a MatMult), AIJ with SOR (PETSc 3.18's
+  SOR on SBAIJ with 2x2 blocks crashes); interpolations stored as AIJ.
 
-Interpolation.  Bilinear (Q1) in the node positions: a fine node between
-coarse nodes at positions p0 < p < p1 takes weights (p1 - p)/(p1 - p0) and
-(p - p0)/(p1 - p0) along each axis.  On even levels this is exactly DMDA's Q1
-interpolation (a fine node is a coarse node, or the mean of 2 or 4).  It
-reproduces linear fields, so the rigid-body modes survive on every level.  The
-two displacement components are interpolated independently.  Where the
-coarse levels come from the moduli, P into a level of STENCIL_MIN_DOFS a rank
-or more is applied in C from the grids (:mod:`sphyr_hpc.solvers.transfer`, no
-stored matrix; ``-<prefix>mg_interpolation_mat_type aij`` stores it), the
-smaller ones as AIJ.
+Defaults (each overridable under the system's options prefix, e.g.
+``-sphyr_mg_levels_ksp_max_it 3``, ``-sphyr_pc_mg_cycle_type v``): CG to a
+relative residual of :data:`RTOL`; W-cycles below a V on the finest level
+(:data:`FINEST_CYCLE`), Chebyshev(2)/Jacobi smoothing with eigenvalue
+estimates (10 CG steps) recomputed for every new operator, LU on the coarsest
+level (``redundant`` LU on several ranks).  A level's fused smoother is a
+default like any other: ``-sphyr_mg_levels_5_ksp_type chebyshev
+-sphyr_mg_levels_5_pc_type jacobi`` gives PETSc's own KSPCHEBYSHEV there.
+``-<prefix>pc_mg_levels N`` caps the number of levels (PCMG's option, read
+when the hierarchy is built).
 
-Partition.  Coarse levels keep the fine DMDA's process grid; a coarse node
-belongs to the rank that owns its position on the fine grid, so P has almost
-all of its entries in the diagonal block.  Numbering is PETSc's DMDA global
-numbering on every level (rank by rank in process-grid order, x fastest,
-the 2 DOFs interleaved); on the fine level it is checked against the DMDA's own
-local-to-global map.
-
-Operators and smoothing (defaults; every one can be overridden under the
-system's options prefix, e.g. ``-sphyr_mg_levels_ksp_max_it 3``): Galerkin
-coarse operators ``P^T A P`` recomputed whenever ``A`` changes, assembled from
-the element moduli on coarse DMDAs on any number of ranks
-(:mod:`sphyr_hpc.solvers.grid_galerkin`; a one-rank system assembled in place
-uses :mod:`sphyr_hpc.solvers.galerkin`), the finest level applied from the
-moduli with no stored K (:mod:`sphyr_hpc.solvers.matfree`;
-``-<prefix>mat_type sbaij`` stores it), the levels below it held as symmetric
-node stencils applied in C (:mod:`sphyr_hpc.solvers.stencil`; those under
-STENCIL_MIN_DOFS a rank, and every level where K is stored, as SBAIJ;
-``-<prefix>mg_levels_mat_type sbaij`` for all), the coarsest as AIJ
-(``-<prefix>mg_coarse_mat_type``); Chebyshev smoothing fused into one pass a
-step on the finest and the stencil levels (:mod:`sphyr_hpc.solvers.fused`;
-``-<prefix>mg_finest_smoother petsc``, ``-<prefix>mg_levels_smoother petsc``);
-``-<prefix>pc_mg_galerkin both`` gives PCMG's own products on AIJ instead,
-as before.  W-cycles below a V on the finest level (:data:`FINEST_CYCLE`),
-Chebyshev(2)/Jacobi smoothing with eigenvalue estimates (10 CG steps)
-recomputed for every new operator, LU on the coarsest level (``redundant`` LU
-on several ranks).  ``-<prefix>pc_mg_levels N`` caps the number of levels
-and ``-<prefix>mg_coarse_max_dofs N`` sets the coarse-grid size target.
-
-Memory: with ``-<prefix>pc_mg_galerkin both`` PETSc keeps the intermediate
-products of ``P^T A P`` for reuse (on 2 ranks at 1024x512 elements ~200 MB a
-rank, peak 740 MB a rank); the operators from the moduli hold none (peak
-528 MB a rank there, SBAIJ, before the other memory changes of the same
-branch).
-
-GAMG (``solver="gamg"``)
-------------------------
-Smoothed aggregation on the assembled matrix (block size 2) with the three
-plane rigid-body modes, from the DMDA's node coordinates, as near-null space.
-
-Dirichlet DOFs are identity rows and columns of A (see
-:mod:`sphyr_hpc.solvers.elasticity`), so A stays SPD and CG applies; their
-Galerkin contribution ``P^T I P`` only adds positive stiffness to coarse nodes
-next to supports.
+Dirichlet DOFs are identity rows and columns of A (:mod:`.system`), so A stays
+SPD and CG applies; their Galerkin contribution ``P^T I P`` only adds positive
+stiffness to coarse nodes next to supports.
 """
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..core import discretisation as fe
+from ..runtime import events as timing
+from ..runtime.native import NativeUnavailable
+from . import hierarchy as grids
+from .assembly import ElementBlockAssembly
+from .direct import InPlaceElements
 from .fused import ChebyshevSmoother, operator_of
+from .hierarchy import COARSE_MAX_DOFS, MAX_LEVELS, Level, interpolation_csr
 from .stencil import STENCIL
+from .system import GridSystem
 
-MAX_LEVELS = 12
-# The coarsest grid is factorised (LU) at every set-up: ~2-4k DOFs costs milliseconds.
-COARSE_MAX_DOFS = 3000
-MIN_ELEMENTS = 2
 # Relative residual reduction of the CG solve.  The residual check of docs/scoring.md is
 # ||K u - f|| <= 1e-6 * max(||f||, 1) and ||f|| < 1 for a unit load spread
 # over more than one node, so 1e-6 * ||f|| always passes it.
@@ -100,36 +70,37 @@ MAX_IT = 500
 # matrices (benchmarks/results/large_grids.md), so the multigrid operators use
 # the plain one.  The scorer's direct solves keep PETSc's default.
 USE_INODES = False
-# Storage of the large-grid operators (``-<prefix>mat_type``; levels ``-<prefix>mg_levels_mat_type``,
-# coarsest ``-<prefix>mg_coarse_mat_type``): the upper block triangle in 2x2 node blocks moves
-# 0.47x the bytes of AIJ per MatMult (5 of 9 blocks, one index a block).  The coarsest level is
-# factorised (LU, redundant on several ranks), which wants AIJ.
+# Stored storage of the smoothed levels with Chebyshev (SBAIJ: 5 of 9 blocks, one index a block)
+# and with SOR (AIJ); the coarsest level is factorised (LU, redundant on several ranks): AIJ.
 MAT_TYPE = "sbaij"
+SOR_MAT_TYPE = "aij"
 COARSE_MAT_TYPE = "aij"
-# The finest level's own cycle (``-<prefix>mg_finest_cycle_type``; every other level's is
-# ``-<prefix>pc_mg_cycle_type``, W by default): a V there visits the next level once a cycle
-# instead of twice.  With the finest level applied from the moduli (matfree) the coarser levels
-# are most of a cycle's time: 2048x1024 on 2 ranks, 6.75 MG-CG iterations a solve instead of 6.25
-# and 3.44 s an iteration instead of 4.02 (benchmarks/results/large_grids_finest_cycle.md).
+# The finest level's own cycle (every other level's is ``-<prefix>pc_mg_cycle_type``, W by default):
+# a V there visits the next level once a cycle instead of twice.  With the finest level applied from
+# the moduli the coarser levels are most of a cycle's time: 2048x1024 on 2 ranks, 6.75 MG-CG
+# iterations a solve instead of 6.25 and 3.44 s an iteration instead of 4.02
+# (benchmarks/results/large_grids_finest_cycle.md).
 FINEST_CYCLE = "v"
-# The finest level's smoother with the matrix-free operator (``-<prefix>mg_finest_smoother``):
-# "fused", matfree.ChebyshevSmoother (the Chebyshev step in one pass), or "petsc", KSPCHEBYSHEV
-# with PCJACOBI as on the other levels.
-FINEST_SMOOTHER = "fused"
-# The storage of the levels between the finest and the coarsest when the finest is applied from the
-# moduli (``-<prefix>mg_levels_mat_type``): symmetric node stencils applied in C (:mod:`.stencil`),
-# 19 numbers a node and no index, where PETSc's SBAIJ product is bound by its arithmetic.  Their
-# smoother (``-<prefix>mg_levels_smoother``): "fused" as on the finest level, or "petsc".
-LEVELS_MAT_TYPE = STENCIL
-LEVELS_SMOOTHER = "fused"
-# A level smaller than this a rank stays SBAIJ (``-<prefix>mg_stencil_min_dofs``): its smoothing is
-# visited many times a cycle and is short, where a Python smoother's call can cost more than PETSc's.
+# A level smaller than this a rank stays SBAIJ and its interpolation AIJ: its smoothing is visited
+# many times a cycle and is short, where a Python smoother's call can cost more than PETSc's.
 # 2048x1024 on 2 ranks, the 4290-DOF level (16 visits a cycle): 0.46 s over 6 solves as SBAIJ
 # (PETSc's parallel SBAIJ product exchanges twice), 0.17 s as stencils.
 STENCIL_MIN_DOFS = 2000
-# The interpolations between the levels (``-<prefix>mg_interpolation_mat_type``) where the coarse levels come
-# from the moduli: "shell", bilinear from the grids in C (:mod:`.transfer`; no stored P), or "aij", stored.
-INTERPOLATION_MAT_TYPE = "shell"
+SMOOTHERS = ("chebyshev", "sor")
+# The smoothing of each kind, as option defaults.  Chebyshev: the operators are SPD, so Lanczos
+# (CG) estimates the extreme eigenvalues with 10 MatMults and no Gram-Schmidt (PETSc's default is
+# GMRES).  SOR: a forward Gauss-Seidel sweep on the way down and a backward one on the way up (so
+# the cycle stays symmetric, as CG needs), no eigenvalue estimates (benchmarks/results/solver_crossover.md).
+SMOOTHING = {
+    "chebyshev": {"mg_levels_ksp_type": "chebyshev", "mg_levels_pc_type": "jacobi", "mg_levels_ksp_max_it": 2,
+                  "mg_levels_esteig_ksp_type": "cg"},
+    "sor": {"mg_levels_ksp_type": "richardson", "mg_levels_ksp_max_it": 1,
+            "mg_levels_pc_type": "sor", "mg_levels_pc_sor_forward": True,
+            "pc_mg_distinct_smoothup": True,
+            "mg_levels_up_ksp_type": "richardson", "mg_levels_up_ksp_max_it": 1,
+            "mg_levels_up_pc_type": "sor", "mg_levels_up_pc_sor_backward": True},
+}
+_FALLBACK_SAID = []  # the no-kernels warning is printed once a process
 
 
 def tune_operator(A):
@@ -146,154 +117,232 @@ def tune_operator(A):
         A.setOption(A.Option.USE_INODES, USE_INODES)
 
 
-# -- the hierarchy (pure numpy: no PETSc needed) ------------------------------------------------
-@dataclass(frozen=True)
-class Level:
-    """One grid of the hierarchy.
+def kernels_available(comm, prefix):
+    """Whether every rank loads the compiled kernels (one warning line on rank 0 where not)."""
+    from . import matfree
 
-    ``x_pos``/``y_pos``: the node columns/rows of this level as node indices of
-    the finest grid (the levels are nested: every coarse node is a fine node).
-    ``x_starts``/``y_starts``: the first node (index into this level's nodes) of
-    every process column/row, followed by the node count.
+    try:
+        matfree.kernel()
+        reason = None
+    except NativeUnavailable as err:
+        reason = str(err)
+    # Every rank the same operators (their set-up is collective), also where one rank's load failed.
+    reason = next((r for r in comm.tompi4py().allgather(reason) if r), None)
+    if reason is None:
+        return True
+    if not _FALLBACK_SAID and comm.getRank() == 0:
+        print(f"sphyr_hpc: warning: {reason}; the multigrid operators are stored as PETSc matrices "
+              f"(slower, more memory)", file=sys.stderr)
+    _FALLBACK_SAID.append(True)
+    return False
+
+
+@dataclass
+class MultigridSetup:
+    """What :class:`MultigridSystem` built for PCMG: ``levels`` (finest first), ``interpolations`` (its
+    PETSc interpolation matrices, coarsest pair first) and ``coarse`` (the coarse operators, updated
+    with K), owned by this object and destroyed by :meth:`close` (the system closes it)."""
+
+    levels: list
+    interpolations: list = ()
+    coarse: object = None
+
+    def close(self):
+        for P in self.interpolations:
+            if P.getType() == "python":
+                P.getPythonContext().close()  # a GridTransfer: its scatter and the matrix
+            else:
+                P.destroy()
+        self.interpolations = ()
+        if self.coarse is not None:
+            self.coarse.close()
+            self.coarse = None
+
+
+class MultigridSystem(GridSystem):
+    """K(E) u = f by CG + geometric multigrid (see the module docstring).
+
+    ``smoother``: ``"chebyshev"`` (the large grids) or ``"sor"`` (stored
+    operators, Gauss-Seidel: the yardstick's SIMP runs); ``coarse_max_dofs``:
+    the coarsest grid's size target; ``matrix_free``: False for the stored
+    operators with Chebyshev too (what runs where the kernels are not
+    installed), None for the kernels where they load.
     """
 
-    x_pos: tuple
-    y_pos: tuple
-    x_starts: tuple
-    y_starts: tuple
+    solver = "mg"
 
-    @property
-    def nelx(self):
-        return len(self.x_pos) - 1
+    def __init__(self, loadcase, comm=None, prefix="sphyr_", nu=fe.NU, element_halo=1, options=None,
+                 smoother="chebyshev", coarse_max_dofs=COARSE_MAX_DOFS, matrix_free=None):
+        if smoother not in SMOOTHERS:
+            raise ValueError(f"unknown smoother {smoother!r}: expected one of {', '.join(SMOOTHERS)}")
+        self.smoother = smoother
+        self.coarse_max_dofs = coarse_max_dofs
+        self._matrix_free = matrix_free
+        self._fine = self._elements = self._blocks = None
+        super().__init__(loadcase, comm=comm, prefix=prefix, nu=nu, element_halo=element_halo, options=options)
 
-    @property
-    def nely(self):
-        return len(self.y_pos) - 1
+    # -- the operators --------------------------------------------------------------------------
+    def _build_operator(self):
+        PETSc = self.PETSc
+        nely, nelx = self.loadcase.shape
+        lx, ly = self.da.getOwnershipRanges()
+        options = PETSc.Options(self.prefix)
+        max_levels = options.getInt("pc_mg_levels", MAX_LEVELS) if options.hasName("pc_mg_levels") else MAX_LEVELS
+        self.levels = grids.hierarchy(nelx, nely, lx, ly, coarse_max_dofs=self.coarse_max_dofs,
+                                      max_levels=max_levels)
+        wanted = self._matrix_free is not False and self.smoother == "chebyshev" and len(self.levels) > 1
+        self.matrix_free = wanted and kernels_available(self.comm, self.prefix)
+        if self.matrix_free:
+            from .matfree import FineOperator
 
-    @property
-    def n_dofs(self):
-        return 2 * len(self.x_pos) * len(self.y_pos)
+            self._fine = FineOperator(PETSc, self.da, self.da_elem, self.loadcase.shape, self.fixed_local, self.ke,
+                                      self.comm, STENCIL)
+            return self._fine.mat
+        if self.smoother == "sor" and self.comm.getSize() == 1:
+            self._elements = InPlaceElements(self)  # one sparse product; node rows cost 4x more
+            self._values = self._elements.values
+            return self._elements.K
+        self.da.setMatType(MAT_TYPE if self.smoother == "chebyshev" else SOR_MAT_TYPE)
+        K = self.da.createMatrix()
+        K.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
+        tune_operator(K)
+        (exs, exe), (eys, eye) = self.da_elem.getRanges()
+        self._blocks = ElementBlockAssembly(PETSc, self.loadcase, self.local_edofs[:, 0::2] // 2,
+                                            ((eys, eye), (exs, exe)), self.loadcase.fixed_dofs(), self.ke)
+        return K
 
-    @property
-    def proc_sizes(self):
-        return len(self.x_starts) - 1, len(self.y_starts) - 1
+    def _configure(self, ksp):
+        PETSc = self.PETSc
+        ksp.setType(PETSc.KSP.Type.CG)
+        ksp.setTolerances(rtol=RTOL, max_it=MAX_IT)
+        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+        ksp.setInitialGuessNonzero(True)  # warm start from the previous displacements
+        pc = ksp.getPC()
+        levels = self.levels
+        check_fine_numbering(self, levels[0])
+        if len(levels) == 1:
+            # Small enough for the coarse solver itself (PCMG would smooth a 1-level "hierarchy").
+            # SBAIJ holds one triangle: Cholesky (PETSc's LU takes no SBAIJ).
+            pc.setType(PETSc.PC.Type.CHOLESKY if "sbaij" in self.K.getType() else PETSc.PC.Type.LU)
+            if self.comm.getSize() > 1:
+                pc.setFactorSolverType(PETSc.Mat.SolverType.MUMPS)
+            self.multigrid = MultigridSetup(levels)
+            return {}
+        pc.setType(PETSc.PC.Type.MG)
+        pc.setMGLevels(len(levels))
+        if self._elements is not None:
+            # One rank, K assembled in place: the coarse operators from the element moduli too.
+            from .galerkin import ElementGalerkin
 
-    def rank_box(self, rank):
-        """((xs, xe), (ys, ye)): the nodes ``rank`` owns, as indices into this level's nodes."""
-        px, _ = self.proc_sizes
-        pi, pj = rank % px, rank // px
-        return (self.x_starts[pi], self.x_starts[pi + 1]), (self.y_starts[pj], self.y_starts[pj + 1])
+            coarse = ElementGalerkin(PETSc, levels, self.local_edofs, self.fixed_local, self.ke, use_inodes=USE_INODES)
+        else:
+            from .grid_galerkin import GridGalerkin
 
-    def global_dof0(self, i, j):
-        """PETSc global number of the x DOF of node (row j, column i); the y DOF is +1."""
-        xs = np.asarray(self.x_starts)
-        ys = np.asarray(self.y_starts)
-        px, _ = self.proc_sizes
-        xm = np.diff(xs)
-        ym = np.diff(ys)
-        sizes = 2 * (ym[:, None] * xm[None, :]).ravel()  # rank = pj * px + pi
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        pi = np.searchsorted(xs, i, side="right") - 1
-        pj = np.searchsorted(ys, j, side="right") - 1
-        return offsets[pj * px + pi] + 2 * ((j - ys[pj]) * xm[pi] + (i - xs[pi]))
+            coarse = GridGalerkin(PETSc, self, levels, self._level_types(), tune=tune_operator)
+        for level, A in enumerate(reversed(coarse.mats)):  # coarsest first, as PCMG numbers them
+            (pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)).setOperators(A)
+        interpolations = self._interpolations(getattr(coarse, "dms", None))
+        for level, P in enumerate(interpolations, start=1):
+            pc.setMGInterpolation(level, P)
+        self.multigrid = MultigridSetup(levels, interpolations, coarse)
+        return {
+            "pc_mg_galerkin": "none",  # the coarse operators come from the moduli (set above)
+            # W-cycles: on converged SIMP designs (0/1 with voids) 8-11 CG iterations from
+            # 128x64 to 1024x512 instead of 17-19 with V-cycles, and faster overall
+            # (benchmarks/results/large_grids.md).
+            "pc_mg_cycle_type": "w",
+            **SMOOTHING[self.smoother],
+            **self._fused_defaults(len(levels) - 1, _stencil_levels(coarse)),
+            "mg_coarse_ksp_type": "preonly",
+            "mg_coarse_pc_type": "lu" if self.comm.getSize() == 1 else "redundant",
+        }
 
+    def _level_types(self):
+        """The storage of levels 1.. (second finest first): node stencils from the kernels where a level
+        has :data:`STENCIL_MIN_DOFS` DOFs a rank or more, else SBAIJ (AIJ with SOR); the coarsest AIJ."""
+        stored = MAT_TYPE if self.smoother == "chebyshev" else SOR_MAT_TYPE
+        smallest = self.comm.getSize() * STENCIL_MIN_DOFS
+        types = [STENCIL if self.matrix_free and level.n_dofs >= smallest else stored for level in self.levels[1:-1]]
+        return types + [COARSE_MAT_TYPE]
 
-def _starts(counts):
-    return tuple(int(v) for v in np.concatenate([[0], np.cumsum(counts)]))
+    def _interpolations(self, coarse_dms):
+        """The interpolations, coarsest pair first: from the grids in C (:mod:`.transfer`) into a level
+        of :data:`STENCIL_MIN_DOFS` DOFs a rank or more where the operators come from the kernels,
+        stored as AIJ otherwise (below that a Python call costs more than PETSc's product: 2048x1024 on
+        2 ranks, 16770 DOFs into 4290 slower, 66306 into 16770 faster)."""
+        from .transfer import GridTransfer
 
+        smallest = self.comm.getSize() * STENCIL_MIN_DOFS
+        out = []
+        for depth, (fine, coarse) in enumerate(zip(self.levels[:-1], self.levels[1:])):
+            if self.matrix_free and coarse_dms is not None and coarse.n_dofs >= smallest:
+                out.append(GridTransfer(self.PETSc, fine, coarse, coarse_dms[depth], grids.axis_weights).mat)
+            else:
+                out.append(stored_interpolation(self, fine, coarse))
+        return out[::-1]
 
-def coarse_nodes(n):
-    """Nodes (indices into 0..n) kept by coarsening an axis of n intervals.
+    def _fused_defaults(self, finest, stencil_levels):
+        """Options making PCMG levels smooth with :class:`~.fused.ChebyshevSmoother` (a KSPPYTHON): the
+        finest level and the stencil levels where the operators come from the kernels, unless the
+        command line chose other smoothing for every level (a level's own options still win)."""
+        if not self.matrix_free:
+            return {}
+        opts = self.PETSc.Options(self.prefix)
+        chosen = {name: opts.getString(name, default).lower()
+                  for name, default in (("mg_levels_ksp_type", "chebyshev"), ("mg_levels_pc_type", "jacobi"))}
+        if chosen != {"mg_levels_ksp_type": "chebyshev", "mg_levels_pc_type": "jacobi"}:
+            return {}
+        defaults = {}
+        for level in [finest, *stencil_levels]:
+            defaults.update({
+                f"mg_levels_{level}_ksp_type": "python",
+                f"mg_levels_{level}_ksp_python_type": "sphyr_hpc.solvers.fused.ChebyshevSmoother",
+                f"mg_levels_{level}_pc_type": "none",
+                # A KSPPYTHON declares no support for PCMG's norm type NONE; it computes no norm either way.
+                f"mg_levels_{level}_ksp_norm_type": "preconditioned"})
+        return defaults
 
-    Every other node and the last one: n even gives n/2 intervals of 2 (the
-    DMDA coarsening); n odd gives (n+1)/2 intervals, the last of them 1 wide,
-    so the grids stay nested and the Galerkin operators keep the 3x3 stencil.
-    An axis shorter than 2 * MIN_ELEMENTS is not coarsened.
-    """
-    if n < 2 * MIN_ELEMENTS:
-        return np.arange(n + 1)
-    return np.unique(np.concatenate([np.arange(0, n + 1, 2), [n]]))
+    def _after_options(self, ksp, options):
+        # The multigrid cycle in force: for reports.
+        self.mg_cycle = options.getString("pc_mg_cycle_type", "v").lower()
+        self.mg_finest_cycle = self.mg_cycle
+        pc = ksp.getPC()
+        if pc.getType() == "mg" and pc.getMGLevels() > 1:
+            pc.setMGCycleTypeOnLevel(pc.getMGLevels() - 1, getattr(self.PETSc.PC.MGCycleType, FINEST_CYCLE.upper()))
+            self.mg_finest_cycle = FINEST_CYCLE
 
+    def _after_setup(self, first):
+        set_up_fused_smoothers(self.ksp)
+        if first:
+            plain_csr_kernels(self.ksp)
+            self.hierarchy = hierarchy_info(self.ksp)
 
-def hierarchy(nelx, nely, x_counts=None, y_counts=None, coarse_max_dofs=COARSE_MAX_DOFS,
-              max_levels=MAX_LEVELS):
-    """The levels of the geometric hierarchy, finest first.
+    # -- assembly and what the solution gives ---------------------------------------------------
+    def assemble(self, moduli):
+        with timing.timed(timing.ASSEMBLY):
+            if self._fine is not None:
+                self._fine.assemble(self.K, moduli)
+            elif self._elements is not None:
+                self._elements.assemble(moduli)
+            else:
+                self._blocks.assemble(self.K, moduli)
+            if self.multigrid is not None and self.multigrid.coarse is not None:
+                self.multigrid.coarse.update(moduli)
+                renew_coarse_smoothers(self.ksp)
 
-    ``x_counts``/``y_counts`` are the fine DMDA's nodes per process column/row
-    (``DMDAGetOwnershipRanges``); default one process.
-    """
-    x_counts = [nelx + 1] if x_counts is None else list(x_counts)
-    y_counts = [nely + 1] if y_counts is None else list(y_counts)
-    levels = [Level(tuple(range(nelx + 1)), tuple(range(nely + 1)), _starts(x_counts), _starts(y_counts))]
-    while len(levels) < max_levels:
-        fine = levels[-1]
-        if fine.n_dofs <= coarse_max_dofs:
-            break
-        kx, ky = coarse_nodes(fine.nelx), coarse_nodes(fine.nely)
-        if kx.size == fine.nelx + 1 and ky.size == fine.nely + 1:
-            break
-        # A coarse node belongs to the process that owns it on the fine level.
-        xs = tuple(int(v) for v in np.searchsorted(kx, fine.x_starts))
-        ys = tuple(int(v) for v in np.searchsorted(ky, fine.y_starts))
-        if min(np.diff(xs)) < 1 or min(np.diff(ys)) < 1:  # a rank would own no coarse node
-            break
-        levels.append(Level(tuple(np.asarray(fine.x_pos)[kx].tolist()), tuple(np.asarray(fine.y_pos)[ky].tolist()),
-                            xs, ys))
-    return levels
+    def unit_energies(self):
+        """u_e^T K0 u_e of every element of this rank's slab (from the element modes in C where the
+        finest level is applied from the moduli)."""
+        if self._fine is not None:
+            return self._fine.energies(self.local_displacements())
+        return super().unit_energies()
 
+    def _owned_objects(self):
+        return (self.multigrid, self._fine, self._blocks)
 
-def mg_levels(nelx, nely, max_levels=MAX_LEVELS, coarse_max_dofs=COARSE_MAX_DOFS):
-    """Number of multigrid levels of a nelx x nely element grid (one process)."""
-    return len(hierarchy(nelx, nely, coarse_max_dofs=coarse_max_dofs, max_levels=max_levels))
-
-
-def _axis_weights(fine_pos, coarse_pos):
-    """For fine node positions: the left coarse node and the linear weights of it and the next."""
-    fine_pos = np.asarray(fine_pos, dtype=float)
-    coarse_pos = np.asarray(coarse_pos, dtype=float)
-    k = np.clip(np.searchsorted(coarse_pos, fine_pos, side="right") - 1, 0, max(coarse_pos.size - 2, 0))
-    if coarse_pos.size == 1:
-        return k, np.ones_like(fine_pos), np.zeros_like(fine_pos)
-    t = (fine_pos - coarse_pos[k]) / (coarse_pos[k + 1] - coarse_pos[k])
-    return k, 1.0 - t, t
-
-
-def interpolation_csr(fine, coarse, rank):
-    """Rows of P (coarse -> fine) owned by ``rank``: local CSR with global coarse columns.
-
-    Rows are the rank's fine DOFs in PETSc order (nodes row-major, x then y);
-    weights are bilinear in the node positions, so linear fields (and the
-    rigid-body modes) are interpolated exactly.
-    """
-    (xs, xe), (ys, ye) = fine.rank_box(rank)
-    ci, wx0, wx1 = _axis_weights(fine.x_pos[xs:xe], coarse.x_pos)
-    cj, wy0, wy1 = _axis_weights(fine.y_pos[ys:ye], coarse.y_pos)
-    cols, weights = [], []
-    for di, wx in ((0, wx0), (1, wx1)):
-        for dj, wy in ((0, wy0), (1, wy1)):
-            w = wy[:, None] * wx[None, :]
-            ii, jj = np.meshgrid(np.minimum(ci + di, coarse.nelx), np.minimum(cj + dj, coarse.nely))
-            cols.append(coarse.global_dof0(ii.ravel(), jj.ravel()))
-            weights.append(w.ravel())
-    cols = np.stack(cols, axis=1)  # (nodes, 4 corners); zero weights are dropped below
-    weights = np.stack(weights, axis=1)
-    cols2 = cols[:, None, :] + np.array([0, 1])[None, :, None]  # (nodes, dof, corner)
-    weights2 = np.broadcast_to(weights[:, None, :], cols2.shape)
-    keep = weights2 > 0.0
-    indptr = np.concatenate([[0], np.cumsum(keep.sum(axis=2).ravel())])
-    return indptr, cols2[keep], weights2[keep]
-
-
-# -- PETSc set-up -----------------------------------------------------------------------------
-def _option_int(PETSc, prefix, name, default):
-    opts = PETSc.Options(prefix)
-    return opts.getInt(name, default) if opts.hasName(name) else default
-
-
-def fine_level(system):
-    lx, ly = system.da.getOwnershipRanges()
-    nely, nelx = system.loadcase.shape
-    return Level(tuple(range(nelx + 1)), tuple(range(nely + 1)), _starts(lx), _starts(ly))
+    def close(self):
+        super().close()
+        self.multigrid = self._fine = self._blocks = self._elements = None
 
 
 def check_fine_numbering(system, level):
@@ -306,13 +355,8 @@ def check_fine_numbering(system, level):
         raise RuntimeError("DMDA global numbering differs from the multigrid hierarchy's")
 
 
-def build_interpolations(system, levels):
-    """PETSc AIJ interpolations, coarse -> fine, one per pair of levels (coarsest pair first)."""
-    return [stored_interpolation(system, fine, coarse) for fine, coarse in zip(levels[:-1], levels[1:])][::-1]
-
-
 def stored_interpolation(system, fine, coarse):
-    """P from ``coarse`` to ``fine`` as a PETSc AIJ matrix (:func:`interpolation_csr`)."""
+    """P from ``coarse`` to ``fine`` (:class:`~.hierarchy.Level`) as a PETSc AIJ matrix (:func:`interpolation_csr`)."""
     PETSc = system.PETSc
     rank = system.comm.getRank()
     indptr, cols, vals = interpolation_csr(fine, coarse, rank)
@@ -329,186 +373,11 @@ def stored_interpolation(system, fine, coarse):
     return P
 
 
-@dataclass
-class MultigridSetup:
-    """What :func:`configure_mg` / :func:`configure_gamg` built for a system.
-
-    ``defaults``: options to put in the database before ``setFromOptions``;
-    ``levels``: the geometric hierarchy (finest first), ``interpolations``: its
-    PETSc interpolation matrices (coarsest pair first), owned by this object
-    and destroyed by :meth:`close` (the system closes it).
-    """
-
-    defaults: dict
-    levels: list = None
-    interpolations: list = ()
-    coarse: object = None  # galerkin.ElementGalerkin: the coarse operators, assembled with K
-
-    def close(self):
-        for P in self.interpolations:
-            if P.getType() == "python":
-                P.getPythonContext().close()  # a GridTransfer: its scatter and the matrix
-            else:
-                P.destroy()
-        self.interpolations = ()
-        if self.coarse is not None:
-            self.coarse.close()
-            self.coarse = None
-
-
-def plan_levels(system):
-    """The hierarchy of ``system`` (finest first) under its options (levels, coarse-grid size)."""
-    PETSc, prefix = system.PETSc, system.prefix
-    nely, nelx = system.loadcase.shape
-    max_levels = _option_int(PETSc, prefix, "pc_mg_levels", MAX_LEVELS)
-    coarse_max = _option_int(PETSc, prefix, "mg_coarse_max_dofs", COARSE_MAX_DOFS)
-    lx, ly = system.da.getOwnershipRanges()
-    return hierarchy(nelx, nely, lx, ly, coarse_max_dofs=coarse_max, max_levels=max_levels)
-
-
-def configure_mg(ksp, system):
-    """CG + PCMG on ``ksp``; returns the :class:`MultigridSetup` (defaults to set before setFromOptions)."""
-    PETSc = system.PETSc
-    ksp.setType(PETSc.KSP.Type.CG)
-    ksp.setTolerances(rtol=RTOL, max_it=MAX_IT)
-    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-    pc = ksp.getPC()
-    pc.setType(PETSc.PC.Type.MG)
-    prefix = system.prefix
-    check_fine_numbering(system, fine_level(system))
-    levels = plan_levels(system)
-    if len(levels) == 1:
-        # Small enough for the coarse solver itself (PCMG would smooth a 1-level "hierarchy").
-        # SBAIJ holds one triangle: Cholesky (PETSc's LU takes no SBAIJ).
-        pc.setType(PETSc.PC.Type.CHOLESKY if "sbaij" in system.K.getType() else PETSc.PC.Type.LU)
-        if system.comm.getSize() > 1:
-            pc.setFactorSolverType(PETSc.Mat.SolverType.MUMPS)
-        return MultigridSetup({}, levels)
-    pc.setMGLevels(len(levels))
-    coarse = None
-    from_moduli = not PETSc.Options(prefix).hasName("pc_mg_galerkin")
-    if from_moduli and not system.in_place:
-        # Any number of ranks: coarse element matrices level by level, on coarse DMDAs (no PtAP).
-        from .grid_galerkin import GridGalerkin
-
-        opts = PETSc.Options(prefix)
-        assembled = system.K.getType().replace("mpi", "").replace("seq", "")
-        own = operator_of(system.K) is not None  # the finest level applied by our kernels: so can the others
-        smoothed = opts.getString("mg_levels_mat_type", LEVELS_MAT_TYPE if own else assembled)
-        if smoothed == STENCIL and not own:
-            raise ValueError(f"-{prefix}mg_levels_mat_type stencil: needs the finest level applied from the moduli "
-                             f"(-{prefix}mat_type shell)")
-        coarsest = opts.getString("mg_coarse_mat_type", COARSE_MAT_TYPE)
-        types = [_level_storage(smoothed, level, system.comm.getSize(), opts) for level in levels[1:-1]] + [coarsest]
-        coarse = GridGalerkin(PETSc, system, levels, types, tune=tune_operator)
-        for level, A in enumerate(reversed(coarse.mats)):  # coarsest first, as PCMG numbers them
-            (pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)).setOperators(A)
-    elif from_moduli:
-        # One rank, K assembled in place: the coarse operators from the element moduli too.
-        from .galerkin import ElementGalerkin
-
-        coarse = ElementGalerkin(PETSc, levels, system.local_edofs, system.fixed_local, system.ke,
-                                 use_inodes=USE_INODES)
-        for level, A in enumerate(reversed(coarse.mats)):  # coarsest first, as PCMG numbers them
-            (pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)).setOperators(A)
-    interpolations = _interpolations(system, levels, getattr(coarse, "dms", None))
-    for level, P in enumerate(interpolations, start=1):
-        pc.setMGInterpolation(level, P)
-    return MultigridSetup(levels=levels, interpolations=interpolations, coarse=coarse, defaults={
-        **fused_smoother_defaults(PETSc, system, len(levels) - 1, _stencil_levels(coarse)),
-        "pc_mg_galerkin": "none" if coarse is not None else "both",
-        # W-cycles: on converged SIMP designs (0/1 with voids) 8-11 CG iterations from
-        # 128x64 to 1024x512 instead of 17-19 with V-cycles, and faster overall
-        # (benchmarks/results/large_grids.md).
-        "pc_mg_cycle_type": "w",
-        "mg_levels_ksp_type": "chebyshev",
-        "mg_levels_pc_type": "jacobi",
-        "mg_levels_ksp_max_it": 2,
-        # The operators are SPD: Lanczos (CG) estimates the extreme eigenvalues for
-        # Chebyshev with 10 MatMults and no Gram-Schmidt (PETSc's default is GMRES).
-        "mg_levels_esteig_ksp_type": "cg",
-        "mg_coarse_ksp_type": "preonly",
-        "mg_coarse_pc_type": "lu" if system.comm.getSize() == 1 else "redundant",
-    })
-
-
-def _interpolations(system, levels, coarse_dms):
-    """The interpolations, coarsest pair first: where the coarse levels have DMDAs (:mod:`.grid_galerkin`)
-    and ``-<prefix>mg_interpolation_mat_type`` is ``shell`` (INTERPOLATION_MAT_TYPE), those into a coarse
-    level of at least ``-<prefix>mg_stencil_min_dofs`` DOFs a rank applied in C from the grids
-    (:mod:`.transfer`), the others stored as AIJ (:func:`stored_interpolation`): below that a Python
-    call costs more than PETSc's product (2048x1024 on 2 ranks: 16770 DOFs into 4290 slower, 66306 into
-    16770 faster)."""
-    PETSc = system.PETSc
-    opts = PETSc.Options(system.prefix)
-    kind = opts.getString("mg_interpolation_mat_type", INTERPOLATION_MAT_TYPE).lower()
-    if kind not in ("shell", "aij"):
-        raise ValueError(f"-{system.prefix}mg_interpolation_mat_type {kind}: expected shell or aij")
-    from ..runtime.native import NativeUnavailable
-    from .transfer import GridTransfer
-
-    smallest = system.comm.getSize() * opts.getInt("mg_stencil_min_dofs", STENCIL_MIN_DOFS)
-    out = []
-    for depth, (fine, coarse) in enumerate(zip(levels[:-1], levels[1:])):
-        P = None
-        if kind == "shell" and coarse_dms is not None and coarse.n_dofs >= smallest:
-            try:
-                P = GridTransfer(PETSc, fine, coarse, coarse_dms[depth], _axis_weights).mat
-            except NativeUnavailable:  # said once by the finest level's fallback
-                P = None
-        out.append(P if P is not None else stored_interpolation(system, fine, coarse))
-    return out[::-1]
-
-
-def _level_storage(chosen, level, ranks, opts):
-    """A level's storage: ``chosen``, but SBAIJ (MAT_TYPE) for a stencil level with fewer than
-    ``-<prefix>mg_stencil_min_dofs`` (STENCIL_MIN_DOFS) DOFs a rank."""
-    if chosen != STENCIL:
-        return chosen
-    dofs = 2 * (level.nelx + 1) * (level.nely + 1)
-    return STENCIL if dofs >= ranks * opts.getInt("mg_stencil_min_dofs", STENCIL_MIN_DOFS) else MAT_TYPE
-
-
 def _stencil_levels(coarse):
     """PCMG numbers of the levels of a :class:`~.grid_galerkin.GridGalerkin` held as node stencils."""
     operators = getattr(coarse, "operators", None) or []
     n = len(operators)  # operators[k] (second finest first) is PCMG level n - 1 - k (the coarsest 0)
     return [n - 1 - k for k, op in enumerate(operators) if op is not None]
-
-
-def _smoother_choice(opts, prefix, name, default):
-    choice = opts.getString(name, default).lower()
-    if choice not in ("fused", "petsc"):
-        raise ValueError(f"-{prefix}{name} {choice}: expected fused or petsc")
-    return choice == "fused"
-
-
-def fused_smoother_defaults(PETSc, system, finest, stencil_levels=()):
-    """Options making PCMG levels smooth with :class:`~.fused.ChebyshevSmoother` (a KSPPYTHON) where
-    the levels' smoother is left at Chebyshev with Jacobi: level ``finest`` when applied from the
-    moduli and ``-<prefix>mg_finest_smoother fused`` (FINEST_SMOOTHER), the ``stencil_levels`` (held
-    as node stencils) when ``-<prefix>mg_levels_smoother fused`` (LEVELS_SMOOTHER).  ``petsc`` keeps
-    PETSc's KSPCHEBYSHEV there."""
-    opts = PETSc.Options(system.prefix)
-    levels = []
-    finest_fused = _smoother_choice(opts, system.prefix, "mg_finest_smoother", FINEST_SMOOTHER)
-    if finest_fused and operator_of(system.K) is not None:
-        levels.append(finest)
-    if _smoother_choice(opts, system.prefix, "mg_levels_smoother", LEVELS_SMOOTHER):
-        levels.extend(stencil_levels)
-    chosen = {name: opts.getString(name, default).lower()
-              for name, default in (("mg_levels_ksp_type", "chebyshev"), ("mg_levels_pc_type", "jacobi"))}
-    if chosen != {"mg_levels_ksp_type": "chebyshev", "mg_levels_pc_type": "jacobi"}:
-        return {}
-    defaults = {}
-    for level in levels:
-        defaults.update({
-            f"mg_levels_{level}_ksp_type": "python",
-            f"mg_levels_{level}_ksp_python_type": "sphyr_hpc.solvers.fused.ChebyshevSmoother",
-            f"mg_levels_{level}_pc_type": "none",
-            # A KSPPYTHON declares no support for PCMG's norm type NONE; it computes no norm either way.
-            f"mg_levels_{level}_ksp_norm_type": "preconditioned"})
-    return defaults
 
 
 def renew_coarse_smoothers(ksp):
@@ -517,8 +386,8 @@ def renew_coarse_smoothers(ksp):
     estimates, the coarse factorisation).
 
     PCMG does so itself for the finest level and for operators it computes (Galerkin products); the
-    operators from the moduli (:mod:`.grid_galerkin`) are updated in place, where a KSP set up
-    before would keep the Chebyshev interval of the first design.
+    operators from the moduli are updated in place, where a KSP set up before would keep the
+    Chebyshev interval of the first design.
     """
     pc = ksp.getPC()
     if pc.getType() != "mg":
@@ -548,29 +417,6 @@ def set_up_fused_smoothers(ksp):
         context.setUp(smoother)
 
 
-def set_finest_cycle(PETSc, ksp, prefix):
-    """The finest level's cycle (FINEST_CYCLE) on a PCMG ``ksp`` after ``setFromOptions`` (which sets
-    every level's); returns it, or None without PCMG levels to cycle."""
-    pc = ksp.getPC()
-    if pc.getType() != "mg" or pc.getMGLevels() < 2:
-        return None
-    cycle = PETSc.Options(prefix).getString("mg_finest_cycle_type", FINEST_CYCLE).lower()
-    if cycle not in ("v", "w"):
-        raise ValueError(f"-{prefix}mg_finest_cycle_type {cycle}: expected v or w")
-    kind = PETSc.PC.MGCycleType.V if cycle == "v" else PETSc.PC.MGCycleType.W
-    pc.setMGCycleTypeOnLevel(pc.getMGLevels() - 1, kind)
-    return cycle
-
-
-def level_visits(depth, cycle, finest_cycle=None):
-    """Visits of the level ``depth`` below the finest in one cycle: every level above it recurses
-    once (V) or twice (W), the finest by ``finest_cycle`` (default: ``cycle``)."""
-    if depth == 0:
-        return 1
-    per = {"v": 1, "w": 2}
-    return per[finest_cycle or cycle] * per[cycle] ** (depth - 1)
-
-
 def plain_csr_kernels(ksp):
     """Switch the operators of every multigrid level to the plain CSR kernels (see USE_INODES).
 
@@ -586,32 +432,6 @@ def plain_csr_kernels(ksp):
         if A.getType() in ("aij", "seqaij", "mpiaij"):
             A.setOption(A.Option.USE_INODES, USE_INODES)
             A.assemble()
-
-
-def rigid_body_modes(system):
-    """The 3 plane rigid-body modes (2 translations, 1 rotation) as a near-null space."""
-    PETSc = system.PETSc
-    coords = system.da.getCoordinates()
-    return PETSc.NullSpace().createRigidBody(coords)
-
-
-def configure_gamg(ksp, system):
-    """CG + smoothed-aggregation GAMG with the rigid-body near-null space."""
-    PETSc = system.PETSc
-    ksp.setType(PETSc.KSP.Type.CG)
-    ksp.setTolerances(rtol=RTOL, max_it=MAX_IT)
-    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-    ksp.getPC().setType(PETSc.PC.Type.GAMG)
-    return MultigridSetup({
-        "pc_gamg_type": "agg",
-        "pc_gamg_agg_nsmooths": 1,
-        "pc_gamg_threshold": 0.01,
-        "pc_gamg_coarse_eq_limit": COARSE_MAX_DOFS,
-        "mg_levels_ksp_type": "chebyshev",
-        "mg_levels_pc_type": "jacobi",
-        "mg_levels_ksp_max_it": 2,
-        "mg_levels_esteig_ksp_type": "cg",
-    })
 
 
 def hierarchy_info(ksp):
@@ -636,21 +456,4 @@ def hierarchy_info(ksp):
     return rows, complexity
 
 
-def format_hierarchy(rows, complexity, levels=None):
-    """Lines describing the hierarchy (levels, unknowns, nonzeros, operator complexity)."""
-    lines = [f"multigrid: {len(rows)} levels, operator complexity {complexity:.3f}"]
-    for i, r in enumerate(rows):
-        grid = ""
-        if levels is not None and i < len(levels):
-            grid = f" ({levels[i].nelx}x{levels[i].nely} elements)"
-        lines.append(f"  level {r['level']}: {r['rows']} unknowns{grid}, {r['nonzeros']} nonzeros")
-    return lines
-
-
-def describe_levels(levels):
-    """'1024x512 > 512x256 > ...' for log lines."""
-    return " > ".join(f"{lv.nelx}x{lv.nely}" for lv in levels)
-
-
-__all__ = ["Level", "MultigridSetup", "hierarchy", "mg_levels", "interpolation_csr", "configure_mg", "configure_gamg",
-           "hierarchy_info", "format_hierarchy", "describe_levels", "rigid_body_modes"]
+__all__ = ["Level", "MultigridSetup", "MultigridSystem", "hierarchy_info", "kernels_available"]

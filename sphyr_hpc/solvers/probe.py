@@ -11,7 +11,7 @@ from ..core import loadcase
 from ..runtime.petsc import (PREFIX, OptionsError, explain_petsc_error, petsc, unknown_options_message,
                              unused_options, viewers_hidden)
 from . import sizing
-from .elasticity import ElasticitySystem
+from .elasticity import elasticity_system
 
 
 def check_options(prefix=PREFIX):
@@ -33,7 +33,7 @@ def check_options(prefix=PREFIX):
     try:
         with viewers_hidden():
             for lc, arguments in probes:
-                with ElasticitySystem(lc, comm=PETSc.COMM_SELF, **arguments) as system:
+                with elasticity_system(lc, comm=PETSc.COMM_SELF, **arguments) as system:
                     system.solve(system.slab_of(np.ones(lc.shape)))
     except PETSc.Error as err:
         raise OptionsError(f"PETSc rejected an option: {explain_petsc_error(err)}") from None

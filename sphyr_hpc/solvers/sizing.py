@@ -8,14 +8,14 @@ Measured side by side on full-mask SPhyR samples (``benchmarks/solver_crossover.
 * PETSc's own Cholesky with nested dissection (refactorised each iteration)
   is exact, but its cost grows as n^1.5 (0.8 ms of CPU at 20x20, 71 ms at 80x80);
 * CG preconditioned by the geometric multigrid of
-  :mod:`~sphyr_hpc.solvers.multigrid` with :data:`SIMP_OPTIONS` (Gauss-Seidel
-  V-cycles, a coarse grid of at most 300 DOFs; on one rank the coarse
-  operators are assembled from the moduli, :mod:`~sphyr_hpc.solvers.galerkin`),
+  :mod:`~sphyr_hpc.solvers.multigrid` with :func:`simp_system_arguments`
+  (Gauss-Seidel V-cycles, a coarse grid of at most 300 DOFs; on one rank the
+  coarse operators are assembled from the moduli, :mod:`~sphyr_hpc.solvers.galerkin`),
   started from the last two solutions of the same run, grows about linearly
   (0.4 ms at 20x20, 13 ms at 80x80 in the benchmark's early iterations, 4-7 CG
   iterations) and is the faster from 20x20 on.
 
-A SIMP run whose multigrid solve stalls (:class:`~sphyr_hpc.solvers.elasticity.SolverError`)
+A SIMP run whose multigrid solve stalls (:class:`~sphyr_hpc.solvers.base.SolverError`)
 is run again on the exact solver (:mod:`sphyr_hpc.optimiser.yardstick`).
 :data:`MG_MIN_DOFS` is that crossover.  Only the SIMP runs switch: candidate
 compliances, the swap polish (whose screen needs a factorisation) and the
@@ -44,21 +44,14 @@ SIMP_PREFIX = "sphyr_simp_"
 # within ~4e-9 of the exact solve's and the SIMP designs' candidates hold the parity rules (tests/test_sizes.py).
 # The residual rule of docs/scoring.md, "Finite elements", (||K u - f|| <= 1e-6 max(||f||, 1)) is checked after every solve as always.
 SIMP_RTOL = 1e-6
-# Smoothing: a forward Gauss-Seidel sweep (PETSc's SOR, omega 1) on the way down and a backward one
-# on the way up (so the cycle stays symmetric, as CG needs) instead of the Chebyshev(2)/Jacobi
+# Smoothing: Gauss-Seidel (``smoother="sor"`` of :class:`~sphyr_hpc.solvers.multigrid.MultigridSystem`:
+# a forward sweep on the way down, a backward one on the way up) instead of the Chebyshev(2)/Jacobi
 # default, which re-estimates eigenvalues at every set-up (10 CG steps a level); V-cycles down to a
 # coarse grid of at most SIMP_COARSE_MAX_DOFS (10x10 elements at 80x80), whose LU is redone at every
 # set-up.  At 80x80: 4-5 CG iterations a solve, each much cheaper than a Chebyshev one, and no
 # estimates (benchmarks/results/solver_crossover.md).
 SIMP_COARSE_MAX_DOFS = 300
-SIMP_OPTIONS = {
-    "ksp_rtol": SIMP_RTOL, "pc_mg_cycle_type": "v", "mg_coarse_max_dofs": SIMP_COARSE_MAX_DOFS,
-    "mg_levels_ksp_type": "richardson", "mg_levels_ksp_max_it": 1,
-    "mg_levels_pc_type": "sor", "mg_levels_pc_sor_forward": True,
-    "pc_mg_distinct_smoothup": True,
-    "mg_levels_up_ksp_type": "richardson", "mg_levels_up_ksp_max_it": 1,
-    "mg_levels_up_pc_type": "sor", "mg_levels_up_pc_sor_backward": True,
-}
+SIMP_OPTIONS = {"ksp_rtol": SIMP_RTOL, "pc_mg_cycle_type": "v"}
 
 
 def simp_solver(n_dofs, mg_min_dofs=MG_MIN_DOFS):
@@ -80,17 +73,15 @@ def simp_system(system, exact, mg_min_dofs=MG_MIN_DOFS):
         return exact
     key = ("simp-mg", SIMP_PREFIX)
     if key not in system.attachments:
-        from .elasticity import ElasticitySystem
+        from .elasticity import elasticity_system
 
         comm = system.comm if system.comm is not None else petsc().COMM_SELF
-        # One rank: K assembled in place (one sparse product; node-by-node stencil rows cost 4x more).
-        assembly = "elements" if comm.getSize() == 1 else None
-        system.attachments[key] = ElasticitySystem(system.loadcase, comm=comm, prefix=SIMP_PREFIX,
-                                                   **simp_system_arguments(assembly))
+        system.attachments[key] = elasticity_system(system.loadcase, comm=comm, prefix=SIMP_PREFIX,
+                                                    **simp_system_arguments())
     return system.attachments[key]
 
 
-def simp_system_arguments(assembly="elements"):
-    """How :func:`simp_system` makes its multigrid system (``ElasticitySystem`` keywords but the
+def simp_system_arguments():
+    """How :func:`simp_system` makes its multigrid system (``elasticity_system`` keywords but the
     prefix): also what ``solvers.probe.check_options`` probes the ``-sphyr_simp_`` options on."""
-    return {"solver": "mg", "assembly": assembly, "options": SIMP_OPTIONS}
+    return {"solver": "mg", "smoother": "sor", "coarse_max_dofs": SIMP_COARSE_MAX_DOFS, "options": SIMP_OPTIONS}

@@ -4,7 +4,7 @@ PCMG moves every residual one level down (restriction, ``P^T r``) and every
 correction one level up (interpolation, ``x += P e``).  Stored as AIJ, ``P``
 is ~2.25 nonzeros a fine DOF at 12 bytes each, read twice a visit: on the
 finest level of 2048x1024 elements that is more than the vectors it maps.
-Here ``P`` is what the grids say it is (:func:`~sphyr_hpc.solvers.multigrid.interpolation_csr`
+Here ``P`` is what the grids say it is (:func:`~sphyr_hpc.solvers.hierarchy.interpolation_csr`
 builds the same one): a fine node between coarse rows ``cy``, ``cy + 1`` and
 columns ``cx``, ``cx + 1`` takes their values with the products of the linear
 weights along each axis, both of its DOFs alike.  The kernels
@@ -46,10 +46,10 @@ def _axis(weights_of, fine_pos, coarse_pos, coarse_start):
 
 
 class GridTransfer:
-    """P from ``coarse`` to ``fine`` (:class:`~.multigrid.Level`) on this rank as a shell matrix,
+    """P from ``coarse`` to ``fine`` (:class:`~.hierarchy.Level`) on this rank as a shell matrix,
     :attr:`mat` (``mult``: P x, ``multAdd``, ``multTranspose``: P^T x), for the coarse level's DMDA
     ``coarse_dm`` (its ownership the hierarchy's).  ``weights_of(fine_pos, coarse_pos)``: a fine
-    node's left coarse node and two weights (:func:`~.multigrid._axis_weights`)."""
+    node's left coarse node and two weights (:func:`~.hierarchy.axis_weights`)."""
 
     stored_bytes = 0.0  # what a product reads beyond the vectors: a row's and a column's weights
 

@@ -5,7 +5,7 @@
 Writes, for the sample load case and design of ``sample_problem`` (below): one
 design in each format (``design.xdmf``, ``design_quad.xdmf``, ``design.vtu``)
 and a 3-step history in each (``history.xdmf``, ``history_quad.xdmf``,
-``history.pvd``), all from an ElasticitySystem on COMM_WORLD, plus
+``history.pvd``), all from an elasticity_system on COMM_WORLD, plus
 ``problem.npz`` (rank 0) with the in-memory natural arrays.  With
 ``--die-after N`` it writes N steps of ``dying.xdmf`` and exits at once
 (``os._exit``: no close, no clean-up), like a run that crashes.
@@ -46,14 +46,14 @@ def history_densities(rho, step):
 def main(argv):
     from sphyr_hpc.runtime.petsc import petsc
     from sphyr_hpc.io import fields
-    from sphyr_hpc.solvers.elasticity import ElasticitySystem
+    from sphyr_hpc.solvers.elasticity import elasticity_system
 
     out, nely, nelx = argv[0], int(argv[1]), int(argv[2])
     die_after = int(argv[argv.index("--die-after") + 1]) if "--die-after" in argv else None
     PETSc = petsc()
     comm = PETSc.COMM_WORLD
     lc, rho, masked = sample_problem(nely, nelx)
-    with ElasticitySystem(lc, comm=comm, prefix="fields_sample_", solver="direct") as system:
+    with elasticity_system(lc, comm=comm, prefix="fields_sample_", solver="direct") as system:
         compliance = system.solve(system.slab_of(fe.simp_modulus(rho)))
         if die_after is not None:
             writer = fields.HistoryWriter(os.path.join(out, "dying"), system, masked=masked)
