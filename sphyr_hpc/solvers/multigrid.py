@@ -32,8 +32,8 @@ relative residual of :data:`RTOL`; W-cycles below a V on the finest level
 (:data:`FINEST_CYCLE`), Chebyshev(2)/Jacobi smoothing with eigenvalue
 estimates (10 CG steps) recomputed for every new operator, LU on the coarsest
 level (``redundant`` LU on several ranks).  A level's fused smoother is a
-default like any other: ``-sphyr_mg_levels_5_ksp_type chebyshev
--sphyr_mg_levels_5_pc_type jacobi`` gives PETSc's own KSPCHEBYSHEV there.
+default like any other: ``-sphyr_mg_levels_5_ksp_type chebyshev`` gives PETSc's
+own KSPCHEBYSHEV with PCJACOBI on level 5.
 ``-<prefix>pc_mg_levels N`` caps the number of levels (PCMG's option, read
 when the hierarchy is built).
 
@@ -54,7 +54,7 @@ from . import hierarchy as grids
 from .assembly import ElementBlockAssembly
 from .direct import InPlaceElements
 from .fused import ChebyshevSmoother, operator_of
-from .hierarchy import COARSE_MAX_DOFS, MAX_LEVELS, Level, interpolation_csr
+from .hierarchy import MAX_LEVELS, Level, interpolation_csr
 from .stencil import STENCIL
 from .system import GridSystem
 
@@ -164,19 +164,20 @@ class MultigridSystem(GridSystem):
 
     ``smoother``: ``"chebyshev"`` (the large grids) or ``"sor"`` (stored
     operators, Gauss-Seidel: the yardstick's SIMP runs); ``coarse_max_dofs``:
-    the coarsest grid's size target; ``matrix_free``: False for the stored
-    operators with Chebyshev too (what runs where the kernels are not
-    installed), None for the kernels where they load.
+    the coarsest grid's size target (None: :data:`~.hierarchy.COARSE_MAX_DOFS`);
+    ``matrix_free``: False for the stored operators with Chebyshev too (what
+    runs where the kernels are not installed), None for the kernels where they
+    load.
     """
 
     solver = "mg"
 
     def __init__(self, loadcase, comm=None, prefix="sphyr_", nu=fe.NU, element_halo=1, options=None,
-                 smoother="chebyshev", coarse_max_dofs=COARSE_MAX_DOFS, matrix_free=None):
+                 smoother="chebyshev", coarse_max_dofs=None, matrix_free=None):
         if smoother not in SMOOTHERS:
             raise ValueError(f"unknown smoother {smoother!r}: expected one of {', '.join(SMOOTHERS)}")
         self.smoother = smoother
-        self.coarse_max_dofs = coarse_max_dofs
+        self.coarse_max_dofs = coarse_max_dofs if coarse_max_dofs is not None else grids.COARSE_MAX_DOFS
         self._matrix_free = matrix_free
         self._fine = self._elements = self._blocks = None
         super().__init__(loadcase, comm=comm, prefix=prefix, nu=nu, element_halo=element_halo, options=options)
@@ -283,8 +284,8 @@ class MultigridSystem(GridSystem):
 
     def _fused_defaults(self, finest, stencil_levels):
         """Options making PCMG levels smooth with :class:`~.fused.ChebyshevSmoother` (a KSPPYTHON): the
-        finest level and the stencil levels where the operators come from the kernels, unless the
-        command line chose other smoothing for every level (a level's own options still win)."""
+        finest level and the stencil levels where the operators come from the kernels, but where the
+        command line chose other smoothing for every level or for that level."""
         if not self.matrix_free:
             return {}
         opts = self.PETSc.Options(self.prefix)
@@ -294,6 +295,8 @@ class MultigridSystem(GridSystem):
             return {}
         defaults = {}
         for level in [finest, *stencil_levels]:
+            if opts.hasName(f"mg_levels_{level}_ksp_type") or opts.hasName(f"mg_levels_{level}_pc_type"):
+                continue  # the command line chose this level's smoothing
             defaults.update({
                 f"mg_levels_{level}_ksp_type": "python",
                 f"mg_levels_{level}_ksp_python_type": "sphyr_hpc.solvers.fused.ChebyshevSmoother",
