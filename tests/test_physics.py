@@ -28,8 +28,6 @@ from sphyr_hpc.core import loadcase as lcs  # noqa: E402
 from sphyr_hpc.runtime.petsc import petsc  # noqa: E402
 from conftest import ROOT, cantilever  # noqa: E402
 from sphyr_hpc.optimiser.filter import DensityFilter  # noqa: E402
-from sphyr_hpc.solvers import elasticity  # noqa: E402
-from sphyr_hpc.solvers.assembly import upper_block_plan  # noqa: E402
 from sphyr_hpc.solvers.elasticity import elasticity_system  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "v1_sample.jsonl")
@@ -296,107 +294,12 @@ def test_a_reused_system_solves_each_design_as_a_fresh_one(record):
     assert len(set(sequence[:3])) == 3 and sequence[0] == sequence[3]
 
 
-def test_upper_block_plan_gathers_every_upper_block_entry_and_zero_where_the_pattern_has_none():
-    rng = np.random.default_rng(3)
-    n = 12
-    dense = rng.random((n, n)) * (rng.random((n, n)) < 0.4)
-    dense = dense + dense.T + np.eye(n)  # symmetric; some entries of a 2x2 block present, others not
-    rows, cols = np.nonzero(dense)
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
-    values = dense[rows, cols]
-    block_indptr, block_indices, gather = upper_block_plan(indptr, cols, bs=2)
-    blocks = np.append(values, 0.0)[gather].reshape(-1, 2, 2)
-    seen = np.zeros((n // 2, n // 2), dtype=bool)
-    for block_row in range(n // 2):
-        columns = block_indices[block_indptr[block_row]:block_indptr[block_row + 1]]
-        assert np.all(np.diff(columns) > 0) and np.all(columns >= block_row)
-        for k, block_col in zip(range(block_indptr[block_row], block_indptr[block_row + 1]), columns):
-            expected = dense[2 * block_row:2 * block_row + 2, 2 * block_col:2 * block_col + 2]
-            np.testing.assert_array_equal(blocks[k], expected)  # a gather: copies of the values
-            seen[block_row, block_col] = True
-    # Every non-zero block on or above the diagonal is stored, and no other.
-    nonzero = np.abs(dense).reshape(n // 2, 2, n // 2, 2).sum(axis=(1, 3)) > 0
-    np.testing.assert_array_equal(seen, np.triu(nonzero))
-
-
-@pytest.fixture
-def block_cholesky():
-    """The options prefix of systems that factorise the SBAIJ copy P (-<prefix>block_cholesky)."""
-    prefix = "phys_blocks_"
-    options = petsc().Options(prefix)
-    options.setValue(elasticity.BLOCK_CHOLESKY_OPTION, "1")
-    yield prefix
-    options.delValue(elasticity.BLOCK_CHOLESKY_OPTION)
-
-
-@pytest.mark.parametrize("record", RECORDS[:2], ids=RECORD_IDS[:2])
-@pytest.mark.parametrize("in_place", [True, False], ids=["petsc_array", "set_values"])
-def test_the_factorised_block_copy_holds_k_exactly_after_every_assembly(record, in_place, block_cholesky,
-                                                                         monkeypatch):
-    """One rank, small, asked for: P (SBAIJ) is what is factorised; its values are K's, to the bit, after each
-    assembly, written into PETSc's own array or, where that is out of reach, through MatSetValuesBlocked.
-
-    Bitwise by construction: P's upper triangle is a gather of K's values, and P's lower triangle (its
-    mirror) equals K's because the element matrix is symmetric to the bit (its lower triangle is its upper
-    one's mirror) and each K entry sums the same elements' products in the same order as its transpose."""
-    _, lc, rho = _ground_truth(record)
-    rng = np.random.default_rng(11)
-    if not in_place:
-        monkeypatch.setattr(elasticity, "seqsbaij_values", lambda mat, size: None)
-    with _self_system(lc, prefix=block_cholesky) as system:
-        if in_place and not system.blocks.in_place:
-            pytest.skip("this PETSc build's MatSeqSBAIJGetArray is out of ctypes' reach")
-        assert system.P is not None and system.blocks.in_place == in_place
-        for design in (rho, rng.random(lc.shape)):
-            c = _petsc_compliance(system, fe.simp_modulus(design))
-            assert system.ksp.getOperators()[1].getType() == "seqsbaij"  # the matrix the PC factorises
-            # (convert without ``out`` would convert the system's matrices themselves, in place)
-            K = system.K.convert("dense", out=petsc().Mat()).getDenseArray()
-            P = system.P.convert("dense", out=petsc().Mat()).getDenseArray()  # the lower triangle filled too
-            np.testing.assert_array_equal(P, K)
-            ref = DenseReference(lc)
-            assert c == pytest.approx(ref.solve(fe.simp_modulus(design)), rel=1e-10)
-
-
-@pytest.mark.parametrize("record", RECORDS[:1], ids=RECORD_IDS[:1])
-def test_by_default_and_with_an_ordering_or_a_large_grid_the_direct_solver_factorises_k_itself(
-        record, block_cholesky, monkeypatch):
-    _, lc, rho = _ground_truth(record)
-    moduli = fe.simp_modulus(rho)
-    with _self_system(lc, prefix="phys_default_") as default:
-        assert default.P is None
-        c_default = _petsc_compliance(default, moduli)
-        assert default.ksp.getOperators()[1].getType() == "seqaij"
-    with _self_system(lc, prefix=block_cholesky) as block:
-        assert block.P is not None
-        c_block = _petsc_compliance(block, moduli)
-    options = petsc().Options(block_cholesky)
-    options.setValue("pc_factor_mat_ordering_type", "nd")
-    try:
-        with _self_system(lc, prefix=block_cholesky) as nd:
-            assert nd.P is None
-            c_nd = _petsc_compliance(nd, moduli)
-            assert nd.ksp.getOperators()[1].getType() == "seqaij"
-    finally:
-        options.delValue("pc_factor_mat_ordering_type")
-    monkeypatch.setattr(elasticity, "BLOCK_CHOLESKY_MAX_DOFS", lc.n_dofs - 1)
-    with _self_system(lc, prefix=block_cholesky) as large:
-        assert large.P is None
-        c_large = _petsc_compliance(large, moduli)
-    # Exact by construction: the same K values, the same ordering (nd) and PETSc's same AIJ Cholesky.
-    assert c_nd == c_large == c_default
-    # P (natural block order) vs K (nd): another factorisation of the same 242-DOF SPD matrix.  K's condition
-    # number is large (void cells at Emin = 1e-9), but f.u is carried by the solid load path, whose block is
-    # well conditioned: measured <= 1.2e-14 relative on the three ground truths, Prescott and Haswell alike.
-    assert c_block == pytest.approx(c_nd, rel=1e-12)  # another factorisation of the same matrix
-
-
 def test_the_default_direct_solve_holds_a_void_held_displacement_to_a_backward_stable_answer():
     """A random 20x20 completion whose largest displacement is on a solid island held by void (Emin) cells
     only: its value is decided by the 1e-9 stiffness of those cells, so it is as accurate as the factorisation is
     backward stable.  K's Cholesky (nested dissection) agrees with SuperLU's LU of the same matrix to 1e-5
-    (the two agree with an extended-precision solve to about 1e-6); the SBAIJ block Cholesky, which inverts
-    its 2x2 pivot blocks, is 4 % off here, which is why it is not the default."""
+    (the two agree with an extended-precision solve to about 1e-6); a block Cholesky that inverts its 2x2
+    pivot blocks (PETSc's SBAIJ) is 4 % off here, which is why the direct solver factorises K itself."""
     import scipy.sparse
     import scipy.sparse.linalg
 
