@@ -565,16 +565,3 @@ def test_bin_mpirun_still_shows_mpiruns_own_errors(tmp_path):
                          text=True, timeout=120, env=dict(os.environ))
     assert run.returncode != 0
     assert "unable to launch the specified application" in run.stdout + run.stderr
-
-
-def test_a_malloc_threshold_that_is_not_a_number_is_one_warning_line_not_a_crash(monkeypatch, capsys):
-    from sphyr_hpc.runtime import petsc as runtime
-
-    monkeypatch.setenv("SPHYR_MMAP_THRESHOLD", "32M")
-    assert runtime._mmap_threshold() == runtime.DEFAULT_MMAP_THRESHOLD
-    said = capsys.readouterr().err.strip().splitlines()
-    assert len(said) == 1 and "SPHYR_MMAP_THRESHOLD='32M'" in said[0] and "1048576" in said[0]
-    monkeypatch.setenv("SPHYR_MMAP_THRESHOLD", "1048576")
-    assert runtime._mmap_threshold() == 1048576 and capsys.readouterr().err == ""
-    monkeypatch.delenv("SPHYR_MMAP_THRESHOLD")
-    assert runtime._mmap_threshold() == runtime.DEFAULT_MMAP_THRESHOLD

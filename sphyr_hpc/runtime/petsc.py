@@ -118,24 +118,8 @@ _M_MMAP_THRESHOLD, _M_MMAP_MAX = -3, -4
 # rank's element fields at 2048x1024 elements on 2 ranks are 8 MB, the assembly's blocks 1-8 MB)
 # are reused instead of new, zeroed pages every time (a 1 MB threshold gives each of them new
 # pages: at 2048x1024 on 2 ranks assembly 1.18 -> 0.73 s and update 0.55 -> 0.43 s an iteration
-# with 32 MB, for 35 MB more peak memory a rank).  ``SPHYR_MMAP_THRESHOLD=<bytes>`` sets another.
-DEFAULT_MMAP_THRESHOLD = 32 << 20
-
-
-def _mmap_threshold():
-    """``SPHYR_MMAP_THRESHOLD`` (bytes, a whole number >= 0), else :data:`DEFAULT_MMAP_THRESHOLD`; a
-    value that is not one is said in one line on stderr and the default used."""
-    text = os.environ.get("SPHYR_MMAP_THRESHOLD", "").strip()
-    if not text:
-        return DEFAULT_MMAP_THRESHOLD
-    if text.isdigit():
-        return int(text)
-    print(f"sphyr_hpc: warning: SPHYR_MMAP_THRESHOLD={text!r} is not a number of bytes (e.g. 1048576); "
-          f"using {DEFAULT_MMAP_THRESHOLD}", file=sys.stderr, flush=True)
-    return DEFAULT_MMAP_THRESHOLD
-
-
-MMAP_THRESHOLD = _mmap_threshold()
+# with 32 MB, for 35 MB more peak memory a rank).
+MMAP_THRESHOLD = 32 << 20
 
 
 # glibc's default M_MMAP_MAX (blocks it may map on pages of their own at once).
@@ -143,9 +127,7 @@ GLIBC_MMAP_MAX = 65536
 
 
 def _malloc_to_manage():
-    """glibc (ctypes), whose malloc sphyr_hpc may tune; None elsewhere or with ``SPHYR_KEEP_MALLOC``."""
-    if os.environ.get("SPHYR_KEEP_MALLOC"):
-        return None
+    """glibc (ctypes), whose malloc sphyr_hpc tunes; None elsewhere."""
     try:
         import ctypes
 
@@ -162,9 +144,7 @@ def return_freed_memory():
     every temporary of a set-up stays in the heap and in the process's
     resident memory for good: at 1024x512 elements on one rank, 150 MB for the
     interpolations' temporaries alone.  This restores glibc's default (65536
-    mappings) with a fixed threshold, :data:`MMAP_THRESHOLD`.  Large arrays are not registered
-    with a network card here (one node, shared memory); set
-    ``SPHYR_KEEP_MALLOC=1`` to leave malloc as MPI set it.
+    mappings) with a fixed threshold, :data:`MMAP_THRESHOLD`.
     """
     libc = _malloc_to_manage()
     if libc is not None:
@@ -174,8 +154,8 @@ def return_freed_memory():
 
 @contextmanager
 def large_arrays_reused():
-    """Inside: freed arrays of any size stay in the heap and are reused (glibc; a no-op elsewhere or
-    with ``SPHYR_KEEP_MALLOC``); after: large ones get their own pages again and the heap is trimmed.
+    """Inside: freed arrays of any size stay in the heap and are reused (glibc; a no-op elsewhere);
+    after: large ones get their own pages again and the heap is trimmed.
 
     glibc maps a block of 32 MB or more (its largest threshold) on pages of its own and gives them
     back when it is freed, so each such temporary of a SIMP iteration is new pages, faulted in and
