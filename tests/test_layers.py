@@ -73,3 +73,29 @@ SCRIPT = shutil.which("sphyr-score", path=f"{Path(sys.executable).parent}{os.pat
 def test_a_console_script_is_the_command():
     run = subprocess.run([SCRIPT, "--help"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and "python -m sphyr_hpc.score" in run.stdout
+
+
+def _documented_modules():
+    """(folder heading, module path) of every row of docs/design.md's "Modules" section."""
+    text = (ROOT / "docs" / "design.md").read_text()
+    section = text.split("\n## Modules\n", 1)[1].split("\n## ", 1)[0]
+    rows, folder = [], None
+    for line in section.splitlines():
+        if line.startswith("### "):
+            folder = "" if "top level" in line else line[4:].strip("`/ ")
+        elif line.startswith("| `") and folder is not None:
+            rows.append((folder, line.split("`")[1]))
+    return rows
+
+
+def test_design_lists_every_module_in_its_layer():
+    rows = _documented_modules()
+    listed = [path for _, path in rows]
+    actual = sorted(str(p.relative_to(PACKAGE)) for p in _sources())
+    assert sorted(set(listed)) == sorted(listed), "a module is listed twice in docs/design.md"
+    missing = sorted(set(actual) - set(listed))
+    stale = sorted(set(listed) - set(actual))
+    assert not missing, f"modules missing from docs/design.md's Modules section: {missing}"
+    assert not stale, f"docs/design.md lists modules that do not exist: {stale}"
+    for folder, path in rows:
+        assert str(Path(path).parent).replace(".", "") == folder, f"{path} is listed under {folder or 'top level'}"
