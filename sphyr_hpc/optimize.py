@@ -31,7 +31,7 @@ physical_slab, compliance, change)`` every iteration; ``--fields DIR``
 writes the history with :class:`sphyr_hpc.io.fields.HistoryWriter` when that
 module is installed (skipped with a message otherwise).
 
-PETSc options (``-sphyr_ksp_rtol 1e-8``, ``-sphyr_pc_type gamg``,
+PETSc options (``-sphyr_ksp_rtol 1e-8``, ``-sphyr_pc_mg_cycle_type v``,
 ``-sphyr_mg_levels_ksp_max_it 3``, ``-sphyr_ksp_monitor``, ``-log_view``)
 may be given anywhere on the command line.
 
