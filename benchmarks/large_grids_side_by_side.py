@@ -19,7 +19,7 @@
    matrix, W-cycles on every level): the bytes the old format must move.
 4. ``--variant LABEL:OPTIONS``: this tree with other options in every round, after that
    round's old and new runs (a lever measured against the run beside it).
-5. ``--big``: this tree alone, ``--big-iterations`` iterations, after checking
+4. ``--big``: this tree alone, ``--big-iterations`` iterations, after checking
    that the machine has the memory free (0.75 GB per 1M DOFs a run needs
    here, with room to spare; skipped with a note otherwise).
 
@@ -37,7 +37,6 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "benchmarks", "results")
-TODAY_OPTIONS = ["-sphyr_pc_mg_galerkin", "both", "-sphyr_filter_type", "matrix", "-sphyr_mg_finest_cycle_type", "w"]
 
 
 def available_gb():
@@ -133,9 +132,8 @@ def main(argv=None):
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--iterations", type=int, default=6)
-    p.add_argument("--no-today", action="store_true", help="skip the run with today's behaviour from options")
     p.add_argument("--variant", action="append", default=[], metavar="LABEL:OPTIONS",
-                   help="a run of this tree with PETSc options in every round, e.g. 'baij:-sphyr_mat_type baij' (repeatable)")
+                   help="a run of this tree with PETSc options in every round, e.g. 'v-cycles:-sphyr_pc_mg_cycle_type v' (repeatable)")
     p.add_argument("--big", help="a size run on this tree alone after the side-by-side (e.g. 4096x2048)")
     p.add_argument("--big-iterations", type=int, default=5)
     p.add_argument("--out", default=os.path.join(RESULTS, "large_grids_side_by_side"))
@@ -162,9 +160,6 @@ def main(argv=None):
                 label, _, options = variant.partition(":")
                 report["runs"].append(run(REPO, args.size, args.ranks, args.iterations, design, workdir,
                                           f"new, {label}, round {r + 1}", options.split()))
-        if not args.no_today:
-            report["runs"].append(run(REPO, args.size, args.ranks, args.iterations, design, workdir,
-                                      "new, today's behaviour by options", TODAY_OPTIONS))
         report["speedup"] = speedup
         report["speedup_median"] = statistics.median(speedup) if speedup else None
         if args.big:
