@@ -14,6 +14,7 @@ import hashlib
 import os
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 KERNELS = ("sphyr_hpc/solvers/q4_apply.c", "sphyr_hpc/solvers/stencil_apply.c",
            "sphyr_hpc/optimiser/oc_volume.c", "sphyr_hpc/optimiser/filter_stencil.c")
@@ -47,4 +48,13 @@ def kernels_extension():
                      optional=True)
 
 
-setup(ext_modules=[kernels_extension()])
+class build_kernels(build_ext):
+    """build_ext compiling every time: its check of what is up to date compares files, not the flags,
+    so a build for one CPU after a portable one (or the other way) would keep the first."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        self.force = True
+
+
+setup(ext_modules=[kernels_extension()], cmdclass={"build_ext": build_kernels})
