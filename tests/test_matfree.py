@@ -6,14 +6,15 @@ Serial tests run under plain ``pytest``; tests marked ``mpi`` need 2 ranks
 every rank got before asserting.
 """
 
+import hashlib
+import importlib.machinery
 import json
-import os
 
 import numpy as np
 import pytest
 from mpi4py import MPI
 
-from conftest import collective, two_ranks_marker
+from conftest import ROOT, collective, two_ranks_marker
 from sphyr_hpc.core import discretisation as fe
 from sphyr_hpc.optimiser import problems
 from sphyr_hpc.runtime import native
@@ -28,6 +29,10 @@ two_ranks = two_ranks_marker("tests/test_matfree.py")
 
 # Small grids keep more than one multigrid level (the shell serves only the smoothed finest level).
 COARSE = {"mg_coarse_max_dofs": 300}
+# What setup.py digests into the extension's SOURCE_DIGEST, in its order.
+KERNEL_SOURCES = ("sphyr_hpc/solvers/q4_apply.c", "sphyr_hpc/solvers/stencil_apply.c",
+                  "sphyr_hpc/optimiser/oc_volume.c", "sphyr_hpc/optimiser/filter_stencil.c",
+                  "sphyr_hpc/runtime/kernels.h")
 
 
 def _with_options(prefix, values):
@@ -174,53 +179,78 @@ def test_stencil_nonzeros_count_what_petsc_stores():
         assert matfree.stencil_nonzeros(lc.shape, storage) == stored
 
 
-@ONE_RANK
-def test_without_a_compiler_the_finest_level_is_stored_and_said_once(monkeypatch, capsys):
-    lc = problems.preset("mbb", 96, 32).loadcase()
-    monkeypatch.setenv("CC", "no-such-compiler-here")
-    monkeypatch.setattr(elasticity, "_FALLBACK_SAID", [])
-    native.load.cache_clear()
-    clear = _with_options("mf_nocc_", COARSE)
+# An extension module of this name is never built: the kernels as a build without a C compiler leaves them.
+MISSING = "sphyr_hpc.runtime._kernels_never_built"
+
+
+def _grey_compliances(lc, prefix, times):
+    """The compliance of one grey design on the system of ``lc`` under ``prefix`` (with COARSE), built
+    ``times`` times over, and the finest level's storage."""
+    clear = _with_options(prefix, COARSE)
     try:
         compliances = []
-        for _ in range(2):
-            with elasticity_system(lc, prefix="mf_nocc_", solver="mg") as system:
-                assert system.K.getType() == "seqsbaij"
+        for _ in range(times):
+            with elasticity_system(lc, prefix=prefix, solver="mg") as system:
                 grey = fe.simp_modulus(np.random.default_rng(2).uniform(0.3, 1.0, lc.shape))
                 compliances.append(system.solve(system.slab_of(grey)))
+                kind = system.K.getType()
     finally:
         clear()
-        native.load.cache_clear()
+    return kind, compliances
+
+
+@ONE_RANK
+def test_the_installed_kernels_are_loaded_and_built_from_these_sources():
+    # bin/setup builds the extension (pip install -e .) and again whenever a C source is newer.
+    assert native.library() is not None
+    digest = hashlib.sha256()
+    for path in KERNEL_SOURCES:
+        digest.update(path.encode("utf-8") + b"\0" + (ROOT / path).read_bytes())
+    assert native.source_digest() == digest.hexdigest(), "the compiled kernels are stale: run bin/setup"
+
+
+@ONE_RANK
+def test_without_the_extension_every_kernel_is_unavailable_with_a_one_line_reason(monkeypatch):
+    monkeypatch.setattr(native, "EXTENSION", MISSING)
+    for attempt in (native.library, lambda: native.native_function("q4_apply", None), matfree.kernel):
+        with pytest.raises(native.NativeUnavailable) as caught:
+            attempt()
+        reason = str(caught.value)
+        assert "\n" not in reason and f"compiled kernels ({MISSING}) are not installed" in reason
+    assert native.source_digest() is None
+
+
+@ONE_RANK
+def test_a_kernel_missing_from_the_library_is_unavailable_not_an_attribute_error():
+    with pytest.raises(native.NativeUnavailable, match="the compiled kernels have no no_such_kernel: "):
+        native.native_function("no_such_kernel", None)
+
+
+@ONE_RANK
+def test_an_extension_that_does_not_load_is_unavailable_with_the_loader_s_reason(tmp_path, monkeypatch):
+    (tmp_path / f"broken_kernels{importlib.machinery.EXTENSION_SUFFIXES[0]}").write_text("not a library\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(native, "EXTENSION", "broken_kernels")
+    with pytest.raises(native.NativeUnavailable, match=r"\(broken_kernels\) cannot be imported: .*broken_kernels"):
+        native.library()
+
+
+@ONE_RANK
+def test_without_the_extension_the_finest_level_is_stored_said_once_with_the_same_compliance(monkeypatch,
+                                                                                              capsys):
+    lc = problems.preset("mbb", 96, 32).loadcase()
+    kind, (compiled,) = _grey_compliances(lc, "mf_kernels_", 1)
+    assert kind == "python"
+    monkeypatch.setattr(native, "EXTENSION", MISSING)
+    monkeypatch.setattr(elasticity, "_FALLBACK_SAID", [])
+    capsys.readouterr()
+    kind, compliances = _grey_compliances(lc, "mf_nokernels_", 2)
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no C compiler ('no-such-compiler-here' not found) for q4_apply.c" in err
-    assert "-mf_nocc_mat_type sbaij" in err
-    assert np.isfinite(compliances[0]) and compliances[0] == compliances[1]
-
-
-@ONE_RANK
-def test_a_kernel_is_compiled_once_into_the_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPHYR_KERNEL_CACHE", str(tmp_path))
-    native.load.cache_clear()
-    try:
-        matfree.kernel()
-        built = list(tmp_path.glob("q4_apply-*.so"))
-        assert len(built) == 1 and not list(tmp_path.glob(".*"))  # no partial file left behind
-        stamp = os.stat(built[0]).st_mtime_ns
-        native.load.cache_clear()
-        matfree.kernel()  # another process: found, not compiled again
-        assert list(tmp_path.glob("q4_apply-*.so")) == built and os.stat(built[0]).st_mtime_ns == stamp
-    finally:
-        native.load.cache_clear()
-
-
-@ONE_RANK
-def test_a_kernel_that_does_not_compile_says_why_in_one_line(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPHYR_KERNEL_CACHE", str(tmp_path / "cache"))
-    broken = tmp_path / "broken.c"
-    broken.write_text("this is not C\n")
-    with pytest.raises(native.NativeUnavailable, match=r"could not compile broken\.c: .*broken\.c:1"):
-        native.load(broken)
-    assert not list((tmp_path / "cache").iterdir())
+    assert kind == "seqsbaij"
+    assert err.count("\n") == 1 and f"compiled kernels ({MISSING}) are not installed" in err
+    assert "-mf_nokernels_mat_type sbaij" in err
+    assert compliances[0] == compliances[1]
+    assert compliances[0] == pytest.approx(compiled, rel=1e-9)  # both CG solves stop at a relative residual of 1e-6
 
 
 def _sor_system_solves():
@@ -346,13 +376,12 @@ def test_optimize_prints_the_bound_of_every_phase(tmp_path, capsys):
 
 
 @two_ranks
-def test_a_compiler_missing_on_one_rank_stores_k_on_every_rank(monkeypatch):
-    # The shell's set-up is collective: a rank that cannot compile must not leave the others waiting.
+def test_kernels_missing_on_one_rank_store_k_on_every_rank(monkeypatch):
+    # The shell's set-up is collective: a rank without the kernels must not leave the others waiting.
     lc = problems.preset("mbb", 96, 32).loadcase()
     if WORLD.rank == 1:
-        monkeypatch.setenv("CC", "no-such-compiler-here")
+        monkeypatch.setattr(native, "EXTENSION", MISSING)
     monkeypatch.setattr(elasticity, "_FALLBACK_SAID", [])
-    native.load.cache_clear()
     clear = _with_options("mf_onecc_", COARSE)
 
     def build():
@@ -364,7 +393,6 @@ def test_a_compiler_missing_on_one_rank_stores_k_on_every_rank(monkeypatch):
         results = collective(build)
     finally:
         clear()
-        native.load.cache_clear()
     assert [kind for kind, _ in results] == ["mpisbaij", "mpisbaij"]
     assert np.isfinite(results[0][1]) and results[0][1] == results[1][1]
     WORLD.Barrier()

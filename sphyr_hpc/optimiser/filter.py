@@ -10,23 +10,20 @@ parallel MatMult and no field is ever gathered.
 
 import ctypes
 import math
-from pathlib import Path
 
 import numpy as np
 
 from ..runtime import native
-from ..solvers.fused import native_function
 
 FILTER_RADIUS = 1.2
-STENCIL_SOURCE = Path(__file__).with_name("filter_stencil.c")
 
 
 def _stencil_kernel():
-    """The compiled ``filter_stencil`` (the stencil kind's sum in one pass), or None without a C
-    compiler (the numpy passes, the same sums)."""
+    """The compiled ``filter_stencil`` (the stencil kind's sum in one pass), or None without the
+    compiled kernels (the numpy passes, the same sums)."""
     pointer, size = ctypes.c_void_p, ctypes.c_int64
     try:
-        return native_function(STENCIL_SOURCE, "filter_stencil", None, size, size, size, pointer, size, pointer,
+        return native.native_function("filter_stencil", None, size, size, size, pointer, size, pointer,
                                pointer, pointer, pointer)
     except native.NativeUnavailable:
         return None

@@ -6,6 +6,9 @@
  */
 #include <stdint.h>
 
+#include "kernels.h"
+
+SPHYR_KERNEL
 void filter_stencil(int64_t ny, int64_t nx, int64_t reach, const double *restrict padded, int64_t n_terms,
                     const int64_t *restrict dr, const int64_t *restrict dc, const double *restrict w,
                     double *restrict out)

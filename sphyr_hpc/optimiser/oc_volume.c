@@ -9,6 +9,8 @@
  */
 #include <stdint.h>
 
+#include "kernels.h"
+
 /* numpy.maximum and numpy.minimum of two numbers (a tie gives the first: the sign of a zero as numpy's). */
 static inline double maximum(double a, double b) { return a >= b ? a : b; }
 static inline double minimum(double a, double b) { return a <= b ? a : b; }
@@ -18,6 +20,7 @@ static inline double candidate(double scaled, double x, double move, double s)
     return minimum(maximum(scaled * s, maximum(x - move, 0.0)), minimum(x + move, 1.0));
 }
 
+SPHYR_KERNEL
 double oc_volume(int64_t n, const double *restrict scaled, const double *restrict x, const double *restrict dv,
                  double move, double s)
 {
@@ -31,6 +34,7 @@ double oc_volume(int64_t n, const double *restrict scaled, const double *restric
     return (sum[0] + sum[1]) + (sum[2] + sum[3]);
 }
 
+SPHYR_KERNEL
 void oc_candidate(int64_t n, const double *restrict scaled, const double *restrict x, double move, double s,
                   double *restrict out)
 {

@@ -34,7 +34,6 @@ import ctypes
 import functools
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -52,7 +51,6 @@ OC_RELATIVE_GAP = 1e-6
 # A volume bound decides a bisection step only when it clears the target by this much (relative):
 # far above the rounding of a sum of a few million positive terms (n * eps ~ 1e-9 at 4M).
 BOUND_MARGIN = 1e-7
-OC_SOURCE = Path(__file__).with_name("oc_volume.c")
 
 
 @dataclass
@@ -279,14 +277,13 @@ _EPS = float(np.finfo(float).eps)
 @functools.lru_cache(maxsize=1)
 def _oc_kernels():
     """The compiled ``oc_volume`` and ``oc_candidate`` (the bisection's pass in one read of three
-    arrays), or None without a C compiler (numpy's passes)."""
+    arrays), or None without the compiled kernels (numpy's passes)."""
     from ..runtime import native
-    from ..solvers.fused import native_function
 
     pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
     try:
-        return (native_function(OC_SOURCE, "oc_volume", real, size, pointer, pointer, pointer, real, real),
-                native_function(OC_SOURCE, "oc_candidate", None, size, pointer, pointer, real, real, pointer))
+        return (native.native_function("oc_volume", real, size, pointer, pointer, pointer, real, real),
+                native.native_function("oc_candidate", None, size, pointer, pointer, real, real, pointer))
     except native.NativeUnavailable:
         return None
 

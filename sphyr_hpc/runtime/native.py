@@ -1,94 +1,73 @@
-"""C kernels of the package, compiled on first use and loaded with ctypes.
+"""The package's C kernels: one extension module built by the install, called through ctypes.
 
-A kernel is one C file beside the module that uses it.  It is compiled with the
-machine's C compiler (``$CC``, else ``cc``) and ``-O3 -march=native`` into a
-per-user cache (``$SPHYR_KERNEL_CACHE``, else ``$XDG_CACHE_HOME/sphyr_hpc``,
-else ``~/.cache/sphyr_hpc``), named by a SHA-256 of the source, the compiler,
-the flags and the CPU (a cache shared by different machines never hands one
-another's instructions to a CPU without them).  Ranks that compile at the same
-time each write their own file and move it into place atomically.
+The kernels (``q4_apply.c`` and ``stencil_apply.c`` beside the solvers that call them,
+``oc_volume.c`` and ``filter_stencil.c`` beside the optimiser's) are compiled when the package is
+installed, into the extension module ``sphyr_hpc.runtime._kernels`` (``setup.py``;
+docs/install.md).  Nothing is compiled at run time, so no C compiler is needed to run.  The module
+has no Python functions: it is imported only to find its file, which :func:`library` opens with
+ctypes, and each kernel is a plain C function over NumPy buffers (:func:`native_function`).
 
-Without a compiler, or when compiling fails, :func:`load` raises
-:class:`NativeUnavailable` with a one-line reason; its callers fall back to
-pure PETSc.
+Without the extension (a build without a C compiler, a pure-Python install, a module that does not
+load), :func:`library` raises :class:`NativeUnavailable` with a one-line reason; its callers fall
+back to PETSc or NumPy.
 """
 
 import ctypes
 import functools
-import hashlib
-import os
-import platform
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
+import importlib
 
-CFLAGS = ("-O3", "-march=native", "-std=c99", "-shared", "-fPIC")
-# Seconds a compilation may take before it counts as failed.
-COMPILE_TIMEOUT = 120
+EXTENSION = "sphyr_hpc.runtime._kernels"
 
 
 class NativeUnavailable(RuntimeError):
-    """A C kernel that cannot be compiled or loaded here."""
+    """The compiled kernels are not installed here, or cannot be loaded."""
 
 
-def cache_dir():
-    """Where compiled kernels are kept (see the module docstring)."""
-    explicit = os.environ.get("SPHYR_KERNEL_CACHE")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "sphyr_hpc"
-
-
-def _cpu():
-    """The CPU's model and instruction-set flags (Linux), else what platform says."""
+@functools.lru_cache(maxsize=4)
+def _opened(name):
+    """``(module, library, None)`` of the extension module ``name``, or ``(None, None, reason)``."""
     try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or platform.machine()
-    wanted = [line for line in text.splitlines() if line.startswith(("model name", "flags", "Features"))]
-    return "\n".join(dict.fromkeys(wanted))  # the first CPU's lines (all cores repeat them)
-
-
-@functools.lru_cache(maxsize=None)
-def load(source):
-    """The ctypes library of the C file ``source`` (a path), compiled here if not cached."""
-    source = Path(source)
-    compiler = os.environ.get("CC", "cc")
-    if shutil.which(compiler) is None:
-        raise NativeUnavailable(f"no C compiler ({compiler!r} not found) for {source.name}")
-    key = hashlib.sha256("\0".join([source.read_text(), compiler, *CFLAGS, platform.machine(), _cpu()])
-                         .encode()).hexdigest()[:20]
-    target = cache_dir() / f"{source.stem}-{key}.so"
-    if not target.exists():
-        _compile(compiler, source, target)
+        module = importlib.import_module(name)
+    except ImportError as err:
+        if isinstance(err, ModuleNotFoundError) and err.name == name:
+            return None, None, (f"the compiled kernels ({name}) are not installed (the install builds "
+                                f"them where it finds a C compiler: docs/install.md)")
+        first = (str(err).strip().splitlines() or ["no message"])[0]
+        return None, None, f"the compiled kernels ({name}) cannot be imported: {first}"
+    path = getattr(module, "__file__", None)
+    if not path:
+        return None, None, f"{name} is not a compiled module"
     try:
-        return ctypes.CDLL(str(target))
+        return module, ctypes.CDLL(path), None
     except OSError as err:
-        raise NativeUnavailable(f"cannot load {target}: {err}") from None
+        return None, None, f"cannot load the compiled kernels {path}: {err}"
 
 
-def _compile(compiler, source, target):
+def library():
+    """The ctypes library of the compiled kernels (raises :class:`NativeUnavailable`)."""
+    _, found, reason = _opened(EXTENSION)
+    if found is None:
+        raise NativeUnavailable(reason)
+    return found
+
+
+def source_digest():
+    """SHA-256 (64 hex digits) of the kernels' sources the installed extension was built from, or
+    None without it."""
+    module, _, _ = _opened(EXTENSION)
+    return getattr(module, "SOURCE_DIGEST", None)
+
+
+def native_function(name, restype, *argtypes):
+    """The compiled kernel ``name`` with its ctypes signature (raises :class:`NativeUnavailable`)."""
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}.", suffix=".so")
-        os.close(fd)
-    except OSError as err:
-        raise NativeUnavailable(f"cannot write the kernel cache {target.parent}: {err.strerror}; "
-                                f"set SPHYR_KERNEL_CACHE to a writable folder") from None
-    try:
-        done = subprocess.run([compiler, *CFLAGS, "-o", partial, str(source)], capture_output=True,
-                              text=True, timeout=COMPILE_TIMEOUT)
-        if done.returncode != 0:
-            first = (done.stderr.strip().splitlines() or ["no message"])[0]
-            raise NativeUnavailable(f"{compiler} could not compile {source.name}: {first}")
-        os.replace(partial, target)
-    except subprocess.TimeoutExpired:
-        raise NativeUnavailable(f"{compiler} took over {COMPILE_TIMEOUT} s on {source.name}") from None
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
+        function = getattr(library(), name)
+    except AttributeError:
+        raise NativeUnavailable(f"the compiled kernels have no {name}: they are older than the package; "
+                                f"reinstall sphyr_hpc to build them again") from None
+    function.argtypes = list(argtypes)
+    function.restype = restype
+    return function
 
 
-__all__ = ["NativeUnavailable", "cache_dir", "load"]
+__all__ = ["EXTENSION", "NativeUnavailable", "library", "native_function", "source_digest"]

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from ..io.yardstick_store import DamagedEntry, encode
+from ..runtime import native
 from .yardstick_store import package_version
 
 # Rows a table keeps (the latest written): many more than the models of any published benchmark.
@@ -46,14 +47,17 @@ METRIC_CODE = ("core", "solvers", "optimiser", "scoring")
 
 @functools.lru_cache(maxsize=1)
 def code_digest():
-    """SHA-256 (64 hex digits) of the source of every module of :data:`METRIC_CODE`, Python and the C
-    kernels it compiles (sphyr_hpc.runtime.native), in path order."""
+    """SHA-256 (64 hex digits) of the source of every Python module of :data:`METRIC_CODE`, in path
+    order, then of the C kernels' sources the installed extension was built from (its digest,
+    :func:`~sphyr_hpc.runtime.native.source_digest`; ``none`` without it, where NumPy and PETSc
+    compute in their place): an install carries the kernels compiled, not their sources."""
     root = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()
     for folder in METRIC_CODE:
-        for path in sorted(p for suffix in ("*.py", "*.c") for p in (root / folder).glob(suffix)):
+        for path in sorted((root / folder).glob("*.py")):
             digest.update(f"{folder}/{path.name}\0".encode("utf-8"))
             digest.update(path.read_bytes())
+    digest.update(f"kernels\0{native.source_digest() or 'none'}".encode("utf-8"))
     return digest.hexdigest()
 
 

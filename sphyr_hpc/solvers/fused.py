@@ -15,34 +15,19 @@ with any of them.
 """
 
 import ctypes
-from pathlib import Path
 
 import numpy as np
 
-from ..runtime import native
+from ..runtime.native import native_function
 from ..runtime.petsc import petsc
-
-# The vector kernels (the first Chebyshev step, the estimate's CG passes) live beside the finest
-# level's product.
-VECTOR_SOURCE = Path(__file__).with_name("q4_apply.c")
-
-
-def native_function(source, name, restype, *argtypes):
-    """Function ``name`` of the C file ``source`` (compiled on first use by
-    :func:`~sphyr_hpc.runtime.native.load`) with its ctypes signature."""
-    function = getattr(native.load(source), name)
-    function.argtypes = list(argtypes)
-    function.restype = restype
-    return function
-
 
 def vector_kernels():
     """The compiled ``chebyshev_first``, ``cg_residual`` and ``cg_direction`` (raises
     :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
     pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
-    return (native_function(VECTOR_SOURCE, "chebyshev_first", None, size, pointer, pointer, real, pointer, pointer),
-            native_function(VECTOR_SOURCE, "cg_residual", real, size, real, pointer, pointer, pointer),
-            native_function(VECTOR_SOURCE, "cg_direction", None, size, real, pointer, pointer, pointer))
+    return (native_function("chebyshev_first", None, size, pointer, pointer, real, pointer, pointer),
+            native_function("cg_residual", real, size, real, pointer, pointer, pointer),
+            native_function("cg_direction", None, size, real, pointer, pointer, pointer))
 
 
 def ring_plan(PETSc, da, dof):
@@ -276,5 +261,5 @@ class ChebyshevSmoother:
         ksp.setConvergedReason(PETSc.KSP.ConvergedReason.CONVERGED_ITS)
 
 
-__all__ = ["ChebyshevSmoother", "FusedOperator", "lanczos_extremes", "native_function", "operator_of", "ring_plan",
+__all__ = ["ChebyshevSmoother", "FusedOperator", "lanczos_extremes", "operator_of", "ring_plan",
            "ring_pointers", "vector_kernels"]

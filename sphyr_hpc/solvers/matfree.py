@@ -1,7 +1,7 @@
 """The large-grid stiffness applied from the element moduli: a PETSc shell matrix, no stored K.
 
 ``y = K(E) x`` on a rank's owned nodes is a sum over the (up to 4) elements
-around each node of ``E_e K0 x_e`` (``q4_apply.c``, compiled on first use by
+around each node of ``E_e K0 x_e`` (``q4_apply.c``, built by the install:
 :mod:`sphyr_hpc.runtime.native`).  One product reads x's owned values in place,
 the element moduli around the owned nodes and writes y: about 40 bytes a node
 against ~190 for K's upper 2x2 blocks in SBAIJ, and nothing is stored but the
@@ -18,27 +18,21 @@ coarse operators come from the moduli as before
 """
 
 import ctypes
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..runtime import native
+from ..runtime.native import native_function
 from .assembly import _POS, ModuliBox
-from .fused import (ChebyshevSmoother, FusedOperator, lanczos_extremes, native_function, operator_of, ring_plan,
+from .fused import (ChebyshevSmoother, FusedOperator, lanczos_extremes, operator_of, ring_plan,
                     ring_pointers)
 from .stencil import STENCIL
 
-SOURCE = Path(__file__).with_name("q4_apply.c")
-
-
 def kernel():
     """The compiled ``q4_apply`` (raises :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
-    function = native.load(SOURCE).q4_apply
     pointer, size = ctypes.c_void_p, ctypes.c_int64
-    function.argtypes = [size, size] + [pointer] * 6 + [size, pointer, pointer, size, pointer]
-    function.restype = ctypes.c_double
-    return function
+    return native_function("q4_apply", ctypes.c_double, size, size, *[pointer] * 6, size, pointer, pointer, size,
+                           pointer)
 
 
 def modal_constants(ke):
@@ -64,7 +58,7 @@ def modal_constants(ke):
 
 
 def _function(name, *argtypes):
-    return native_function(SOURCE, name, None, *argtypes)
+    return native_function(name, None, *argtypes)
 
 
 def kernels():
@@ -133,7 +127,7 @@ class FineOperator(FusedOperator):
         self._E = None
         self._diagonal = np.zeros(2 * self._box[0] * self._box[1])
         self._inverse_diagonal = np.zeros_like(self._diagonal)
-        self._work = np.zeros(native_function(SOURCE, "q4_work_size", ctypes.c_int64, ctypes.c_int64)(nx))
+        self._work = np.zeros(native_function("q4_work_size", ctypes.c_int64, ctypes.c_int64)(nx))
         self.nnz = stencil_nonzeros(shape, storage)
         # What one product reads of the operator, all ranks: the moduli (sphyr_hpc.optimiser.measure).
         self.stored_bytes = 8.0 * comm.tompi4py().allreduce(self._moduli.box_array.size)

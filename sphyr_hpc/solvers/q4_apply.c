@@ -39,6 +39,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels.h"
+
 static const int PR[4] = {0, 0, 1, 1};
 static const int PC[4] = {0, 1, 1, 0};
 
@@ -359,6 +361,7 @@ static double passes(int mode, int64_t ny, int64_t nx, const double *x, const do
 
 /* With want_dot, returns x . y over the owned values (each row's, while it is in cache), else 0.
  * work: q4_work_size(nx) doubles. */
+SPHYR_KERNEL
 double q4_apply(int64_t ny, int64_t nx, const double *restrict x, const double *restrict top,
                 const double *restrict bottom, const double *restrict left, const double *restrict right,
                 const double *restrict E, int64_t e_stride, const double *restrict modes, double *restrict y,
@@ -380,6 +383,7 @@ double q4_apply(int64_t ny, int64_t nx, const double *restrict x, const double *
  * leaves them, which then need not write d) and is only written.  work: q4_work_size(nx) doubles.  Row j is updated in its
  * pass, after node row j + 1 is split, and the split rows are the values the elements read, so the step
  * is the same as with a separate product. */
+SPHYR_KERNEL
 void chebyshev_step(int64_t ny, int64_t nx, double *restrict x, const double *restrict top,
                     const double *restrict bottom, const double *restrict left, const double *restrict right,
                     const double *restrict E, int64_t e_stride, const double *restrict modes,
@@ -399,6 +403,7 @@ void chebyshev_step(int64_t ny, int64_t nx, double *restrict x, const double *re
 
 /* The first Chebyshev step from x = 0: d = scale D^-1 b, x = d (n values); d only where given (else the
  * next step takes d from x: chebyshev_step's d_is_x). */
+SPHYR_KERNEL
 void chebyshev_first(int64_t n, const double *restrict b, const double *restrict dinv, double scale,
                      double *restrict d, double *restrict x)
 {
@@ -415,6 +420,7 @@ void chebyshev_first(int64_t n, const double *restrict b, const double *restrict
 }
 
 /* K's diagonal on the owned nodes and its inverse, from the element moduli (E as for q4_apply). */
+SPHYR_KERNEL
 void q4_diagonal(int64_t ny, int64_t nx, const double *restrict E, int64_t e_stride, const double *restrict ke,
                  double *restrict diagonal, double *restrict inverse)
 {
@@ -441,6 +447,7 @@ void q4_diagonal(int64_t ny, int64_t nx, const double *restrict E, int64_t e_str
 }
 
 /* A CG step's residual update, r -= alpha w; returns r . D^-1 r. */
+SPHYR_KERNEL
 double cg_residual(int64_t n, double alpha, double *restrict r, const double *restrict w,
                    const double *restrict dinv)
 {
@@ -450,6 +457,7 @@ double cg_residual(int64_t n, double alpha, double *restrict r, const double *re
 }
 
 /* A CG step's new direction, p = D^-1 r + beta p. */
+SPHYR_KERNEL
 void cg_direction(int64_t n, double beta, const double *restrict r, const double *restrict dinv, double *restrict p)
 {
     for (int64_t q = 0; q < n; ++q)
@@ -460,6 +468,7 @@ void cg_direction(int64_t n, double beta, const double *restrict r, const double
  * node is (r0 + ey, c0 + ex) of the ghosted nodes u (gnx nodes a row, 2 values a node).  In the
  * element's modes (see the top of this file) the energy is c11 (sux^2 + svy^2) + 2 c12 sux svy
  * + c33 (suy + svx)^2 + hu suxy^2 + hv svxy^2 with sux = p / 2, suy = q / 2, suxy = w / 4, ... */
+SPHYR_KERNEL
 void q4_energies(int64_t ne_y, int64_t ne_x, const double *restrict u, int64_t gnx, int64_t r0, int64_t c0,
                  const double *restrict modes, double *restrict out)
 {

@@ -25,14 +25,12 @@ them.  A product reads x where it lies and its ring by the same kind of scatter
 """
 
 import ctypes
-from pathlib import Path
 
 import numpy as np
 
-from ..runtime.native import NativeUnavailable
-from .fused import FusedOperator, native_function, ring_plan
+from ..runtime.native import NativeUnavailable, native_function
+from .fused import FusedOperator, ring_plan
 
-SOURCE = Path(__file__).with_name("stencil_apply.c")
 # Numbers a node's stencil holds (stencil_apply.c): D's 3, then E, NW, N, NE's 2x2 blocks.
 NS = 19
 # The word naming this storage for a multigrid level (``-<prefix>mg_levels_mat_type stencil``).
@@ -44,22 +42,22 @@ def kernels():
     ``stencil_add_elements``, ``stencil_add_listed``, ``stencil_pack``, ``stencil_packed_size`` and
     ``stencil_work_size`` (raises :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
     pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
-    return (native_function(SOURCE, "stencil_apply", real, size, size, *[pointer] * 4, size, pointer),
-            native_function(SOURCE, "stencil_chebyshev_step", None, size, size, *[pointer] * 6, real, real, size,
+    return (native_function("stencil_apply", real, size, size, *[pointer] * 4, size, pointer),
+            native_function("stencil_chebyshev_step", None, size, size, *[pointer] * 6, real, real, size,
                             pointer),
-            native_function(SOURCE, "stencil_diagonal", None, size, size, pointer, pointer, pointer),
-            native_function(SOURCE, "stencil_add_elements", None, size, size, pointer, size, size, size, size,
+            native_function("stencil_diagonal", None, size, size, pointer, pointer, pointer),
+            native_function("stencil_add_elements", None, size, size, pointer, size, size, size, size,
                             pointer, pointer),
-            native_function(SOURCE, "stencil_add_listed", None, size, pointer, pointer, size, size, pointer, pointer),
-            native_function(SOURCE, "stencil_pack", None, size, size, pointer, pointer, pointer),
-            native_function(SOURCE, "stencil_packed_size", size, size, size),
-            native_function(SOURCE, "stencil_work_size", size, size))
+            native_function("stencil_add_listed", None, size, pointer, pointer, size, size, pointer, pointer),
+            native_function("stencil_pack", None, size, size, pointer, pointer, pointer),
+            native_function("stencil_packed_size", size, size, size),
+            native_function("stencil_work_size", size, size))
 
 
 def from_moduli_kernel():
     """The compiled ``stencil_from_moduli`` (:class:`ModuliSum`)."""
     pointer, size = ctypes.c_void_p, ctypes.c_int64
-    return native_function(SOURCE, "stencil_from_moduli", None, size, size, *[pointer] * 4, size, pointer, size,
+    return native_function("stencil_from_moduli", None, size, size, *[pointer] * 4, size, pointer, size,
                            pointer, size, size, size, size, pointer, pointer, pointer)
 
 

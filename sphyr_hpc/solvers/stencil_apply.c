@@ -22,6 +22,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels.h"
+
 #define NS 19
 
 typedef struct {
@@ -102,6 +104,7 @@ static void put(double *restrict block, int64_t lane, const double *restrict sn)
 
 /* The stencils of the owned nodes and the ring (s, s_ring) packed for the products: every value written,
  * the zeros past the nodes included. */
+SPHYR_KERNEL
 void stencil_pack(int64_t ny, int64_t nx, const double *s, const double *s_ring, double *restrict packed)
 {
     const field f = make(s, s_ring, ny, nx, NS);
@@ -284,6 +287,7 @@ static void product_of_row(const field *fx, const double *packed, rows *w, int64
 
 /* y = A x on the owned nodes (x: owned values and ring; packed: stencil_pack's); with want_dot returns the
  * owned part of x . y, else 0.  work: stencil_work_size(nx) doubles. */
+SPHYR_KERNEL
 double stencil_apply(int64_t ny, int64_t nx, const double *x, const double *x_ring, const double *packed,
                      double *restrict y, int64_t want_dot, double *work)
 {
@@ -314,6 +318,7 @@ double stencil_apply(int64_t ny, int64_t nx, const double *x, const double *x_ri
  * product from x's values before the step (the ring holding the neighbours' from before it; a row is
  * split before the row above it is updated); with d_is_x, d is taken to equal x (as q4_apply.c's
  * chebyshev_first leaves them) and only written.  work: stencil_work_size(nx) doubles. */
+SPHYR_KERNEL
 void stencil_chebyshev_step(int64_t ny, int64_t nx, double *x, const double *x_ring, const double *packed,
                             const double *restrict b, const double *restrict dinv, double *restrict d, double c_d,
                             double c_r, int64_t d_is_x, double *restrict work)
@@ -330,6 +335,7 @@ void stencil_chebyshev_step(int64_t ny, int64_t nx, double *x, const double *x_r
 }
 
 /* The owned nodes' diagonal and its inverse (2 ny nx values each) from their stencils. */
+SPHYR_KERNEL
 void stencil_diagonal(int64_t ny, int64_t nx, const double *restrict s, double *restrict diagonal,
                       double *restrict inverse)
 {
@@ -388,6 +394,7 @@ static void add_upper(const field *f, int64_t r, int64_t c, const double *g)
 
 /* Add element matrices into the stencils: g (ne_y, ne_x, 64), element (ey, ex)'s 8x8 matrix, its
  * first node (r0 + ey, c0 + ex) of the owned box (add_upper). */
+SPHYR_KERNEL
 void stencil_add_elements(int64_t ne_y, int64_t ne_x, const double *restrict g, int64_t ny, int64_t nx,
                           int64_t r0, int64_t c0, double *s, double *s_ring)
 {
@@ -406,6 +413,7 @@ void stencil_add_elements(int64_t ne_y, int64_t ne_x, const double *restrict g, 
 
 /* Add n elements' upper triangles g (n, UPPER), element k's first node (rc[2k], rc[2k + 1]) of the owned
  * box (add_upper). */
+SPHYR_KERNEL
 void stencil_add_listed(int64_t n, const int64_t *rc, const double *restrict g, int64_t ny, int64_t nx,
                         double *s, double *s_ring)
 {
@@ -443,6 +451,7 @@ static void weighted_sum(int64_t cy, int64_t cx, const int64_t *ystart, const in
     memcpy(out + 32, &last, sizeof last);
 }
 
+SPHYR_KERNEL
 void stencil_from_moduli(int64_t ncy, int64_t ncx, const int64_t *ystart, const int64_t *xstart,
                          const int64_t *ytype, const int64_t *xtype, int64_t ntx, const double *moduli,
                          int64_t mstride, const double *table, int64_t ny, int64_t nx, int64_t r0, int64_t c0,
@@ -512,6 +521,7 @@ static void x_restrict(const field *f, int64_t k, int64_t fnx, const int64_t *cx
 #define SLOT(k) ((int)(((k) + 2) & 1))
 
 /* y = P xc (add: y += P xc): xc the coarse owned values and its ring.  work: 4 fnx doubles. */
+SPHYR_KERNEL
 void grid_prolong(int64_t fny, int64_t fnx, const int64_t *cy, const double *wy, const int64_t *cx,
                   const double *wx, int64_t cny, int64_t cnx, const double *xc, const double *xc_ring,
                   double *restrict y, int64_t add, double *work)
@@ -548,6 +558,7 @@ void grid_prolong(int64_t fny, int64_t fnx, const int64_t *cy, const double *wy,
 
 /* yc = P^T x on the coarse owned nodes and their ring (both zeroed here; the ring's sums belong to the
  * neighbours: added into them by the caller).  work: 4 fnx doubles. */
+SPHYR_KERNEL
 void grid_restrict(int64_t fny, int64_t fnx, const int64_t *cy, const double *wy, const int64_t *cx,
                    const double *wx, int64_t cny, int64_t cnx, const double *restrict x, double *yc,
                    double *yc_ring, double *work)

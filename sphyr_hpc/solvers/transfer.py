@@ -25,17 +25,17 @@ import ctypes
 
 import numpy as np
 
-from .fused import native_function, ring_plan
-from .stencil import SOURCE
+from ..runtime.native import native_function
+from .fused import ring_plan
 
 
 def kernels():
     """The compiled ``grid_prolong`` and ``grid_restrict`` (raises
     :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
     pointer, size = ctypes.c_void_p, ctypes.c_int64
-    return (native_function(SOURCE, "grid_prolong", None, size, size, *[pointer] * 4, size, size, *[pointer] * 3,
+    return (native_function("grid_prolong", None, size, size, *[pointer] * 4, size, size, *[pointer] * 3,
                             size, pointer),
-            native_function(SOURCE, "grid_restrict", None, size, size, *[pointer] * 4, size, size, *[pointer] * 4))
+            native_function("grid_restrict", None, size, size, *[pointer] * 4, size, size, *[pointer] * 4))
 
 
 def _axis(weights_of, fine_pos, coarse_pos, coarse_start):
