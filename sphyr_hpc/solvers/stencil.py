@@ -86,7 +86,7 @@ class ModuliSum:
     def __init__(self, ystart, xstart, ytype, xtype, table):
         try:
             self._kernel = from_moduli_kernel()
-        except NativeUnavailable:  # no C compiler: the element matrices by numpy (elements)
+        except NativeUnavailable:  # no kernels installed: the element matrices by numpy
             self._kernel = None
         self.ystart, self.xstart = (np.ascontiguousarray(a, dtype=np.int64) for a in (ystart, xstart))
         self.ytype, self.xtype = (np.ascontiguousarray(a, dtype=np.int64) for a in (ytype, xtype))
