@@ -122,5 +122,5 @@ def test_without_its_extension_module_optimize_says_so_once_and_finishes(install
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("sphyr_hpc: warning: the compiled kernels (sphyr_hpc.runtime._kernels) are not "
-                               "installed") and "the finest multigrid level is stored as sbaij" in lines[0]
+                               "installed") and "the multigrid operators are stored as PETSc matrices" in lines[0]
     assert "stopped after 5 iterations" in done.stdout
