@@ -6,6 +6,7 @@ Serial tests run under plain ``pytest``; tests marked ``mpi`` need 2 ranks
 every rank got before asserting.
 """
 
+import contextlib
 import hashlib
 import importlib.machinery
 import json
@@ -19,16 +20,34 @@ from sphyr_hpc.core import discretisation as fe
 from sphyr_hpc.optimiser import problems
 from sphyr_hpc.runtime import native
 from sphyr_hpc.runtime.petsc import petsc
-from sphyr_hpc.solvers import elasticity, matfree
+from sphyr_hpc.solvers import elasticity, hierarchy, matfree, multigrid
 from sphyr_hpc.solvers.elasticity import elasticity_system
+from sphyr_hpc.solvers.system import unit_energies
 
 WORLD = MPI.COMM_WORLD
 ONE_RANK = pytest.mark.skipif(WORLD.size > 1, reason="serial test")
 two_ranks = two_ranks_marker("tests/test_matfree.py")
 
 
-# Small grids keep more than one multigrid level (the shell serves only the smoothed finest level).
-COARSE = {"mg_coarse_max_dofs": 300}
+# Small grids keep more than one multigrid level (the shell serves only the smoothed finest level):
+# the ``coarse_max_dofs`` of the multigrid systems made here.
+COARSE = 300
+
+
+@contextlib.contextmanager
+def _coarse_max_dofs(n):
+    """The multigrid systems made inside (by a command, say) coarsen to at most ``n`` DOFs."""
+    saved = hierarchy.COARSE_MAX_DOFS
+    hierarchy.COARSE_MAX_DOFS = n
+    try:
+        yield
+    finally:
+        hierarchy.COARSE_MAX_DOFS = saved
+
+
+def _finest(nelx, nely, coarse_max_dofs=COARSE):
+    """PCMG's number of the finest level of a nelx x nely grid's hierarchy (one rank's levels)."""
+    return hierarchy.mg_levels(nelx, nely, coarse_max_dofs=coarse_max_dofs) - 1
 # What setup.py digests into the extension's SOURCE_DIGEST, in its order.
 KERNEL_SOURCES = ("sphyr_hpc/solvers/q4_apply.c", "sphyr_hpc/solvers/stencil_apply.c",
                   "sphyr_hpc/optimiser/oc_volume.c", "sphyr_hpc/optimiser/filter_stencil.c",
@@ -51,17 +70,20 @@ def _design(shape, seed):
 
 
 def _shell_against_stored(preset, nelx, nely, seed=0, layout=None):
-    """Largest relative differences of (K x, diag K, compliance) between the shell and stored SBAIJ K.
+    """Largest relative differences of (K x, diag K, compliance) between the shell and stored SBAIJ K
+    (a ``matrix_free=False`` system of the same hierarchy).
 
     ``layout``: DMDA options of both systems (the ranks along x and y)."""
-    PETSc = petsc()
     lc = problems.preset(preset, nelx, nely).loadcase()
     moduli = _design(lc.shape, seed)
-    clear = _with_options("mf_shell_", {**COARSE, **(layout or {})})
-    clear_stored = _with_options("mf_stored_", {**COARSE, **(layout or {}), "mat_type": "sbaij"})
+    clear = _with_options("mf_shell_", layout or {})
+    clear_stored = _with_options("mf_stored_", layout or {})
     try:
-        with elasticity_system(lc, prefix="mf_shell_", solver="mg") as shell, \
-                elasticity_system(lc, prefix="mf_stored_", solver="mg") as stored:
+        with elasticity_system(lc, prefix="mf_shell_", solver="mg", coarse_max_dofs=COARSE) as shell, \
+                elasticity_system(lc, prefix="mf_stored_", solver="mg", coarse_max_dofs=COARSE,
+                                  matrix_free=False) as stored:
+            assert shell.matrix_free and not stored.matrix_free
+            assert [lv.n_dofs for lv in shell.levels] == [lv.n_dofs for lv in stored.levels]
             kinds = (shell.K.getType(), stored.K.getType())
             worst_mult = worst_diag = 0.0
             for m in (moduli, np.ones(lc.shape), moduli[::-1, ::-1].copy()):
@@ -125,17 +147,18 @@ def _energies_against_numpy(layout=None):
     so in double precision either way is off by a few ulps of the terms, not of the energy: on a rank
     whose energies are small beside its displacements that is ~1e-12 of its largest energy."""
     lc = problems.preset("bridge", 80, 41).loadcase()
-    clear = _with_options("mf_energies_", {**COARSE, **(layout or {})})
+    clear = _with_options("mf_energies_", layout or {})
     try:
-        with elasticity_system(lc, prefix="mf_energies_", solver="mg") as system:
-            system.solve(system.slab_of(fe.simp_modulus(np.random.default_rng(3).uniform(0.3, 1.0, lc.shape))))
-            ours = system.unit_energies()
-            u = system.local_displacements()
-            stock = elasticity.unit_energies(u, system.local_edofs, system.ke)
-            ue = np.asarray(u, dtype=np.longdouble)[system.local_edofs]
-            exact = np.einsum("ij,ij->i", ue @ np.asarray(system.ke, dtype=np.longdouble), ue)
+        with elasticity_system(lc, prefix="mf_energies_", solver="mg", coarse_max_dofs=COARSE) as mg:
+            assert mg.matrix_free  # the energies from the modes in C, not the numpy product
+            mg.solve(mg.slab_of(fe.simp_modulus(np.random.default_rng(3).uniform(0.3, 1.0, lc.shape))))
+            ours = mg.unit_energies()
+            u = mg.local_displacements()
+            stock = unit_energies(u, mg.local_edofs, mg.ke)  # the numpy product
+            ue = np.asarray(u, dtype=np.longdouble)[mg.local_edofs]
+            exact = np.einsum("ij,ij->i", ue @ np.asarray(mg.ke, dtype=np.longdouble), ue)
             assert ours.shape == exact.shape
-            scale = float((ue.astype(float) ** 2).sum(axis=1).max()) * float(np.linalg.norm(system.ke, 2))
+            scale = float((ue.astype(float) ** 2).sum(axis=1).max()) * float(np.linalg.norm(mg.ke, 2))
             return float(np.abs(ours - exact).max()) / scale, float(np.abs(stock - exact).max()) / scale
     finally:
         clear()
@@ -166,16 +189,14 @@ def test_the_modes_are_refused_for_another_element_matrix():
 
 @ONE_RANK
 def test_stencil_nonzeros_count_what_petsc_stores():
+    # The DMDA's matrices: AIJ (K of PCGAMG) and SBAIJ (K of the stored multigrid operators).
     PETSc = petsc()
     lc = problems.preset("mbb", 13, 7).loadcase()
-    for storage in ("aij", "sbaij"):
-        clear = _with_options("mf_count_", {"mat_type": storage})
-        try:
-            with elasticity_system(lc, prefix="mf_count_", solver="mg", comm=PETSc.COMM_SELF) as system:
-                system.assemble(system.slab_of(np.ones(lc.shape)))
-                stored = system.K.getInfo()["nz_used"]
-        finally:
-            clear()
+    for storage, arguments in (("aij", {"solver": "gamg"}), ("sbaij", {"solver": "mg", "matrix_free": False})):
+        with elasticity_system(lc, prefix="mf_count_", comm=PETSc.COMM_SELF, **arguments) as mg:
+            mg.assemble(mg.slab_of(np.ones(lc.shape)))
+            assert mg.K.getType() == "seq" + storage
+            stored = mg.K.getInfo()["nz_used"]
         assert matfree.stencil_nonzeros(lc.shape, storage) == stored
 
 
@@ -186,11 +207,11 @@ MISSING = "sphyr_hpc.runtime._kernels_never_built"
 def _grey_compliances(lc, prefix, times):
     """The compliance of one grey design on the system of ``lc`` under ``prefix`` (with COARSE), built
     ``times`` times over, and the finest level's storage."""
-    clear = _with_options(prefix, COARSE)
+    clear = _with_options(prefix, {})
     try:
         compliances = []
         for _ in range(times):
-            with elasticity_system(lc, prefix=prefix, solver="mg") as system:
+            with elasticity_system(lc, prefix=prefix, solver="mg", coarse_max_dofs=COARSE) as system:
                 grey = fe.simp_modulus(np.random.default_rng(2).uniform(0.3, 1.0, lc.shape))
                 compliances.append(system.solve(system.slab_of(grey)))
                 kind = system.K.getType()
@@ -242,34 +263,37 @@ def test_without_the_extension_the_finest_level_is_stored_said_once_with_the_sam
     kind, (compiled,) = _grey_compliances(lc, "mf_kernels_", 1)
     assert kind == "python"
     monkeypatch.setattr(native, "EXTENSION", MISSING)
-    monkeypatch.setattr(elasticity, "_FALLBACK_SAID", [])
+    monkeypatch.setattr(multigrid, "_FALLBACK_SAID", [])
     capsys.readouterr()
     kind, compliances = _grey_compliances(lc, "mf_nokernels_", 2)
     err = capsys.readouterr().err
     assert kind == "seqsbaij"
     assert err.count("\n") == 1 and f"compiled kernels ({MISSING}) are not installed" in err
-    assert "-mf_nokernels_mat_type sbaij" in err
+    assert "the multigrid operators are stored as PETSc matrices" in err
     assert compliances[0] == compliances[1]
     assert compliances[0] == pytest.approx(compiled, rel=1e-9)  # both CG solves stop at a relative residual of 1e-6
 
 
 def _sor_system_solves():
-    """The yardsticks' SIMP system on several ranks (stencil assembly, SOR smoothing: sizing.py)."""
+    """The yardsticks' SIMP system (SOR smoothing: sizing.py): the storage of K and of the smoothed
+    coarser levels, the number of levels and a compliance."""
     from sphyr_hpc.solvers import sizing
 
     lc = problems.preset("cantilever", 40, 30).loadcase()
-    arguments = dict(sizing.simp_system_arguments(None), prefix="mf_sor_")
-    with elasticity_system(lc, **arguments) as system:
-        levels = system.ksp.getPC().getMGLevels() if system.multigrid.levels else 0
-        compliance = system.solve(system.slab_of(np.full(lc.shape, 0.5) ** 3))
-        return system.K.getType(), levels, compliance
+    arguments = dict(sizing.simp_system_arguments(), prefix="mf_sor_")
+    with elasticity_system(lc, **arguments) as mg:
+        compliance = mg.solve(mg.slab_of(np.full(lc.shape, 0.5) ** 3))
+        pc = mg.ksp.getPC()
+        levels = pc.getMGLevels() if pc.getType() == "mg" else 0
+        kinds = {pc.getMGSmoother(level).getOperators()[0].getType() for level in range(1, levels - 1)}
+        return mg.K.getType(), kinds, levels, compliance
 
 
 @ONE_RANK
 def test_a_smoother_that_reads_the_entries_keeps_k_stored():
     # SOR on SBAIJ (2x2 blocks) ended the process with a segmentation fault in PETSc 3.18.
-    kind, levels, compliance = _sor_system_solves()
-    assert kind == "seqaij" and levels >= 2 and np.isfinite(compliance)
+    kind, kinds, levels, compliance = _sor_system_solves()
+    assert kind == "seqaij" and levels >= 3 and kinds == {"seqaij"} and np.isfinite(compliance)
 
 
 def test_level_visits_follow_the_cycles():
@@ -282,29 +306,23 @@ def test_level_visits_follow_the_cycles():
 
 
 @ONE_RANK
-def test_the_finest_cycle_is_an_option():
-    """V on the finest level (the default) and W (as every level below) are different cycles: the
-    same solution, a different number of MG-CG iterations; another word is refused."""
+def test_the_finest_level_runs_a_v_cycle_below_w_cycles():
+    """By default a V on the finest level over W-cycles below it; PETSc's -<prefix>pc_mg_cycle_type v
+    makes every level's a V: the same solution, a different number of MG-CG iterations."""
     lc = problems.preset("mbb", 128, 64).loadcase()
     moduli = fe.simp_modulus(np.random.default_rng(3).uniform(0.3, 1.0, lc.shape))
     results = {}
-    for cycle in ("v", "w"):
-        clear = _with_options(f"mf_cycle_{cycle}_", {**COARSE, "mg_finest_cycle_type": cycle})
+    for cycle, options in (("default", {}), ("v", {"pc_mg_cycle_type": "v"})):
+        clear = _with_options(f"mf_cycle_{cycle}_", options)
         try:
-            with elasticity_system(lc, prefix=f"mf_cycle_{cycle}_", solver="mg") as system:
-                results[cycle] = (system.mg_finest_cycle, system.solve(system.slab_of(moduli)),
-                                  system.last_iterations)
+            with elasticity_system(lc, prefix=f"mf_cycle_{cycle}_", solver="mg", coarse_max_dofs=COARSE) as mg:
+                assert mg.ksp.getPC().getMGLevels() >= 4  # levels visited twice and four times a W-cycle
+                results[cycle] = (mg.mg_finest_cycle, mg.mg_cycle, mg.solve(mg.slab_of(moduli)), mg.last_iterations)
         finally:
             clear()
-    assert results["v"][0] == "v" and results["w"][0] == "w"
-    assert results["v"][1] == pytest.approx(results["w"][1], rel=1e-9)
-    assert results["v"][2] != results["w"][2]
-    clear = _with_options("mf_cycle_x_", {**COARSE, "mg_finest_cycle_type": "f"})
-    try:
-        with pytest.raises(ValueError, match="-mf_cycle_x_mg_finest_cycle_type f: expected v or w"):
-            elasticity_system(lc, prefix="mf_cycle_x_", solver="mg")
-    finally:
-        clear()
+    assert results["default"][:2] == ("v", "w") and results["v"][:2] == ("v", "v")
+    assert results["default"][2] == pytest.approx(results["v"][2], rel=1e-9)  # both CG solves stop at 1e-6
+    assert results["default"][3] != results["v"][3]
 
 
 @ONE_RANK
@@ -314,45 +332,58 @@ def test_the_bytes_model_counts_the_shell_and_the_cycles():
     lc = problems.preset("mbb", 128, 64).loadcase()
     moduli = fe.simp_modulus(np.full(lc.shape, 0.5))
     phases = {}
-    for cycle in ("v", "w"):
-        clear = _with_options(f"mf_bytes_{cycle}_", {**COARSE, "mg_finest_cycle_type": cycle})
+    # The default cycles (a V on the finest level, W below) and V everywhere (PETSc's option).
+    for cycle, options in (("default", {}), ("v", {"pc_mg_cycle_type": "v"})):
+        clear = _with_options(f"mf_bytes_{cycle}_", options)
         try:
-            with elasticity_system(lc, prefix=f"mf_bytes_{cycle}_", solver="mg") as system:
-                system.solve(system.slab_of(moduli))
-                phases[cycle] = measure.phase_bytes(system, ksp_iterations=7, n_free=lc.n_elements)
-                K = system.K
+            with elasticity_system(lc, prefix=f"mf_bytes_{cycle}_", solver="mg", coarse_max_dofs=COARSE) as mg:
+                assert mg.ksp.getPC().getMGLevels() >= 4  # a level visited more often by W-cycles than by Vs
+                mg.solve(mg.slab_of(moduli))
+                phases[cycle] = measure.phase_bytes(mg, ksp_iterations=7, n_free=lc.n_elements)
+                K = mg.K
                 n = K.getSize()[0]
                 # The shell reads the moduli box (8 bytes an element: (65 + 1) x (129 + 1) around the
                 # owned nodes, with a zero border) and x in place, and writes y.
                 assert measure.matmult_bytes(K) == 8.0 * 66 * 130 + 8.0 * 2 * n
+                if cycle == "default":
+                    # The model counts the cycles the system says it runs: told V everywhere, the same
+                    # system costs what the V-cycle system does (checked below).
+                    mg.mg_cycle = "v"
+                    phases["default told v"] = measure.phase_bytes(mg, ksp_iterations=7, n_free=lc.n_elements)
         finally:
             clear()
-    v, w = phases["v"], phases["w"]
-    assert v["solve"] == 7 * v["mg_cg_iteration"] and v["assembly"] == w["assembly"] and v["setup"] == w["setup"]
-    assert w["mg_cg_iteration"] > 1.3 * v["mg_cg_iteration"]  # the levels below are visited twice as often
+    default, v = phases["default"], phases["v"]
+    assert default["solve"] == 7 * default["mg_cg_iteration"] and v["solve"] == 7 * v["mg_cg_iteration"]
+    assert v["assembly"] == default["assembly"] and v["setup"] == default["setup"]
+    # W-cycles below the finest level visit the levels under the second finest twice and four times.
+    assert default["mg_cg_iteration"] > v["mg_cg_iteration"]
+    assert phases["default told v"]["mg_cg_iteration"] == pytest.approx(v["mg_cg_iteration"], rel=1e-12)
     # The fused smoother's step moves the moduli and 6 vectors; KSPCHEBYSHEV's a product (the moduli,
-    # x and y) and 7 vectors: 3 vectors a step more, 2 steps each way.
-    clear = _with_options("mf_bytes_petsc_", {**COARSE, "mg_finest_smoother": "petsc"})
+    # x and y) and 7 vectors: 3 vectors a step more, 2 steps each way.  PETSc's KSPCHEBYSHEV on the
+    # finest level by its level option (PCMG's numbers: the finest is the last).
+    finest = _finest(128, 64)
+    clear = _with_options("mf_bytes_petsc_", {f"mg_levels_{finest}_ksp_type": "chebyshev"})
     try:
-        with elasticity_system(lc, prefix="mf_bytes_petsc_", solver="mg") as system:
-            system.solve(system.slab_of(moduli))
-            stock = measure.phase_bytes(system, ksp_iterations=7, n_free=lc.n_elements)
-            n = system.K.getSize()[0]
-            diagonal_read = measure.matrix_bytes(system.K)
+        with elasticity_system(lc, prefix="mf_bytes_petsc_", solver="mg", coarse_max_dofs=COARSE) as mg:
+            mg.solve(mg.slab_of(moduli))
+            assert mg.ksp.getPC().getMGSmoother(finest).getType() == "chebyshev"
+            stock = measure.phase_bytes(mg, ksp_iterations=7, n_free=lc.n_elements)
+            n = mg.K.getSize()[0]
+            diagonal_read = measure.matrix_bytes(mg.K)
     finally:
         clear()
-    assert stock["mg_cg_iteration"] - v["mg_cg_iteration"] == pytest.approx(2 * 2 * 3 * 8.0 * n, rel=1e-12)
+    assert stock["mg_cg_iteration"] - default["mg_cg_iteration"] == pytest.approx(2 * 2 * 3 * 8.0 * n, rel=1e-12)
     # Its estimate: 10 CG steps of 8 vector passes instead of KSPCG's 10, and no read of the diagonal.
-    assert stock["setup"] - v["setup"] == pytest.approx(10 * 2 * 8.0 * n + diagonal_read, rel=1e-12)
+    assert stock["setup"] - default["setup"] == pytest.approx(10 * 2 * 8.0 * n + diagonal_read, rel=1e-12)
 
 
 @ONE_RANK
 def test_optimize_prints_the_bound_of_every_phase(tmp_path, capsys):
     from sphyr_hpc import optimize
 
-    status = optimize.main(["--preset", "mbb", "--size", "128x64", "--iterations", "3", "--tolerance", "0",
-                            "--solver", "mg", "--bandwidth", "--quiet", "--json", str(tmp_path / "run.json"),
-                            "-sphyr_mg_coarse_max_dofs", "300"])
+    with _coarse_max_dofs(COARSE):
+        status = optimize.main(["--preset", "mbb", "--size", "128x64", "--iterations", "3", "--tolerance", "0",
+                                "--solver", "mg", "--bandwidth", "--quiet", "--json", str(tmp_path / "run.json")])
     out = capsys.readouterr().out
     assert status == 0
     for phase in ("assembly", "setup", "solve", "update", "iteration"):
@@ -381,11 +412,11 @@ def test_kernels_missing_on_one_rank_store_k_on_every_rank(monkeypatch):
     lc = problems.preset("mbb", 96, 32).loadcase()
     if WORLD.rank == 1:
         monkeypatch.setattr(native, "EXTENSION", MISSING)
-    monkeypatch.setattr(elasticity, "_FALLBACK_SAID", [])
-    clear = _with_options("mf_onecc_", COARSE)
+    monkeypatch.setattr(multigrid, "_FALLBACK_SAID", [])
+    clear = _with_options("mf_onecc_", {})
 
     def build():
-        with elasticity_system(lc, prefix="mf_onecc_", solver="mg") as system:
+        with elasticity_system(lc, prefix="mf_onecc_", solver="mg", coarse_max_dofs=COARSE) as system:
             grey = fe.simp_modulus(np.random.default_rng(4).uniform(0.3, 1.0, lc.shape))
             return system.K.getType(), system.solve(system.slab_of(grey))
 
@@ -422,16 +453,14 @@ def _petsc_chebyshev(K, b, x, steps, bounds, zero_guess):
 def _fused_against_petsc_step(preset, nelx, nely, seed, layout=None):
     """Largest relative difference between one fused smoothing and KSPCHEBYSHEV's, from a nonzero
     and from a zero initial guess, and the fused smoother's interval (``layout``: DMDA options)."""
-    from sphyr_hpc.solvers import multigrid
-
     lc = problems.preset(preset, nelx, nely).loadcase()
     moduli = fe.simp_modulus(np.random.default_rng(seed).uniform(0.3, 1.0, lc.shape))
-    clear = _with_options("mf_fused_step_", {**COARSE, **(layout or {})})
+    clear = _with_options("mf_fused_step_", layout or {})
     worst = 0.0
     try:
-        with elasticity_system(lc, prefix="mf_fused_step_", solver="mg") as system:
+        with elasticity_system(lc, prefix="mf_fused_step_", solver="mg", coarse_max_dofs=COARSE) as system:
             system.solve(system.slab_of(moduli))
-            [(smoother, context)] = multigrid.fused_smoothers(system.ksp)
+            [(smoother, context)] = multigrid.fused_smoothers(system.ksp)  # the finest level's alone
             b = system.f.duplicate()
             b.setRandom()
             for zero_guess in (False, True):
@@ -477,9 +506,9 @@ def test_the_fused_smoother_takes_petscs_chebyshev_steps_on_2_ranks():
 
 
 def _solve_with_smoother(lc, moduli_list, prefix, options):
-    clear = _with_options(prefix, {**COARSE, **options})
+    clear = _with_options(prefix, options)
     try:
-        with elasticity_system(lc, prefix=prefix, solver="mg") as system:
+        with elasticity_system(lc, prefix=prefix, solver="mg", coarse_max_dofs=COARSE) as system:
             pc = system.ksp.getPC()
             out = []
             for moduli in moduli_list:
@@ -493,11 +522,13 @@ def _solve_with_smoother(lc, moduli_list, prefix, options):
 
 
 @ONE_RANK
-def test_the_finest_smoother_is_fused_by_default_and_petscs_by_option():
+def test_the_finest_smoother_is_fused_by_default_and_petscs_by_its_level_options():
     lc = problems.preset("mbb", 128, 64).loadcase()
+    finest = _finest(128, 64)
     designs = [fe.simp_modulus(np.random.default_rng(s).uniform(0.3, 1.0, lc.shape)) for s in (6, 7)]
     fused = _solve_with_smoother(lc, designs, "mf_smooth_fused_", {})
-    stock = _solve_with_smoother(lc, designs, "mf_smooth_petsc_", {"mg_finest_smoother": "petsc"})
+    # PETSc's KSPCHEBYSHEV (with the levels' PCJACOBI) on the finest level, by its PCMG level option.
+    stock = _solve_with_smoother(lc, designs, "mf_smooth_petsc_", {f"mg_levels_{finest}_ksp_type": "chebyshev"})
     assert [kind for kind, *_ in fused] == ["python", "python"]
     assert [kind for kind, *_ in stock] == ["chebyshev", "chebyshev"]
     for (_, c_fused, its_fused, _), (_, c_stock, its_stock, _) in zip(fused, stock):
@@ -505,11 +536,12 @@ def test_the_finest_smoother_is_fused_by_default_and_petscs_by_option():
         assert abs(its_fused - its_stock) <= 1
     # A new K is a new estimate (made in the set-up, before the solve).
     assert fused[0][3] != fused[1][3]
-    # Another smoother on the levels keeps PETSc's there; an unknown word is refused.
+    # The level's preconditioner chosen alone keeps PETSc's smoothing there too.
+    jacobi = _solve_with_smoother(lc, designs[:1], "mf_smooth_jacobi_", {f"mg_levels_{finest}_pc_type": "jacobi"})
+    assert jacobi[0][0] == "chebyshev" and jacobi[0][1] == pytest.approx(fused[0][1], rel=1e-9)
+    # Another smoother on every level keeps PETSc's there.
     other = _solve_with_smoother(lc, designs[:1], "mf_smooth_nopc_", {"mg_levels_pc_type": "none"})
     assert other[0][0] == "chebyshev"
-    with pytest.raises(ValueError, match="-mf_smooth_bad_mg_finest_smoother fast: expected fused or petsc"):
-        _solve_with_smoother(lc, designs[:1], "mf_smooth_bad_", {"mg_finest_smoother": "fast"})
 
 
 def _estimate_against_petsc_cg(preset, nelx, nely, seed, steps=10):
@@ -517,30 +549,26 @@ def _estimate_against_petsc_cg(preset, nelx, nely, seed, steps=10):
     PETSc = petsc()
     lc = problems.preset(preset, nelx, nely).loadcase()
     moduli = fe.simp_modulus(np.random.default_rng(seed).uniform(0.3, 1.0, lc.shape))
-    clear = _with_options("mf_esteig_", COARSE)
-    try:
-        with elasticity_system(lc, prefix="mf_esteig_", solver="mg") as system:
-            system.assemble(system.slab_of(moduli))
-            fine = matfree.operator_of(system.K)
-            fused = fine.extreme_eigenvalues(steps, system.comm)
-            cg = PETSc.KSP().create(comm=system.comm)
-            try:
-                cg.setType(PETSc.KSP.Type.CG)
-                cg.setOperators(system.K)
-                cg.getPC().setType(PETSc.PC.Type.JACOBI)
-                cg.setTolerances(rtol=1e-30, atol=0.0, max_it=steps)
-                cg.setNormType(PETSc.KSP.NormType.NONE)
-                cg.setComputeEigenvalues(True)
-                b, x = system.K.createVecs()
-                fine.noise(b)
-                cg.solve(b, x)
-                values = cg.computeEigenvalues().real
-                b.destroy()
-                x.destroy()
-            finally:
-                cg.destroy()
-    finally:
-        clear()
+    with elasticity_system(lc, prefix="mf_esteig_", solver="mg", coarse_max_dofs=COARSE) as system:
+        system.assemble(system.slab_of(moduli))
+        fine = matfree.operator_of(system.K)
+        fused = fine.extreme_eigenvalues(steps, system.comm)
+        cg = PETSc.KSP().create(comm=system.comm)
+        try:
+            cg.setType(PETSc.KSP.Type.CG)
+            cg.setOperators(system.K)
+            cg.getPC().setType(PETSc.PC.Type.JACOBI)
+            cg.setTolerances(rtol=1e-30, atol=0.0, max_it=steps)
+            cg.setNormType(PETSc.KSP.NormType.NONE)
+            cg.setComputeEigenvalues(True)
+            b, x = system.K.createVecs()
+            fine.noise(b)
+            cg.solve(b, x)
+            values = cg.computeEigenvalues().real
+            b.destroy()
+            x.destroy()
+        finally:
+            cg.destroy()
     return fused, (float(values.min()), float(values.max()))
 
 

@@ -1,6 +1,6 @@
 """The coarse multigrid levels held as symmetric node stencils (sphyr_hpc.solvers.stencil) against
-the same levels stored as SBAIJ: the products, the diagonals, the fused smoother's steps and
-estimates, and the solves.
+the same levels stored as SBAIJ (a ``matrix_free=False`` system of the same hierarchy): the
+products, the diagonals, the fused smoother's steps and estimates, and the solves.
 
 Serial tests run under plain ``pytest``; tests marked ``mpi`` need 2 ranks
 (``mpirun -n 2 python -m pytest -m mpi tests/test_stencil.py``) and gather what
@@ -19,15 +19,21 @@ from sphyr_hpc.solvers import multigrid, stencil
 from sphyr_hpc.solvers.elasticity import elasticity_system
 from sphyr_hpc.solvers.fused import operator_of
 from sphyr_hpc.solvers.stencil import NS, StencilOperator
-from test_matfree import COARSE, _design, _petsc_chebyshev, _with_options
+from test_matfree import COARSE, _design, _finest, _petsc_chebyshev, _with_options
 
 WORLD = MPI.COMM_WORLD
 ONE_RANK = pytest.mark.skipif(WORLD.size > 1, reason="serial test")
 two_ranks = two_ranks_marker("tests/test_stencil.py")
 
 
-# Every level between the finest and the coarsest as stencils, however small.
-ALL_STENCILS = {**COARSE, "mg_stencil_min_dofs": 0}
+def _all_stencils(monkeypatch):
+    """Every level between the finest and the coarsest of the systems made next as stencils, however small."""
+    monkeypatch.setattr(multigrid, "STENCIL_MIN_DOFS", 0)
+
+
+def _stored(lc, prefix):
+    """The ``matrix_free=False`` system of ``lc``: every operator a PETSc matrix, the same hierarchy."""
+    return elasticity_system(lc, prefix=prefix, solver="mg", coarse_max_dofs=COARSE, matrix_free=False)
 
 
 def _grey(shape, seed):
@@ -47,18 +53,20 @@ def _relative(a, b):
     return a.norm() / b.norm()
 
 
-def _stencil_against_sbaij(preset, nelx, nely, seed, layout=None):
+def _stencil_against_sbaij(preset, nelx, nely, seed, monkeypatch, layout=None):
     """Per level between the finest and the coarsest (worst over two designs, the second assembled
     after the first): the kinds, the products' and diagonals' relative differences; on the second,
     the fused smoothing against KSPCHEBYSHEV on the SBAIJ level, the compliances' difference and
     both iteration counts."""
     lc = problems.preset(preset, nelx, nely).loadcase()
-    clear = _with_options("st_stencil_", {**ALL_STENCILS, **(layout or {})})
-    clear_sbaij = _with_options("st_sbaij_", {**COARSE, **(layout or {}), "mg_levels_mat_type": "sbaij"})
+    _all_stencils(monkeypatch)
+    clear = _with_options("st_stencil_", layout or {})
+    clear_sbaij = _with_options("st_sbaij_", layout or {})
     out = {"kinds": set(), "mult": 0.0, "diag": 0.0, "smooth": 0.0, "compliance": 0.0, "its": []}
     try:
-        with elasticity_system(lc, prefix="st_stencil_", solver="mg") as ours, \
-                elasticity_system(lc, prefix="st_sbaij_", solver="mg") as stock:
+        with elasticity_system(lc, prefix="st_stencil_", solver="mg", coarse_max_dofs=COARSE) as ours, \
+                _stored(lc, "st_sbaij_") as stock:
+            assert [lv.n_dofs for lv in ours.levels] == [lv.n_dofs for lv in stock.levels]
             # Voids (modulus contrast 1e-9) beside solid cells: the products; then a design CG
             # converges on (random voids leave islands): the solves and the smoothing too.
             for solve, moduli in ((False, _design(lc.shape, seed)), (True, _grey(lc.shape, seed + 1))):
@@ -100,8 +108,8 @@ def _stencil_against_sbaij(preset, nelx, nely, seed, layout=None):
 
 @ONE_RANK
 @pytest.mark.parametrize("preset, nelx, nely", [("mbb", 96, 32), ("cantilever", 61, 27), ("bridge", 80, 41)])
-def test_the_stencil_levels_apply_the_sbaij_levels(preset, nelx, nely):
-    got = _stencil_against_sbaij(preset, nelx, nely, 3)
+def test_the_stencil_levels_apply_the_sbaij_levels(preset, nelx, nely, monkeypatch):
+    got = _stencil_against_sbaij(preset, nelx, nely, 3, monkeypatch)
     assert got["kinds"] == {("python", "python", "seqsbaij")}
     # The same sums in another order: rounding only (odd grids' half-width last intervals included).
     assert got["mult"] <= 1e-13 and got["diag"] <= 1e-14
@@ -113,61 +121,57 @@ def test_the_stencil_levels_apply_the_sbaij_levels(preset, nelx, nely):
 
 
 @two_ranks
-def test_the_stencil_levels_apply_the_sbaij_levels_on_2_ranks():
+def test_the_stencil_levels_apply_the_sbaij_levels_on_2_ranks(monkeypatch):
     # A coarse element astride the ranks is held by both, each with its own children's part: the
     # parts are summed on the owner and the ghost nodes' stencils come back for the transposed terms.
     for preset, nelx, nely, ranks_x, ranks_y in (("mbb", 97, 33, 2, 1), ("bridge", 80, 41, 1, 2),
                                                  ("cantilever", 61, 27, 2, 1)):
         layout = {"da_processors_x": ranks_x, "da_processors_y": ranks_y}
-        for got in collective(lambda: _stencil_against_sbaij(preset, nelx, nely, 4, layout)):
+        for got in collective(lambda: _stencil_against_sbaij(preset, nelx, nely, 4, monkeypatch, layout)):
             assert got["kinds"] == {("python", "python", "mpisbaij")}
             assert got["mult"] <= 1e-13 and got["diag"] <= 1e-14 and got["smooth"] <= 1e-12
             assert got["compliance"] <= 1e-9
     WORLD.Barrier()
 
 
-def _estimates(preset, nelx, nely, seed, steps=8):
+def _estimates(preset, nelx, nely, seed, monkeypatch, steps=8):
     """Per stencil level: the fused estimate and PETSc KSPCG's on the SBAIJ level, from the same noise."""
     PETSc = petsc()
     lc = problems.preset(preset, nelx, nely).loadcase()
-    clear = _with_options("st_est_", ALL_STENCILS)
-    clear_sbaij = _with_options("st_est_sbaij_", {**COARSE, "mg_levels_mat_type": "sbaij"})
+    _all_stencils(monkeypatch)
     pairs = []
-    try:
-        with elasticity_system(lc, prefix="st_est_", solver="mg") as ours, \
-                elasticity_system(lc, prefix="st_est_sbaij_", solver="mg") as stock:
-            moduli = _grey(lc.shape, seed)
-            ours.solve(ours.slab_of(moduli))
-            stock.solve(stock.slab_of(moduli))
-            for (_, _, A), (_, _, B) in zip(_levels(ours), _levels(stock)):
-                op = operator_of(A)
-                fused = op.extreme_eigenvalues(steps, ours.comm)
-                cg = PETSc.KSP().create(comm=ours.comm)
-                b, x = B.createVecs()
-                try:
-                    cg.setType(PETSc.KSP.Type.CG)
-                    cg.setOperators(B)
-                    cg.getPC().setType(PETSc.PC.Type.JACOBI)
-                    cg.setTolerances(rtol=1e-30, atol=0.0, max_it=steps)
-                    cg.setNormType(PETSc.KSP.NormType.NONE)
-                    cg.setComputeEigenvalues(True)
-                    op.noise(b)
-                    cg.solve(b, x)
-                    values = cg.computeEigenvalues().real
-                finally:
-                    cg.destroy()
-                    b.destroy()
-                    x.destroy()
-                pairs.append((fused, (float(values.min()), float(values.max()))))
-    finally:
-        clear()
-        clear_sbaij()
+    with elasticity_system(lc, prefix="st_est_", solver="mg", coarse_max_dofs=COARSE) as ours, \
+            _stored(lc, "st_est_sbaij_") as stock:
+        moduli = _grey(lc.shape, seed)
+        ours.solve(ours.slab_of(moduli))
+        stock.solve(stock.slab_of(moduli))
+        for (_, _, A), (_, _, B) in zip(_levels(ours), _levels(stock)):
+            assert "sbaij" in B.getType()
+            op = operator_of(A)
+            fused = op.extreme_eigenvalues(steps, ours.comm)
+            cg = PETSc.KSP().create(comm=ours.comm)
+            b, x = B.createVecs()
+            try:
+                cg.setType(PETSc.KSP.Type.CG)
+                cg.setOperators(B)
+                cg.getPC().setType(PETSc.PC.Type.JACOBI)
+                cg.setTolerances(rtol=1e-30, atol=0.0, max_it=steps)
+                cg.setNormType(PETSc.KSP.NormType.NONE)
+                cg.setComputeEigenvalues(True)
+                op.noise(b)
+                cg.solve(b, x)
+                values = cg.computeEigenvalues().real
+            finally:
+                cg.destroy()
+                b.destroy()
+                x.destroy()
+            pairs.append((fused, (float(values.min()), float(values.max()))))
     return pairs
 
 
 @ONE_RANK
-def test_the_fused_estimate_of_a_stencil_level_is_petscs_cg_estimate():
-    pairs = _estimates("mbb", 96, 32, 9)
+def test_the_fused_estimate_of_a_stencil_level_is_petscs_cg_estimate(monkeypatch):
+    pairs = _estimates("mbb", 96, 32, 9, monkeypatch)
     assert len(pairs) >= 2
     for fused, stock in pairs:
         assert fused == pytest.approx(stock, rel=1e-9)
@@ -175,8 +179,8 @@ def test_the_fused_estimate_of_a_stencil_level_is_petscs_cg_estimate():
 
 
 @two_ranks
-def test_the_fused_estimate_of_a_stencil_level_is_petscs_cg_estimate_on_2_ranks():
-    results = collective(lambda: _estimates("mbb", 97, 33, 9))
+def test_the_fused_estimate_of_a_stencil_level_is_petscs_cg_estimate_on_2_ranks(monkeypatch):
+    results = collective(lambda: _estimates("mbb", 97, 33, 9, monkeypatch))
     for pairs in results:
         for fused, stock in pairs:
             assert fused == pytest.approx(stock, rel=1e-9)
@@ -184,10 +188,10 @@ def test_the_fused_estimate_of_a_stencil_level_is_petscs_cg_estimate_on_2_ranks(
     WORLD.Barrier()
 
 
-def _kinds(lc, prefix, options):
+def _kinds(lc, prefix, options, **arguments):
     clear = _with_options(prefix, options)
     try:
-        with elasticity_system(lc, prefix=prefix, solver="mg") as system:
+        with elasticity_system(lc, prefix=prefix, solver="mg", coarse_max_dofs=COARSE, **arguments) as system:
             compliance = system.solve(system.slab_of(_grey(lc.shape, 2)))
             kinds = [(A.getType(), smoother.getType()) for _, smoother, A in _levels(system)]
             phases = measure.phase_bytes(system, 1.0, lc.n_elements)
@@ -199,54 +203,53 @@ def _kinds(lc, prefix, options):
 
 
 @ONE_RANK
-def test_small_levels_stay_sbaij_and_every_choice_is_an_option():
+def test_small_levels_stay_sbaij_and_petscs_smoother_is_a_level_option(monkeypatch):
     lc = problems.preset("mbb", 192, 64).loadcase()
     # By default a level under STENCIL_MIN_DOFS (a rank) stays SBAIJ with PETSc's Chebyshev.
-    kinds, c_default, _, stored, sizes = _kinds(lc, "st_default_", COARSE)
+    kinds, c_default, _, stored, sizes = _kinds(lc, "st_default_", {})
     expected = [("python", "python") if n >= multigrid.STENCIL_MIN_DOFS else ("seqsbaij", "chebyshev")
                 for n in sizes]
     assert kinds == expected and ("python", "python") in kinds and ("seqsbaij", "chebyshev") in kinds
     # The bytes model reads a stencil level's 19 numbers a node.
     assert stored == [8.0 * NS * n / 2 for n in sizes if n >= multigrid.STENCIL_MIN_DOFS]
-    # Stencils smoothed by PETSc's KSPCHEBYSHEV (the shell's product and diagonal): the same solve.
-    kinds, c_petsc, _, _, _ = _kinds(lc, "st_petsc_", {**ALL_STENCILS, "mg_levels_smoother": "petsc"})
-    assert set(kinds) == {("python", "chebyshev")}
-    assert c_petsc == pytest.approx(c_default, rel=1e-9)
-    # Today's SBAIJ levels are one option away.
-    kinds, c_sbaij, _, _, _ = _kinds(lc, "st_sbaij_", {**COARSE, "mg_levels_mat_type": "sbaij"})
+    # Without the kernels' operators (matrix_free=False) every level is SBAIJ with PETSc's Chebyshev,
+    # however large (no stencil levels without the finest level's shell): the same solve.
+    _all_stencils(monkeypatch)
+    kinds, c_sbaij, _, _, _ = _kinds(lc, "st_sbaij_", {}, matrix_free=False)
     assert set(kinds) == {("seqsbaij", "chebyshev")}
     assert c_sbaij == pytest.approx(c_default, rel=1e-9)
-    with pytest.raises(ValueError, match="-st_bad_mg_levels_smoother quick: expected fused or petsc"):
-        _kinds(lc, "st_bad_", {**COARSE, "mg_levels_smoother": "quick"})
-    with pytest.raises(ValueError, match="-st_stored_mg_levels_mat_type stencil: needs the finest level"):
-        _kinds(lc, "st_stored_", {**COARSE, "mat_type": "sbaij", "mg_levels_mat_type": "stencil"})
+    # Stencils smoothed by PETSc's KSPCHEBYSHEV (the shell's product and diagonal) by each level's PCMG
+    # option (levels 1 .. finest - 1 between the coarsest and the finest): the same solve.
+    between = range(1, _finest(192, 64))
+    kinds, c_petsc, _, _, _ = _kinds(lc, "st_petsc_", {f"mg_levels_{level}_ksp_type": "chebyshev" for level in between})
+    assert len(kinds) == len(between) and set(kinds) == {("python", "chebyshev")}
+    assert c_petsc == pytest.approx(c_default, rel=1e-9)
+    # One level's option: PETSc's smoother on that level, the fused one on the other stencil levels.
+    kinds, c_one, _, _, _ = _kinds(lc, "st_one_", {"mg_levels_1_ksp_type": "chebyshev"})
+    assert kinds == [("python", "chebyshev")] + [("python", "python")] * (len(between) - 1)
+    assert c_one == pytest.approx(c_default, rel=1e-9)
 
 
-def _interpolation_kinds(lc, prefix, options):
-    clear = _with_options(prefix, options)
-    try:
-        with elasticity_system(lc, prefix=prefix, solver="mg") as system:
-            compliance = system.solve(system.slab_of(_grey(lc.shape, 3)))
-            pc = system.ksp.getPC()
-            pairs = [(pc.getMGInterpolation(level).getType(), pc.getMGInterpolation(level).getSize()[1])
-                     for level in range(1, pc.getMGLevels())]
-            return pairs, compliance
-    finally:
-        clear()
+def _interpolation_kinds(lc, prefix, **arguments):
+    with elasticity_system(lc, prefix=prefix, solver="mg", coarse_max_dofs=COARSE, **arguments) as system:
+        compliance = system.solve(system.slab_of(_grey(lc.shape, 3)))
+        pc = system.ksp.getPC()
+        pairs = [(pc.getMGInterpolation(level).getType(), pc.getMGInterpolation(level).getSize()[1])
+                 for level in range(1, pc.getMGLevels())]
+        return pairs, compliance
 
 
 @ONE_RANK
-def test_interpolations_into_large_levels_are_applied_from_the_grids_and_stored_ones_are_an_option():
+def test_interpolations_into_large_levels_are_applied_from_the_grids_and_stored_without_the_kernels():
     lc = problems.preset("mbb", 192, 64).loadcase()
-    pairs, c_default = _interpolation_kinds(lc, "tr_default_", COARSE)
+    pairs, c_default = _interpolation_kinds(lc, "tr_default_")
     # Into a level of STENCIL_MIN_DOFS (a rank) or more: the C transfers; into a smaller one: AIJ.
     assert pairs == [("python" if n >= multigrid.STENCIL_MIN_DOFS else "seqaij", n) for _, n in pairs]
     assert {kind for kind, _ in pairs} == {"python", "seqaij"}
-    pairs, c_stored = _interpolation_kinds(lc, "tr_aij_", {**COARSE, "mg_interpolation_mat_type": "aij"})
+    # Every operator a PETSc matrix (matrix_free=False): the interpolations too, the same solve.
+    pairs, c_stored = _interpolation_kinds(lc, "tr_aij_", matrix_free=False)
     assert {kind for kind, _ in pairs} == {"seqaij"}
     assert c_stored == pytest.approx(c_default, rel=1e-9)
-    with pytest.raises(ValueError, match="-tr_bad_mg_interpolation_mat_type dense: expected shell or aij"):
-        _interpolation_kinds(lc, "tr_bad_", {**COARSE, "mg_interpolation_mat_type": "dense"})
 
 
 @ONE_RANK
