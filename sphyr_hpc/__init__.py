@@ -12,26 +12,14 @@ PETSc is imported through :func:`sphyr_hpc.runtime.petsc.petsc`.
 The published scorer's Python interface (:mod:`~sphyr_hpc.api`) is importable from
 here: ``from sphyr_hpc import get_structural_metrics, clear_reference_cache,
 StructuralMetrics`` (and ``score_records``).  It is loaded on first use, so
-``import sphyr_hpc`` starts neither MPI nor PETSc.
+``import sphyr_hpc`` starts neither MPI nor PETSc, and neither it nor the API changes the process's
+environment: the BLAS thread and MPI settings a command runs with are its own
+(:func:`sphyr_hpc.runtime.process.command_environment`).
 """
-
-import os as _os
 
 from .runtime.process import PROCESS_STARTED  # noqa: F401  (when sphyr_hpc was first imported)
 
 __version__ = "0.1.0"
-
-# One BLAS thread per process: MPI ranks already fill the cores, and OpenBLAS's
-# own threads on a 2-core machine double a 100x100 Cholesky's time (measured).
-# Only takes effect when sphyr_hpc is imported before numpy, as in every
-# ``python -m sphyr_hpc.<command>``; an explicit setting always wins (the
-# condensed solver also limits the loaded BLAS itself, see solvers/condensed.py).
-for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
-    _os.environ.setdefault(_name, "1")
-# A singleton (``python -m sphyr_hpc.score`` without mpirun) has no peers to reach: skip
-# OpenMPI's UCX probe, 0.2 s of every start here.  Under mpirun the launcher's settings stand.
-if "OMPI_COMM_WORLD_SIZE" not in _os.environ and "PMIX_RANK" not in _os.environ:
-    _os.environ.setdefault("OMPI_MCA_pml", "ob1")
 
 _API = ("get_structural_metrics", "clear_reference_cache", "StructuralMetrics", "score_records",
         "ScoredRecord", "reference_cache_info", "REFERENCE_CACHE_SIZE", "STRUCTURAL_METRIC_KEYS")

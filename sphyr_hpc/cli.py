@@ -5,6 +5,8 @@ A command module (``score.py``, ``certify.py``, ...) describes itself as a
 its ``main(argv=None)`` is ``cli.main(COMMAND, argv)``.  The runner then does,
 in this order and the same way for every command:
 
+0. the process's environment for the run (:func:`~sphyr_hpc.runtime.process.command_environment`:
+   one BLAS thread, OpenMPI's ob1 PML without a launcher), before NumPy or MPI is loaded;
 1. PETSc's options (single dash, ``-sphyr_...``) split from the command's own;
 2. the arguments parsed and checked: a usage error is one line on stderr,
    printed once (by rank 0 under ``mpirun``: every rank parses the same
@@ -36,8 +38,8 @@ from typing import Callable, Optional
 
 from .io.limits import positive_int  # noqa: F401  (the commands' argparse type, one definition)
 from .runtime.petsc import OptionsError, command_options, require, split_petsc_args
-from .runtime.process import (USAGE_STATUS, UsageError, end_interrupted, end_unexpected, interrupts,
-                              swallowed_interrupt, world_rank)
+from .runtime.process import (USAGE_STATUS, UsageError, command_environment, end_interrupted, end_unexpected,
+                              interrupts, swallowed_interrupt, world_rank)
 
 __all__ = ["Command", "Context", "Formatter", "Output", "Parser", "UsageError", "main", "positive_int",
            "report_usage_error", "world_rank", "USAGE_STATUS"]
@@ -204,7 +206,7 @@ def main(command, argv=None):
     """Run ``command`` on ``argv`` (default ``sys.argv[1:]``) and return its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     context, args = Context(), None
-    with interrupts():
+    with command_environment(), interrupts():
         try:
             args, context.petsc_args = _parse(command, argv)
             if command.requires:

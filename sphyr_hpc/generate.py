@@ -17,13 +17,16 @@ Exit status: 0 written, 2 on a usage or problem error (message on stderr).
 
 import sys
 
-from .optimiser import problems
 from . import cli
 from .cli import Output, Parser, UsageError
-from .optimiser.problems import ProblemError
+
+# NumPy comes with the problems module, imported where it is used: a command's module loads no
+# NumPy before cli.main has set the BLAS threads (sphyr_hpc.runtime.process.command_environment).
 
 
 def build_parser():
+    from .optimiser import problems
+
     p = Parser(prog="python -m sphyr_hpc.generate",
                description="Write a preset or an upscaled SPhyR sample as a grid file (.json, or a SPhyR text "
                            "grid),\nwhich `python -m sphyr_hpc.optimize FILE` reads.")
@@ -41,11 +44,16 @@ def build_parser():
 
 
 def problem_of(args):
+    from .optimiser import problems
+
     return problems.resolve(args.grid, args.preset, args.size, args.dataset, args.index, args.masked, args.upscale,
                             args.gravity, args.volfrac, path_option="--grid FILE")
 
 
 def _run(args, context):
+    from .optimiser import problems
+    from .optimiser.problems import ProblemError
+
     try:
         problem = problem_of(args)
         path = problems.write_problem(problem, args.out)

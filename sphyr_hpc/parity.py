@@ -34,11 +34,9 @@ from pathlib import Path
 
 from . import cli
 from .cli import Parser, UsageError
-from .core.metrics import RATIO_TOLERANCE
-from .io.jsonl import read_rows
-from .io.records import find_result_files, subject_of
-from .io.results_log import row_key
-from .runtime.messages import no_such
+
+# The metric and file modules (and NumPy with them) are imported where they are used: a command's
+# module loads no NumPy before cli.main has set the BLAS threads (runtime.process.command_environment).
 
 RELATIVE_TOLERANCE = 1e-6
 DISPLACEMENT_TOLERANCE = 1e-4
@@ -99,6 +97,8 @@ def differences(ours, theirs):
     Both are dicts with the published field names, infinite compliances as
     None (JSON).  Fields missing from ``theirs`` are not compared.
     """
+    from .core.metrics import RATIO_TOLERANCE
+
     found = []
     c_gt = theirs.get("ground_truth_compliance")
     c_gt = float(c_gt) if _finite(c_gt) else None
@@ -135,6 +135,8 @@ def differences(ours, theirs):
 def _published_records(paths):
     """{(model, subject, index): published metrics} from result files/folders, or JSONL files of
     metrics rows that carry their own ``model``, ``subject`` and ``index``."""
+    from .io.records import find_result_files, subject_of
+
     published = {}
     for path in find_result_files([Path(p) for p in paths if not str(p).endswith(".jsonl")]):
         for index, record in enumerate(json.loads(Path(path).read_text())):
@@ -146,6 +148,9 @@ def _published_records(paths):
 
 def _rows_by_key(path):
     """{(model, subject, index): row} of a JSONL file of rows; a line that is not one is named on stderr."""
+    from .io.jsonl import read_rows
+    from .io.results_log import row_key
+
     rows, broken = read_rows(path)
     if broken:
         print(f"{path}: {broken} line(s) skipped: not a row with model, subject and index", file=sys.stderr)
@@ -166,6 +171,8 @@ def build_parser():
 
 
 def _check(args):
+    from .runtime.messages import no_such
+
     missing = [p for p in [args.results] + args.published if not Path(p).exists()]
     if missing:
         raise UsageError(no_such(missing, folders=True))
@@ -176,6 +183,8 @@ def main(argv=None):
 
 
 def _run(args, context):
+    from .core.metrics import RATIO_TOLERANCE
+
     published = _published_records(args.published)
     ours = _rows_by_key(args.results)
     missing = sorted(set(published) - set(ours))

@@ -45,11 +45,14 @@ import sys
 
 from . import cli
 from .cli import Output, Parser
-from .optimiser import problems
-from .solvers.elasticity import SOLVERS
 
 
 def build_parser():
+    # Imported here: a command's module loads no NumPy before cli.main has set the BLAS threads
+    # (sphyr_hpc.runtime.process.command_environment).
+    from .optimiser import problems
+    from .solvers.elasticity import SOLVERS
+
     p = Parser(prog="python -m sphyr_hpc.scaling",
                description="Time SIMP iterations over grid sizes and MPI rank counts.\n\n"
                            "Runs `mpirun -n R python -m sphyr_hpc.optimize` itself for every size and rank count\n"

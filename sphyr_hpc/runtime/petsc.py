@@ -8,8 +8,10 @@ importing it directly.
 Finding petsc4py is the package's business, not the user's: Debian ships it
 under ``/usr/lib/petscdir/<version>/<arch>-real/lib/python3/dist-packages``
 and only puts it on ``sys.path`` when ``PETSC_DIR`` is set or the ``-dev``
-package is installed.  If a plain ``import petsc4py`` fails we look there,
-prefer the newest real-scalar build, and set ``PETSC_DIR`` to match.
+package is installed.  If a plain ``import petsc4py`` fails we look there
+(``$PETSC_DIR`` first, then the newest real-scalar build) and append that
+folder to ``sys.path``; the environment is left as it is (petsc4py's own
+``petsc.cfg`` names its PETSc).
 
 mpi4py, petsc4py and h5py (best an MPI build) are not installed by pip: PyPI's
 petsc4py compiles PETSc from source and its h5py has no MPI.  Every command
@@ -42,7 +44,6 @@ def _locate_petsc4py():
     for petsc_dir in candidates:
         site = os.path.join(petsc_dir, "lib", "python3", "dist-packages")
         if os.path.isdir(os.path.join(site, "petsc4py")):
-            os.environ.setdefault("PETSC_DIR", petsc_dir)
             sys.path.append(site)
             return
     raise ImportError(

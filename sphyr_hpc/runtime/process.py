@@ -1,4 +1,9 @@
-"""How a process of a command ends: exit statuses, the launcher's rank, interrupts, aborts.
+"""How a process of a command starts and ends: its environment, exit statuses, the launcher's rank,
+interrupts, aborts.
+
+Environment: a command runs inside :func:`command_environment`, which sets what
+:data:`COMMAND_ENVIRONMENT` lists where the environment does not say otherwise;
+importing sphyr_hpc (or calling its Python API) sets nothing.
 
 Statuses (every command): 0 done, 1 some input could not be used, 2 usage
 error (one line by rank 0, before any work), 3 unexpected error (every rank
@@ -29,6 +34,36 @@ PEER_GRACE_SECONDS = 1.0
 LAUNCHER_GRACE_SECONDS = 5.0
 # An interrupt lost inside a callback is sent again after this long (_redeliver).
 REDELIVER_SECONDS = 0.001
+
+
+# What a command's process runs with, unless its environment already says.  One BLAS thread: MPI
+# ranks fill the cores, and OpenBLAS's own threads on a 2-core machine double a 100x100
+# Cholesky's time (measured).  NumPy reads these when it is first imported, so a command's module
+# imports no NumPy before its ``main`` runs (tests/test_environment.py checks every command).
+COMMAND_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+# A process that no launcher started (no rank variables) has no peers to reach: OpenMPI's ob1 PML
+# skips the UCX probe, 0.2 s of every start here (bin/mpirun sets the same for its ranks).  Read
+# when MPI starts, which a command does after it is set.
+SINGLETON_ENVIRONMENT = {"OMPI_MCA_pml": "ob1"}
+LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
+
+
+@contextmanager
+def command_environment():
+    """:data:`COMMAND_ENVIRONMENT` (and, in a process no launcher started,
+    :data:`SINGLETON_ENVIRONMENT`) in ``os.environ`` for the block, each where it is not set;
+    afterwards those it set are removed again (a command called in-process leaves no trace)."""
+    wanted = dict(COMMAND_ENVIRONMENT)
+    if not any(name in os.environ for name in LAUNCHER_VARIABLES):
+        wanted.update(SINGLETON_ENVIRONMENT)
+    added = {name: value for name, value in wanted.items() if name not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for name, value in added.items():
+            if os.environ.get(name) == value:
+                del os.environ[name]
 
 
 class UsageError(Exception):
