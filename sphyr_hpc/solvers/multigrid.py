@@ -91,14 +91,18 @@ SMOOTHERS = ("chebyshev", "sor")
 # (CG) estimates the extreme eigenvalues with 10 MatMults and no Gram-Schmidt (PETSc's default is
 # GMRES).  SOR: a forward Gauss-Seidel sweep on the way down and a backward one on the way up (so
 # the cycle stays symmetric, as CG needs), no eigenvalue estimates (benchmarks/results/solver_crossover.md).
+# The sweeps are local (each rank's own rows, block Jacobi between ranks): on one rank the very
+# sweeps of a global one (the same bits), and the only kind MPIAIJ has: a global sweep on several
+# ranks is a PETSc error in every solve ("Parallel SOR not supported"), after which PETSc 3.18's
+# KSPDestroy of the hierarchy frees a level vector twice (a segmentation fault on closing).
 SMOOTHING = {
     "chebyshev": {"mg_levels_ksp_type": "chebyshev", "mg_levels_pc_type": "jacobi", "mg_levels_ksp_max_it": 2,
                   "mg_levels_esteig_ksp_type": "cg"},
     "sor": {"mg_levels_ksp_type": "richardson", "mg_levels_ksp_max_it": 1,
-            "mg_levels_pc_type": "sor", "mg_levels_pc_sor_forward": True,
+            "mg_levels_pc_type": "sor", "mg_levels_pc_sor_local_forward": True,
             "pc_mg_distinct_smoothup": True,
             "mg_levels_up_ksp_type": "richardson", "mg_levels_up_ksp_max_it": 1,
-            "mg_levels_up_pc_type": "sor", "mg_levels_up_pc_sor_backward": True},
+            "mg_levels_up_pc_type": "sor", "mg_levels_up_pc_sor_local_backward": True},
 }
 _FALLBACK_SAID = []  # the no-kernels warning is printed once a process
 
