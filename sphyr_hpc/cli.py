@@ -198,7 +198,7 @@ def _run(command, args, petsc_args, context):
         if command.probe:
             from .solvers.probe import check_options
 
-            check_options()
+            check_options(comm=context.comm)
         return command.run(args, context)
 
 
