@@ -618,3 +618,19 @@ def test_an_empty_completions_file_is_one_line_before_any_work(tmp_path, capsys)
     err = _usage_error(capsys, "--dataset", FULL_EASY, "--completions", empty, "--out", tmp_path / "out")
     assert f"--completions {empty} holds no completion" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_misspelt_option_is_answered_with_the_option_meant(tmp_path, capsys):
+    err = _usage_error(capsys, "--datset", FULL_EASY, "--completions", tmp_path / "c.jsonl", "--out", tmp_path / "o")
+    assert "unrecognized arguments: --datset" in err and "did you mean --dataset?" in err
+
+
+def test_score_help_names_the_options_it_means_and_the_store_default_once(capsys):
+    with pytest.raises(SystemExit):
+        score.build_parser().parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    text = text[text.index("options:"):]
+    report = text[text.index("--report, --no-report"):text.index("--certified DIR")]
+    assert "DIR/" not in report and "OUT/report.html" in report and "(default: True)" not in report
+    store = text[text.index("--store DIR "):text.index("--no-store ")]
+    assert store.count("sphyr_hpc") == 2 and store.count("~/.cache/sphyr_hpc") == 1, store
