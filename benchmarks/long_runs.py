@@ -22,7 +22,7 @@ PY = str(ROOT / ".venv" / "bin" / "python")
 MPI = [str(ROOT / "bin" / "mpirun"), "-n", "2", PY]
 RUNS = {
     "mbb_300x100": [MPI + ["-m", "sphyr_hpc.optimize", "--preset", "mbb", "--size", "300x100", "--volfrac", "0.5",
-                           "--radius", "4", "--png", "mbb.png"]],
+                           "--radius", "4", "--png", "mbb_300x100.png"]],
     "upscaled_320x320": [[PY, "-m", "sphyr_hpc.generate", "--dataset", str(ROOT / "examples/data/v1/full_easy.jsonl"),
                           "--index", "3", "--upscale", "32", "--out", "sample.json"],
                          MPI + ["-m", "sphyr_hpc.optimize", "sample.json", "--png", "sample.png",

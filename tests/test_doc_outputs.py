@@ -290,3 +290,51 @@ def test_every_time_in_prose_names_the_benchmark_result_it_comes_from(page):
             if absent:
                 wrong.append(f"{where}: {absent} not in {mark.group(1)}")
     assert not wrong, "\n".join(wrong)
+
+
+WRITES = ("--out", "--fields", "--png", "--json", "--save-density")
+COMMAND_MODULE = re.compile(r"-m sphyr_hpc\.(\w+)")
+
+
+def doc_commands():
+    """(page, line, command) of every command the README and then docs/ show, in reading order."""
+    commands = []
+    for page in PAGES:
+        for language, _, start, lines in blocks(page):
+            for number, line in enumerate(lines, start + 1):
+                if language == "console" and line.startswith("$ "):
+                    commands.append((page, number, line[2:]))
+                elif language == "sh" and line.strip():
+                    commands.append((page, number, line))
+    return commands
+
+
+def _written(command):
+    """The paths a documented command writes (its output options; score's default out/)."""
+    status = COMMAND_STATUS.search(command) or re.search(r"#\s*exit status (\d+)", command)
+    command = re.split(r"\s{2,}#", command)[0]
+    if (status and status.group(1) == "2") or "--resume" in command or "--overwrite" in command:
+        return []
+    paths = []
+    for part in command.split("&&"):
+        module = COMMAND_MODULE.search(part)
+        if module is None or "--help" in part:
+            continue
+        tokens = part.split()
+        outs = [tokens[i + 1] for i, t in enumerate(tokens[:-1]) if t in WRITES]
+        if module.group(1) == "score" and "--out" not in tokens:
+            outs.append("out")
+        paths += [p.rstrip("/") for p in outs if not p.isupper()]
+    return paths
+
+
+def test_following_the_docs_in_order_no_command_writes_where_another_wrote():
+    seen, clashes = {}, []
+    for page, number, command in doc_commands():
+        for path in _written(command):
+            for other, where in seen.items():
+                inside = path == other or path.startswith(other + "/") or other.startswith(path + "/")
+                if inside and where[0] != (page, command):
+                    clashes.append(f"{_rel(page)}:{number} writes {path}, which {where[1]} writes ({other})")
+            seen.setdefault(path, ((page, command), f"{_rel(page)}:{number}"))
+    assert not clashes, "\n".join(clashes)
