@@ -373,7 +373,7 @@ def test_validate_help_says_the_probe_level_comes_from_the_file_name():
     from sphyr_hpc import validate
 
     text = " ".join(validate.build_parser().format_help().split())
-    assert "(default: hard when the file name ends with 'hard', else easy)" in text
+    assert "(default: hard when the file name without .jsonl ends with 'hard', else easy)" in text
 
 
 def test_optimize_iteration_lines_show_the_total_and_an_eta(capsys):
