@@ -26,6 +26,9 @@ One mechanism for every page (docs/development.md, "Writing docs"):
   docs/performance.md, all of it benchmark results each with the command that reproduces it, and
   table rows (which name their benchmark in a column) are exempt.
 
+- README.md's table of the leaderboard's columns names every column the leaderboard prints, and
+  no other.
+
 - Every fenced block names its language: ``console`` (run here), ``sh`` (commands shown without
   their output; the README's are run by tests/test_readme.py), ``python``, ``jsonl``, ``text``. An
   unnamed fence fails, so a new page's blocks are marked before they land.
@@ -338,3 +341,20 @@ def test_following_the_docs_in_order_no_command_writes_where_another_wrote():
                     clashes.append(f"{_rel(page)}:{number} writes {path}, which {where[1]} writes ({other})")
             seen.setdefault(path, ((page, command), f"{_rel(page)}:{number}"))
     assert not clashes, "\n".join(clashes)
+
+
+def test_the_readme_explains_every_column_the_leaderboard_prints_and_no_other():
+    from sphyr_hpc.api import STRUCTURAL_METRIC_KEYS
+    from sphyr_hpc.scoring.summary import format_leaderboard
+
+    entry = {"model": "m", "subjects": 1, "records": 1, "answered": 1, "missing": 0, "unreadable": 0,
+             "unparsable": 0, "coverage": 1.0, **dict.fromkeys(STRUCTURAL_METRIC_KEYS, 1.0)}
+    header = format_leaderboard([entry])[0]
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("| column | meaning |"):].split("\n\n")[0]
+    explained = [name for row in table.splitlines()[2:] for name in re.findall(r"`([^`]+)`", row.split("|")[1])]
+    rest = header.replace("# model", "")
+    for name in explained:
+        assert name in rest, f"README.md explains {name!r}, which the leaderboard does not print: {header}"
+        rest = rest.replace(name, "", 1)
+    assert not rest.split(), f"the leaderboard prints {rest.split()} that README.md's column table does not explain"
