@@ -28,6 +28,14 @@ def _wait_for(condition, proc, timeout=300):
         time.sleep(0.005)
 
 
+def _documented(launcher):
+    """(message, status) that docs/score.md shows for ``timeout ... -s INT 4 <launcher> -n 2 ...``."""
+    lines = (ROOT / "docs" / "score.md").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"$ timeout --preserve-status -s INT 4 {launcher} -n 2"))
+    assert lines[at + 2] == "$ echo $?"
+    return lines[at + 1], int(lines[at + 3])
+
+
 def _lines(path):
     return len(path.read_text().splitlines()) if path.exists() else 0
 
@@ -63,6 +71,10 @@ def test_an_interrupt_on_two_ranks_ends_the_run_with_one_message_and_128_plus_th
     assert err.count(f"python -m sphyr_hpc.score: interrupted ({sig.name})") == 1, err[-3000:]
     # every rank took the signal: they end together, without MPI_Abort's banner (or mpirun's errors)
     assert "MPI_ABORT" not in err and "ORTE_ERROR_LOG" not in err and "mpirun" not in err, err[-3000:]
+    if sig == signal.SIGINT:  # what docs/score.md shows
+        message, status = _documented("bin/mpirun")
+        assert [line.replace(str(out), "o") for line in err.strip().splitlines()] == [message]
+        assert proc.returncode == status
     if (out / "run.json").exists():
         assert json.loads((out / "run.json").read_text())["finished"] is False
 
@@ -84,9 +96,11 @@ def test_an_interrupt_under_a_bare_mpirun_prints_one_message_and_no_abort_banner
         pytest.skip("the run ended before the signal: a machine this fast needs a larger input")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode != 0
     assert "Traceback" not in err and "MPI_ABORT" not in err, err[-3000:]
     assert err.count("python -m sphyr_hpc.score: interrupted (SIGTERM)") == 1, err[-3000:]
+    message, status = _documented("mpirun")  # what docs/score.md shows
+    assert [line.replace(str(out), "o") for line in err.strip().splitlines()] == [message]
+    assert proc.returncode == status
 
 
 def test_an_interrupt_inside_a_weakref_callback_is_raised_after_it(capsys):

@@ -3,8 +3,10 @@ handed to ``bin/mpirun`` instead of OpenMPI's "non-zero status" banner (:func:`e
 
 **The launcher's end.**  Open MPI starts every rank in a process group of its
 own, so a ``kill -9`` of mpirun's process group (a user killing a hung run, a
-scheduler that kills only the launcher) leaves the ranks running: they keep
-writing and hold the output folder's lock.  Inside :func:`watched` a daemon
+scheduler that kills only the launcher) leaves the ranks running, writing and
+holding the output folder's lock, until OpenMPI's client notices the lost
+connection and ends them with status 195, no cleanup and no word (about 1 s
+after the kill on an idle node; 30-40 s has been seen).  Inside :func:`watched` a daemon
 thread looks every :data:`WATCH_SECONDS` at this process's parent: when the
 launcher that started it (its parent when the block began: mpirun, orted,
 slurmstepd) is gone, the process is orphaned and its parent changes.  The main
