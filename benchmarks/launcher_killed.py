@@ -144,7 +144,7 @@ def main(argv=None):
                         help="a checkout to run (with bin/mpirun and .venv); default: this one")
     parser.add_argument("--after", type=int, default=5, help="kill once results.jsonl holds this many lines")
     parser.add_argument("--rounds", type=int, default=1, help="kill-and-resume rounds per checkout, interleaved")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "launcher_killed"))
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "launcher_killed.json"))
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
     trees = [Path(t).resolve() for t in (args.checkout or [ROOT])]
@@ -160,7 +160,9 @@ def main(argv=None):
             raise SystemExit(f"the uninterrupted run exited {done.returncode}:\n{done.stderr[-2000:]}")
         for n, tree in [(n, t) for _ in range(args.rounds) for n, t in enumerate(trees)]:
             out = work / f"out-{n}-{len(runs)}"
-            run = {"checkout": str(tree), "commit": commit_of(tree)}
+            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=tree,
+                                   capture_output=True, text=True).stdout.strip()
+            run = {"checkout": str(tree), "commit": commit_of(tree) + ("+" if dirty else "")}
             run.update(killed_and_resumed(tree, inputs, out, args.after))
             run.update(checked(tree, out, reference))
             runs.append(run)
@@ -171,6 +173,7 @@ def main(argv=None):
              f"mpirun's process group once results.jsonl holds {args.after} lines; the `--resume` started "
              f"right after.  `/usr/bin/python3 benchmarks/launcher_killed.py --checkout OLD --checkout NEW`.", "",
              machine_line(report["machine"]), "",
+             "(`+`: the checkout's uncommitted changes on top of the commit.)", "",
              "| commit | lines at kill | ranks alive 2 s after | lines 2 s after | ranks gone after (s) | "
              "lock emptied by the ranks | resume status | records | distinct | missing | parity status |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]

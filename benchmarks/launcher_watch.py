@@ -60,7 +60,7 @@ def main(argv=None):
     parser.add_argument("--old", required=True, help="a checkout without the watchdog (bin/mpirun, .venv)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iterations", type=int, default=3)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "launcher_watch"))
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "launcher_watch.json"))
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
     configs = [("old", args.old, False), ("watched", str(ROOT), False), ("unwatched", str(ROOT), True)]
