@@ -19,6 +19,13 @@ machine is shared, so the evidence is the per-round ratios and their median).
     /usr/bin/python3 benchmarks/launcher_watch.py --old DIR [--rounds 5] [--iterations 3]
 
 Results: ``benchmarks/results/launcher_watch.{json,md}``.
+
+On a loaded machine whole commands vary by more than the watchdog can cost, so
+``--idle SECONDS`` measures the watchdog itself instead: the CPU seconds a process
+spends over SECONDS of sleep inside ``launcher.watched()`` (with a launcher's rank
+variable set) and outside it, in alternating rounds; the difference over the
+number of looks is the CPU cost of one look (results:
+``benchmarks/results/launcher_watch_idle.{json,md}``).
 """
 
 import argparse
@@ -55,13 +62,59 @@ def _timed(cmd, cwd):
     return seconds
 
 
+IDLE = """
+import os, sys, time
+os.environ["OMPI_COMM_WORLD_SIZE"] = "1"
+from sphyr_hpc.runtime import launcher
+seconds, watched = float(sys.argv[1]), sys.argv[2] == "watched"
+cpu = time.process_time()
+with (launcher.watched() if watched else open(os.devnull)):
+    time.sleep(seconds)
+print(time.process_time() - cpu)
+"""
+
+
+def idle(seconds, rounds, out):
+    """CPU seconds over ``seconds`` of sleep, watched and not, alternating; the cost of one look."""
+    from sphyr_hpc.runtime.launcher import WATCH_SECONDS
+
+    python = str(ROOT / ".venv" / "bin" / "python")
+    load_before = os.getloadavg()
+    cpu = {"watched": [], "unwatched": []}
+    for round_ in range(rounds):
+        for name in (("watched", "unwatched") if round_ % 2 == 0 else ("unwatched", "watched")):
+            done = subprocess.run([python, "-c", IDLE, str(seconds), name], cwd=ROOT, capture_output=True,
+                                  text=True, check=True)
+            cpu[name].append(float(done.stdout))
+    looks = seconds / WATCH_SECONDS
+    per_look = (statistics.median(cpu["watched"]) - statistics.median(cpu["unwatched"])) / looks
+    report = {"date": now(), "commit": commit_of(), "seconds": seconds, "rounds": rounds,
+              "watch_seconds": WATCH_SECONDS, "cpu_seconds": cpu, "cpu_seconds_per_look": per_look,
+              "machine": machine(load_before)}
+    lines = ["# The launcher watchdog's own CPU cost", "",
+             f"`/usr/bin/python3 benchmarks/launcher_watch.py --idle {seconds:g} --rounds {rounds}`: a process "
+             f"sleeping {seconds:g} s inside `launcher.watched()` (a look every {WATCH_SECONDS} s: "
+             f"{looks:.0f} looks) and outside it, alternating.", "", machine_line(report["machine"]), "",
+             "| | CPU seconds per run (median) | per round |", "|---|---|---|"]
+    for name, values in cpu.items():
+        lines.append(f"| {name} | {statistics.median(values):.4f} | {', '.join(f'{v:.4f}' for v in values)} |")
+    lines += ["", f"One look: {per_look * 1e6:.1f} us of CPU, {per_look / WATCH_SECONDS * 100:.4f} % of a core "
+              f"(a {WATCH_SECONDS} s period)."]
+    write_results(out, report, "\n".join(lines) + "\n")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--old", required=True, help="a checkout without the watchdog (bin/mpirun, .venv)")
+    parser.add_argument("--old", help="a checkout without the watchdog (bin/mpirun, .venv)")
+    parser.add_argument("--idle", type=float, help="measure the watchdog alone over this many seconds of sleep")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "launcher_watch.json"))
     args = parser.parse_args(argv)
+    if args.idle:
+        return idle(args.idle, args.rounds, ROOT / "benchmarks" / "results" / "launcher_watch_idle.json")
+    if not args.old:
+        parser.error("--old is required (or --idle)")
     load_before = os.getloadavg()
     configs = [("old", args.old, False), ("watched", str(ROOT), False), ("unwatched", str(ROOT), True)]
     jobs = {"score": "score", "optimize": ("optimize", args.iterations)}
