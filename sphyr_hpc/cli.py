@@ -17,8 +17,9 @@ in this order and the same way for every command:
    error naming the path);
 4. MPI started, PETSc's options inserted and checked (a tiny solve with them,
    :func:`~sphyr_hpc.solvers.probe.check_options`), the job run;
-5. one interrupt path: SIGINT or SIGTERM on any rank, at any point, prints the
-   same message and ends every rank with 130 or 143
+5. one interrupt path: SIGINT or SIGTERM on any rank, at any point, or the end
+   of the launcher that started the ranks (:func:`~sphyr_hpc.runtime.launcher.watched`),
+   prints the same message once and ends every rank with 130 or 143
    (:func:`~sphyr_hpc.runtime.process.end_interrupted`); one abort path: an
    unexpected exception on any rank aborts them all with status 3 (one rank:
    the traceback, status 1).
@@ -38,9 +39,10 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .io.limits import positive_int  # noqa: F401  (the commands' argparse type, one definition)
+from .runtime.launcher import watched
 from .runtime.petsc import OptionsError, command_options, require, split_petsc_args
 from .runtime.process import (USAGE_STATUS, UsageError, command_environment, end_interrupted, end_unexpected,
-                              interrupts, swallowed_interrupt, world_rank)
+                              interrupts, share_interrupts, swallowed_interrupt, world_rank)
 
 __all__ = ["Command", "Context", "Formatter", "Output", "Parser", "UsageError", "main", "positive_int",
            "report_usage_error", "world_rank", "USAGE_STATUS"]
@@ -219,7 +221,7 @@ def main(command, argv=None):
     """Run ``command`` on ``argv`` (default ``sys.argv[1:]``) and return its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     context, args = Context(), None
-    with command_environment(), interrupts():
+    with command_environment(), interrupts(), watched():
         try:
             args, context.petsc_args = _parse(command, argv)
             if command.requires:
@@ -230,6 +232,7 @@ def main(command, argv=None):
                 from mpi4py import MPI
 
                 context.comm = MPI.COMM_WORLD
+                share_interrupts(context.comm)
             return _run(command, args, context.petsc_args, context)
         except (UsageError, OptionsError) as err:
             return report_usage_error(command.prog, err, context.comm.rank if context.comm else None)

@@ -28,6 +28,14 @@ def _wait_for(condition, proc, timeout=300):
         time.sleep(0.005)
 
 
+def _documented(launcher):
+    """(message, status) that docs/score.md shows for ``timeout ... -s INT 4 <launcher> -n 2 ...``."""
+    lines = (ROOT / "docs" / "score.md").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"$ timeout --preserve-status -s INT 4 {launcher} -n 2"))
+    assert lines[at + 2] == "$ echo $?"
+    return lines[at + 1], int(lines[at + 3])
+
+
 def _lines(path):
     return len(path.read_text().splitlines()) if path.exists() else 0
 
@@ -61,8 +69,38 @@ def test_an_interrupt_on_two_ranks_ends_the_run_with_one_message_and_128_plus_th
     assert proc.returncode == 128 + sig, err[-3000:]
     assert "Traceback" not in err
     assert err.count(f"python -m sphyr_hpc.score: interrupted ({sig.name})") == 1, err[-3000:]
+    # every rank took the signal: they end together, without MPI_Abort's banner (or mpirun's errors)
+    assert "MPI_ABORT" not in err and "ORTE_ERROR_LOG" not in err and "mpirun" not in err, err[-3000:]
+    if sig == signal.SIGINT:  # what docs/score.md shows
+        message, status = _documented("bin/mpirun")
+        assert [line.replace(str(out), "o") for line in err.strip().splitlines()] == [message]
+        assert proc.returncode == status
     if (out / "run.json").exists():
         assert json.loads((out / "run.json").read_text())["finished"] is False
+
+
+def test_an_interrupt_under_a_bare_mpirun_prints_one_message_and_no_abort_banner(tmp_path):
+    """Open MPI's own mpirun answers SIGINT itself: it ends the ranks with SIGTERM and exits with its own
+    status (docs/score.md shows it); the ranks still end together with the one message."""
+    import shutil
+
+    out = tmp_path / "out"
+    cmd = [shutil.which("mpirun"), "--oversubscribe", "-n", "2", sys.executable, "-m", "sphyr_hpc.score",
+           str(EXAMPLE_RESULTS), "--out", str(out), "--quiet", "--no-store"]
+    env = dict(os.environ, OMPI_MCA_pml="ob1")
+    if os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    PHASES["mid-run"](out, proc)
+    if proc.poll() is not None:
+        pytest.skip("the run ended before the signal: a machine this fast needs a larger input")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err and "MPI_ABORT" not in err, err[-3000:]
+    assert err.count("python -m sphyr_hpc.score: interrupted (SIGTERM)") == 1, err[-3000:]
+    message, status = _documented("mpirun")  # what docs/score.md shows
+    assert [line.replace(str(out), "o") for line in err.strip().splitlines()] == [message]
+    assert proc.returncode == status
 
 
 def test_an_interrupt_inside_a_weakref_callback_is_raised_after_it(capsys):

@@ -153,6 +153,63 @@ def test_killed_run_resumes_to_each_record_exactly_once(reference, tmp_path):
     assert _by_key(final) == _by_key(rows)
 
 
+def _children(pid):
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _running(pids):
+    alive = []
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                alive.append(pid)
+        except OSError:
+            pass
+    return alive
+
+
+def test_a_kill_of_mpiruns_process_group_stops_the_ranks_and_resume_at_once_finishes_the_run(reference, tmp_path):
+    """kill -9 of mpirun's process group only (a user killing a hung launcher, a scheduler that kills
+    the launcher): Open MPI's ranks live in process groups of their own, so they must notice the end of
+    their launcher themselves, stop on the interrupt path and free the folder for a --resume started
+    at once; it then holds every record of the uninterrupted run once, in parity with it (SPEC 11)."""
+    from sphyr_hpc.parity import differences
+
+    root, rows = reference
+    out = tmp_path / "out"
+    script = subprocess.Popen([MPIRUN, "-n", "2", sys.executable, "-m", "sphyr_hpc.score", str(root), "--out",
+                               str(out), "--quiet", "--no-store"], cwd=ROOT, start_new_session=True, env=_env(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = out / "results.jsonl"
+    mpirun, ranks = None, []
+    deadline = time.time() + 300
+    while time.time() < deadline and script.poll() is None:
+        if mpirun is None:
+            mpirun = next((c for c in _children(script.pid)
+                           if Path(f"/proc/{c}/comm").read_text().strip() == "mpirun"), None)
+        else:
+            ranks = _children(mpirun) or ranks
+        if len(ranks) == 2 and log.exists() and len(log.read_text().splitlines()) >= 6:
+            break
+        time.sleep(0.01)
+    assert len(ranks) == 2 and os.getpgid(ranks[0]) != os.getpgid(mpirun), "Open MPI's ranks have groups of their own"
+    os.killpg(os.getpgid(mpirun), signal.SIGKILL)
+    assert len(log.read_text().splitlines()) < len(rows), "the kill should land mid-run"
+    resumed = _mpirun(2, str(root), "--out", str(out), "--resume", "--no-store")
+    script.wait(timeout=60)
+    assert not _running(ranks), "a rank of the killed run outlived the --resume"
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "another run is writing" not in resumed.stderr
+    final = _rows(out)
+    assert len(final) == len(_by_key(final)) == len(rows)  # every record, none twice
+    reference_rows = _by_key(rows)
+    assert {key: differences(row, reference_rows[key]) for key, row in _by_key(final).items()} == {
+        key: [] for key in reference_rows}
+
+
 def test_unexpected_error_on_one_rank_aborts_the_job_and_resume_finishes_it(reference, tmp_path):
     root, rows = reference
     out = tmp_path / "out"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..io.atomic import write_text_atomic
 from ..io.jsonl import read_rows
+from ..io.output_lock import LockRefused, acquire, this_process
 from ..io.results_log import ResultsLog, row_key
 from ..io.yardstick_store import store_of_arguments
 from ..reporting.html import PICTURES, REPORT_NAME
@@ -24,7 +25,7 @@ from ..runtime.messages import WRITE_FAILED_STATUS, certified_count, prog_of, sa
 from ..runtime.petsc import trim_memory
 from ..runtime.process import PEER_GRACE_SECONDS, PROCESS_STARTED, UsageError, heap_frozen
 from ..runtime.progress import progress_bar
-from ..runtime.tasks import run_dynamic, wait_idle
+from ..runtime.tasks import Interruptible, run_dynamic, wait_idle
 from ..scoring import pieces as split
 from ..scoring.certified import certified_metrics, read_certified, sample_id
 from ..scoring.diagnosis import SUMMARY_KEY, format_failures
@@ -37,7 +38,6 @@ from ..scoring.yardstick_store import StoredYardsticks, format_counts, merged, s
 from .report import Report
 from .score_inputs import check_resume, input_paths, inputs_of, load_inputs
 
-LOCK_NAME = ".sphyr_hpc.lock"
 PROG = prog_of("score")
 # The records a model left without a completion, one per line (model, subject, index, where): written
 # to --out instead of one stderr line each.
@@ -45,31 +45,6 @@ UNANSWERED_NAME = "unanswered.txt"
 # Added to the "items done" counter when a rank stops writing: more than any run's items, so rank 0's
 # progress stops waiting for the ones that will not come.
 STOPPED = 1 << 40
-
-
-def _lock_output(out):
-    """An exclusive lock on the output folder for this run (None if another run holds it).
-
-    Two runs appending to and rewriting the same results.jsonl would lose
-    records; the lock dies with its process, so a killed run never blocks --resume.
-    """
-    import errno
-    import fcntl
-
-    out.mkdir(parents=True, exist_ok=True)
-    handle = open(out / LOCK_NAME, "w")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        return None
-    except OSError as err:
-        if err.errno not in (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP):
-            raise
-        # A file system without locks (Lustre mounted without -o flock, some NFS): the run goes on.
-        say(PROG, f"warning: {out} is on a file system without file locks ({err.strerror}): nothing stops "
-                  f"another run from writing there at the same time")
-    return handle
 
 
 def _kept(log_path):
@@ -106,6 +81,13 @@ class ScoringRun:
             raise UsageError(f"no result files under {', '.join(map(str, input_paths(self.args)))}")
         if not self._lock():
             return 2
+        try:
+            return self._locked_run(samples, problems)
+        finally:  # however the run ends (interrupted too), the folder is free for --resume
+            if self.lock is not None:
+                self.lock.release()
+
+    def _locked_run(self, samples, problems):
         self.problems_count = len(problems)
         done = self._open_log(problems)
         pending = [s for s in samples if s.key not in done]
@@ -151,14 +133,17 @@ class ScoringRun:
         return WRITE_FAILED_STATUS
 
     def _lock(self):
-        """The output folder locked by rank 0 for this run (False: another run holds it, said on stderr)."""
-        self.lock = _lock_output(self.out) if self.rank == 0 else None
-        if self.comm.bcast(self.lock is not None if self.rank == 0 else None, root=0):
-            return True
+        """The output folder locked by rank 0 for this run, naming every rank's process (False:
+        another run holds it, said on stderr; see sphyr_hpc/io/output_lock.py)."""
+        processes = self.comm.gather(this_process(), root=0)
+        refused = None
         if self.rank == 0:
-            say(PROG, f"error: another run is writing to {self.out} (it holds {self.out / LOCK_NAME}); "
-                  f"wait for it to end or kill it before --resume")
-        return False
+            try:
+                self.lock = acquire(self.out, processes, lambda text: say(PROG, text))
+            except LockRefused as err:
+                refused = err
+                say(PROG, f"error: {err}")
+        return not self.comm.bcast(refused is not None, root=0)
 
     def _open_log(self, problems):
         """The keys of the records already scored (``--resume``); results.jsonl and run.json started."""
@@ -463,5 +448,6 @@ def _peak_mb():
 
 
 def run_score(args, comm):
-    """The exit status of one scoring run (collective on ``comm``)."""
-    return ScoringRun(args, comm).run()
+    """The exit status of one scoring run (collective on ``comm``; its collectives wait asleep first, so
+    that an interrupt reaches every rank: :class:`~sphyr_hpc.runtime.tasks.Interruptible`)."""
+    return ScoringRun(args, Interruptible(comm) if comm.size > 1 else comm).run()

@@ -9,7 +9,18 @@ Statuses (every command): 0 done, 1 some input could not be used, 2 usage
 error (one line by rank 0, before any work), 3 unexpected error (every rank
 is aborted), 128 + N ended by signal N (130 SIGINT, 143 SIGTERM: the shell's
 convention).  SIGINT and SIGTERM raise :class:`Interrupted` in the main
-thread, so the command leaves through one path whichever it was.
+thread, so the command leaves through one path whichever it was; so does the
+end of the launcher that started this rank (:mod:`sphyr_hpc.runtime.launcher`
+watches it), as SIGTERM.
+
+Ending interrupted on several ranks (:func:`end_interrupted`): every rank that
+is interrupted waits for the others on a communicator of its own
+(:func:`share_interrupts`, a non-blocking barrier).  When every rank arrives
+(the signal reached them all: Ctrl-C under ``bin/mpirun``, a batch system's
+kill, a bare ``mpirun`` ending its ranks) rank 0 prints the one message and
+every rank ends with 128 + the signal, without MPI_Abort and its banner.  A
+rank that does not arrive in time (the signal reached one rank only, or a rank
+is inside a long call) is ended by MPI_Abort, as before any rank knew.
 """
 
 import functools
@@ -25,10 +36,13 @@ from contextlib import contextmanager
 PROCESS_STARTED = time.perf_counter()  # imported first thing by sphyr_hpc: before MPI and PETSc start
 USAGE_STATUS = 2
 ABORT_STATUS = 3
-# A rank other than 0 that is interrupted waits this long before it aborts the run itself: when
-# every rank got the signal (Ctrl-C, a batch system's kill), rank 0's abort ends it first, so the
-# message is printed once.
+# A rank other than 0 that must abort the run (an interrupt the others did not join, a failed write)
+# waits this long more than rank 0 first: when rank 0 aborts too, its abort ends the run first, so
+# the message is printed once.
 PEER_GRACE_SECONDS = 1.0
+# How long an interrupted rank waits for the others to be interrupted too (end_interrupted): they
+# are when the signal reached every rank, once each is back in Python from the call it was in.
+PEERS_SECONDS = 3.0
 # The same before MPI has started, when rank 0 cannot abort the others: its launcher ends them once
 # it has noticed rank 0's exit, which takes longer.
 LAUNCHER_GRACE_SECONDS = 5.0
@@ -79,7 +93,7 @@ def world_rank():
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM arrived; ``signum`` says which."""
+    """SIGINT or SIGTERM arrived (or the launcher ended: SIGTERM); ``signum`` says which."""
 
     def __init__(self, signum=signal.SIGINT):
         super().__init__(signum)
@@ -96,7 +110,65 @@ def interrupted(err):
 
 
 _held = {"depth": 0, "signum": None,  # signals_deferred: how deep, and the signal that arrived meanwhile
-         "raised": None}  # the signal an Interrupted was raised for inside interrupts()
+         "raised": None,  # the signal an Interrupted was raised for inside interrupts()
+         "launcher_gone": None,  # the name of this rank's launcher once it has ended (launcher.py)
+         "peers": None,  # the communicator interrupted ranks meet on (share_interrupts)
+         "together": False}  # this rank ended an interrupt together with every other (end_interrupted)
+
+
+def ended_together():
+    """Whether this process ended interrupted together with every other rank (:func:`end_interrupted`):
+    it then leaves through MPI_Finalize alone (:func:`sphyr_hpc.runtime.launcher.exit_status`), not
+    PETSc's finalisation, whose collectives the ranks, interrupted at different points, would not match."""
+    return _held["together"]
+
+
+def launcher_gone(name):
+    """From the launcher's watchdog thread: the launcher ``name`` that started this rank has ended.
+
+    The main thread is interrupted as by SIGTERM (the batch system's signal for "stop"), so the
+    command leaves through its one interrupt path (its records kept, its output folder unlocked); its
+    standard output and error, pipes to the launcher that nobody reads any more, go to /dev/null, so
+    that the last words of the process do not fail on them."""
+    import stat
+
+    _held["launcher_gone"] = name
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode):
+                os.dup2(devnull, fd)
+        except OSError:
+            pass
+    os.close(devnull)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def share_interrupts(comm):
+    """Prepare ``comm``'s ranks to end an interrupt together (collective, once MPI has started): a
+    duplicate of it that only :func:`end_interrupted` uses.  Returns that duplicate."""
+    _held["peers"] = comm.Dup() if comm.size > 1 else None
+    return _held["peers"]
+
+
+def _unshare_interrupts():
+    peers, _held["peers"] = _held["peers"], None
+    if peers is not None:
+        try:
+            peers.Free()
+        except Exception:  # noqa: BLE001  (MPI already finalised: nothing to free)
+            pass
+
+
+def _peers_interrupted(seconds):
+    """True once every rank has called this (each ending interrupted), False after ``seconds``."""
+    request = _held["peers"].Ibarrier()
+    deadline = time.monotonic() + seconds
+    while not request.Test():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
 
 
 def _raise(signum, frame):
@@ -142,6 +214,7 @@ def interrupts():
     try:
         yield
     finally:
+        _unshare_interrupts()
         sys.unraisablehook = previous_hook
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -154,24 +227,45 @@ def _quiet_end():
         signal.signal(s, signal.SIG_DFL)
 
 
+def _say_interrupted(prog, err, note):
+    why = err.signum.name
+    if _held["launcher_gone"]:
+        why += f": {_held['launcher_gone']}, the launcher that started it, is gone"
+    try:
+        print(f"\n{prog}: interrupted ({why}){note}", file=sys.stderr, flush=True)
+    except OSError:  # stderr itself gone with the launcher
+        pass
+
+
 def end_interrupted(prog, err, comm, note=""):
     """Print ``prog: interrupted (SIGxxx)...`` once and end every rank with 128 + signal.
 
-    Returns the status on one rank; with several ranks this rank aborts them
-    all (another may be inside a collective), after a grace period if it is
-    not rank 0 (see :data:`PEER_GRACE_SECONDS`).
+    Returns the status on this rank.  With several ranks it first waits for the others (see the
+    module's docstring): once every rank is here, rank 0 alone prints; a rank still missing after
+    :data:`PEERS_SECONDS` (and :data:`PEER_GRACE_SECONDS` more on ranks other than 0) is aborted
+    with the others.  Once the launcher is gone, MPI can neither abort nor finalise: the message
+    (on stderr where it is still a file) and this process ends at once with the status.
     """
     err = interrupted(err)
     _quiet_end()
+    if _held["launcher_gone"]:
+        _say_interrupted(prog, err, note)
+        os._exit(err.status)
     if comm is None:  # before MPI started: when rank 0 exits, the launcher ends the others
         if world_rank() != 0:
             time.sleep(LAUNCHER_GRACE_SECONDS)
-        print(f"\n{prog}: interrupted ({err.signum.name}){note}", file=sys.stderr, flush=True)
+        _say_interrupted(prog, err, note)
         return err.status
     rank, size = comm.rank, comm.size
-    if rank != 0 and size > 1:
+    if size > 1 and _held["peers"] is not None:
+        if _peers_interrupted(PEERS_SECONDS + (PEER_GRACE_SECONDS if rank != 0 else 0.0)):
+            _held["together"] = True
+            if rank == 0:
+                _say_interrupted(prog, err, note)
+            return err.status
+    elif rank != 0 and size > 1:
         time.sleep(PEER_GRACE_SECONDS)
-    print(f"\n{prog}: interrupted ({err.signum.name}){note}", file=sys.stderr, flush=True)
+    _say_interrupted(prog, err, note)
     if size > 1:
         comm.Abort(err.status)
     return err.status

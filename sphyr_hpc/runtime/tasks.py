@@ -108,6 +108,32 @@ def wait_idle(comm, poll_seconds=0.001):
         time.sleep(poll_seconds)
 
 
+class Interruptible(MPI.Intracomm):
+    """A communicator whose blocking collectives first wait for every rank asleep, in Python
+    (:func:`wait_idle`): a signal that reaches every rank while one of them is still at work is then
+    taken by all of them (CPython runs a signal handler between bytecodes, never inside a blocking
+    MPI call), so they end the interrupt together (:func:`~sphyr_hpc.runtime.process.end_interrupted`)
+    instead of one waiting inside the collective for a rank that has left.  The same communicator,
+    not a copy: ``Interruptible(comm)`` and ``comm`` can be used side by side."""
+
+    def Barrier(self):
+        wait_idle(self)
+
+    def barrier(self):
+        wait_idle(self)
+
+
+for _name in ("bcast", "gather", "allgather", "scatter", "allreduce", "reduce", "alltoall",
+              "Bcast", "Gather", "Allgather", "Scatter", "Allreduce", "Reduce"):
+    def _patient(self, *args, _call=getattr(MPI.Intracomm, _name), **kwargs):
+        wait_idle(self)
+        return _call(self, *args, **kwargs)
+
+    _patient.__name__ = _name
+    setattr(Interruptible, _name, _patient)
+del _name
+
+
 def stream_to_root(comm, n_tasks, compute, poll_seconds=_POLL_SECONDS):
     """Every task's results on rank 0, as they are computed; a generator every rank runs to the end.
 
