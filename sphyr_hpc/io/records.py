@@ -266,6 +266,35 @@ def read_result_file(path, gravity=None, limits=InputLimits(), defer_completion=
     return [sample_from_record(r, model, subject, i, source, g, limits, defer_completion) for i, r in enumerate(records)]
 
 
+def _indexed(path, line_fields, problems, limits, lines=None):
+    """{index: (line number, fields, why)} of a JSONL file (or its ``lines`` already read), None when
+    it cannot be read; ``line_fields(object)`` is ``(index, fields, why)``; problems appended."""
+    if lines is None:
+        lines, reason = read_jsonl(path, limits)
+        if reason:
+            problems.append(FileProblem(str(path), reason))
+            return None
+    records = {}
+    for number, obj, problem in lines:
+        where = f"{path}:{number}"
+        try:
+            if problem:
+                raise LineProblem(problem)
+            if not isinstance(obj, dict):
+                raise LineProblem(f"a record must be a JSON object, not {type(obj).__name__}")
+            index, fields, why = line_fields(obj)
+        except LineProblem as err:
+            problems.append(FileProblem(where, str(err)))
+            continue
+        if index == OTHER_DATASET:
+            continue
+        if index in records:
+            problems.append(FileProblem(where, f"duplicate index {index}"))
+        else:
+            records[index] = (number, fields, why)
+    return records
+
+
 def read_dataset_completions(dataset, completions, model=None, gravity=None, limits=InputLimits(),
                              defer_completion=False, lines=None):
     """Samples pairing dataset records with completions by ``index``.
@@ -287,44 +316,12 @@ def read_dataset_completions(dataset, completions, model=None, gravity=None, lim
         if gravity == (1.0, 0.0):
             gravity = gravity_from_folder(Path(dataset).parent.name)
 
-    def read(path, given=None):
-        if given is not None:
-            return given
-        read_lines, reason = read_jsonl(path, limits)
-        if reason:
-            problems.append(FileProblem(str(path), reason))
-        return read_lines
-
-    def records_of(path, line_fields, given=None):
-        """{index: (line number, fields, why)}: ``line_fields(object)`` is ``(index, fields, why)``."""
-        read_lines = read(path, given)
-        if read_lines is None:
-            return None
-        records = {}
-        for number, obj, problem in read_lines:
-            where = f"{path}:{number}"
-            try:
-                if problem:
-                    raise LineProblem(problem)
-                if not isinstance(obj, dict):
-                    raise LineProblem(f"a record must be a JSON object, not {type(obj).__name__}")
-                index, fields, why = line_fields(obj)
-            except LineProblem as err:
-                problems.append(FileProblem(where, str(err)))
-                continue
-            if index == OTHER_DATASET:
-                continue
-            if index in records:
-                problems.append(FileProblem(where, f"duplicate index {index}"))
-            else:
-                records[index] = (number, fields, why)
-        return records
-
     def dataset_fields(obj):
         return index_of(obj), obj, "missing field 'ground_truth'" if "ground_truth" not in obj else None
 
-    data = records_of(dataset, dataset_fields)
-    done = records_of(completions, lambda obj: completion_line(obj, subject, Path(dataset).name), lines)
+    data = _indexed(dataset, dataset_fields, problems, limits)
+    done = _indexed(completions, lambda obj: completion_line(obj, subject, Path(dataset).name), problems, limits,
+                    lines)
     if data is None or done is None:
         return [], problems
     samples = []
