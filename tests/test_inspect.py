@@ -50,8 +50,9 @@ def score(out, *args, ranks=1, store):
     prefix = [str(ROOT / "bin" / "mpirun"), "-n", str(ranks)] if ranks > 1 else []
     # not this process's MPI (the Inspect scorer started it here): mpirun's ranks are their own
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_COMM", "PMIX_RANK"))}
+    where = ["--store", str(store)] if store is not None else ["--no-store"]
     return subprocess.run(prefix + [sys.executable, "-m", "sphyr_hpc.score", *map(str, args), "--out", str(out),
-                                    "--store", str(store), "--quiet", "--no-report"],
+                                    *where, "--quiet", "--no-report"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -67,7 +68,9 @@ def leaderboard(run):
 
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory):
-    """(Inspect log, completions run's folder and process, store) of the mock model's answers."""
+    """(Inspect log, folder, completions run, store) of the mock model's answers: the completions are
+    scored without a store (each computed here, not read back from what the Inspect scorer stored),
+    and again with the Inspect run's store (folder/stored)."""
     folder = tmp_path_factory.mktemp("inspect")
     records = [json.loads(line) for line in DATASET.read_text().splitlines()]
     from sphyr_hpc.inspect.task import samples_of
@@ -88,8 +91,11 @@ def evaluated(tmp_path_factory):
     completions = folder / "completions.jsonl"
     completions.write_text("".join(json.dumps({"index": r["index"], "completion": answer_of(r)}) + "\n"
                                    for r in records))
-    run = score(folder / "scored", "--dataset", DATASET, "--completions", completions, "--model", MODEL, store=store)
+    run = score(folder / "scored", "--dataset", DATASET, "--completions", completions, "--model", MODEL, store=None)
     assert run.returncode == 0, run.stderr
+    stored = score(folder / "stored", "--dataset", DATASET, "--completions", completions, "--model", MODEL,
+                   store=store)
+    assert stored.returncode == 0, stored.stderr
     return read_eval_log(logs[0].location), folder, run, store
 
 
@@ -129,8 +135,9 @@ def test_the_log_names_its_dataset_and_each_sample_its_record(evaluated):
 
 def test_the_inspect_scorer_filled_the_store_score_reads(evaluated):
     _, folder, _, _ = evaluated
-    yardsticks = json.loads((folder / "scored" / "run.json").read_text())["yardsticks"]
+    yardsticks = json.loads((folder / "stored" / "run.json").read_text())["yardsticks"]
     assert yardsticks["computed"] == 0 and yardsticks["from_store"] > 0
+    assert rows_of(folder / "stored") == rows_of(folder / "scored")
 
 
 @pytest.mark.parametrize("ranks", [1, 2])
