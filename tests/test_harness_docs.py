@@ -86,7 +86,8 @@ def _skip_reason(kind, text):
         if kind == "sh" and pattern in text:
             return reason
     if not HAS_INSPECT and any(word in text for word in NEEDS_INSPECT):
-        return "needs inspect-ai: .venv/bin/python -m pip install -c constraints/debian12.txt -e '.[inspect]'"
+        return ("needs inspect-ai: .venv/bin/python -m pip install -c constraints/debian12.txt --no-build-isolation "
+                "-e '.[inspect]'")
     return None
 
 

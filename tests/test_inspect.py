@@ -21,7 +21,7 @@ import pytest
 from conftest import ROOT
 
 inspect_ai = pytest.importorskip(
-    "inspect_ai", reason="inspect-ai is not installed: .venv/bin/python -m pip install -c constraints/debian12.txt "
+    "inspect_ai", reason="inspect-ai is not installed: .venv/bin/python -m pip install -c constraints/debian12.txt --no-build-isolation "
                          "-e '.[inspect]' (bin/setup --test installs it)")
 from inspect_ai.log import read_eval_log  # noqa: E402
 from inspect_ai.model import ModelOutput, ModelUsage, get_model  # noqa: E402
