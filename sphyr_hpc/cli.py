@@ -29,6 +29,7 @@ mpi4py or PETSc is imported, so ``--help`` and usage errors work without them.
 """
 
 import argparse
+import difflib
 import os
 import sys
 import tempfile
@@ -78,7 +79,19 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):
-        raise UsageError(message)
+        raise UsageError(message + self._did_you_mean(message))
+
+    def _did_you_mean(self, message):
+        """`` (did you mean --dataset?)`` for an unrecognised option close to one of this parser's."""
+        if not message.startswith("unrecognized arguments: "):
+            return ""
+        known = [o for o in self._option_string_actions if o.startswith("--")]
+        guesses = []
+        for token in message[len("unrecognized arguments: "):].split():
+            if token.startswith("--"):
+                close = difflib.get_close_matches(token.partition("=")[0], known, n=1, cutoff=0.75)
+                guesses += [f"{token.partition('=')[0]}: did you mean {close[0]}?"] if close else []
+        return f" ({'; '.join(guesses)})" if guesses else ""
 
 
 def report_usage_error(prog, err, rank=None):
@@ -198,7 +211,7 @@ def _run(command, args, petsc_args, context):
         if command.probe:
             from .solvers.probe import check_options
 
-            check_options()
+            check_options(comm=context.comm)
         return command.run(args, context)
 
 

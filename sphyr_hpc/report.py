@@ -50,7 +50,7 @@ def _say_dropped(path, dropped):
 
 def _run(args, context):
     from .jobs.report import write_comparison, write_report
-    from .reporting.html import PICTURES
+    from .reporting.html import PICTURES, plural
 
     started = time.perf_counter()
     if args.compare:
@@ -61,9 +61,10 @@ def _run(args, context):
         return 0
     written = write_report(args.out_dir, args.title)
     _say_dropped(Path(args.out_dir) / "results.jsonl", written.dropped)
-    page = written.paths[0]
-    print(f"{page} ({len(written.paths) - 1} pages and pictures in {page.parent / PICTURES}) "
-          f"in {time.perf_counter() - started:.2f} s")
+    page, others = written.paths[0], written.paths[1:]
+    pages = sum(Path(p).suffix == ".html" for p in others)
+    print(f"{page} ({plural(pages, 'model page')} and {plural(len(others) - pages, 'picture')} in "
+          f"{page.parent / PICTURES}) in {time.perf_counter() - started:.2f} s")
     return 0
 
 

@@ -131,8 +131,8 @@ def build_parser():
     parser.add_argument("--fields-format", choices=FORMATS, default=FORMATS[0],
                         help="format of --fields: HDF5 + XDMF 3, explicit-quad XDMF, or VTU")
     parser.add_argument("--report", action=argparse.BooleanOptionalAction, default=True,
-                        help="write DIR/report.html and its pictures (DIR/report/*.png) at the end "
-                             "(python -m sphyr_hpc.report DIR makes it again later)")
+                        help="write OUT/report.html, a page per model and the pictures (OUT/report/) at the end "
+                             "(python -m sphyr_hpc.report OUT makes them again later) (default: --report)")
     parser.add_argument("--certified", metavar="DIR",
                         help="a certify folder: add certified_optimal_compliance and certified_structural_efficiency")
     parser.add_argument("--multigrid-dofs", type=int, default=MG_MIN_DOFS, metavar="N",

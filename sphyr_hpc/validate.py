@@ -66,10 +66,13 @@ def build_parser(prog=PROG):
     parser.add_argument("--dataset", required=True, metavar="PATH", help="dataset JSONL file")
     parser.add_argument("--samples", type=positive_int, default=20, metavar="N",
                         help="score the first N records")
+    from .scoring.probes import HARD_VALUES
+
     level = parser.add_mutually_exclusive_group()
     level.add_argument("--hard", dest="hard", action="store_true", default=None,
-                       help="hard probes (one-decimal densities) whatever the file name (default: hard when the "
-                            "file name ends with 'hard', else easy)")
+                       help=f"hard probes (a flipped cell takes one of {', '.join(f'{v:.1f}' for v in HARD_VALUES)}) whatever "
+                            f"the file name (default: hard when the file name without .jsonl ends with 'hard', "
+                            f"else easy)")
     level.add_argument("--easy", dest="hard", action="store_false", help="easy probes (0/1) whatever the file name")
     yardstick_store.add_arguments(parser)
     return parser

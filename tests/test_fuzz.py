@@ -218,10 +218,10 @@ def _check(base, plan, status, err, seconds):
         if row.get("physically_valid"):
             assert 0.0 <= row["topology_score"] <= 1.0
     for path, reason in broken_files.items():
-        assert f"error: {path}: {reason}" in err
+        assert f"not scored: {path}: {reason}" in err
     for path, numbers in broken_lines:
         for number in numbers:
-            assert f"error: {path}:{number}: " in err
+            assert f"not scored: {path}:{number}: " in err
     assert "Traceback" not in err
     assert status in (0, 1)
     assert seconds < SECONDS

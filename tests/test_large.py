@@ -807,3 +807,24 @@ def test_the_coarse_levels_are_set_up_for_each_new_design():
     after = _second_design_after_first("lg_renew_after_", 0.95)
     assert after[1] == fresh[1]
     assert after[0] == pytest.approx(fresh[0], rel=1e-13)
+
+
+def test_a_level_cap_given_as_a_solver_option_is_the_hierarchy_built():
+    # The caller's options reach the hierarchy's build as they reach PCMG: a cap of 3 levels on a
+    # grid that coarsens to 4 builds 3, with the same compliance (the solve's tolerance apart).
+    lc = problems.preset("mbb", 256, 128).loadcase()
+    compliances = {}
+    for options in ({"pc_mg_levels": 3}, {}):
+        with elasticity_system(lc, comm=petsc().COMM_SELF, solver="mg", options=options) as system:
+            compliances[len(system.levels)] = system.solve(system.slab_of(np.ones(lc.shape)))
+            assert system.ksp.getPC().getMGLevels() == len(system.levels)
+    assert sorted(compliances) == [3, 4]
+    assert compliances[3] == pytest.approx(compliances[4], rel=1e-6)
+
+
+def test_more_levels_than_the_grid_has_is_a_usage_error_naming_the_limit(capsys):
+    status = optimize.main(["--preset", "mbb", "--size", "256x128", "--solver", "mg", "--iterations", "1",
+                            "--quiet", "-sphyr_pc_mg_levels", "20"])
+    err = capsys.readouterr().err
+    assert status == 2 and "-sphyr_pc_mg_levels 20" in err and "at most 4" in err
+    assert len(err.strip().splitlines()) == 1

@@ -196,3 +196,15 @@ def test_summary_json_holds_the_intervals_the_report_shows(scored):
     assert summary["uncertainty"] == json.loads(json.dumps(again["uncertainty"]))
     assert set(summary["uncertainty"]["models"]) == {"baseline-empty", "baseline-random"}
     assert [p["above"] for p in summary["uncertainty"]["adjacent"]] == ["baseline-random"]
+
+
+def test_report_counts_the_model_pages_and_the_pictures_it_wrote(scored, tmp_path, capsys):
+    again = tmp_path / "again"
+    again.mkdir()
+    (again / "results.jsonl").write_bytes((scored / "results.jsonl").read_bytes())
+    assert report_main([str(again)]) == 0
+    printed = capsys.readouterr().out
+    written = list((again / html_report.PICTURES).iterdir())
+    pages = sum(p.suffix == ".html" for p in written)
+    assert pages == 2  # the bundled examples' two models
+    assert f"({pages} model pages and {len(written) - pages} pictures in {again / html_report.PICTURES})" in printed

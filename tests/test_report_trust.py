@@ -6,6 +6,8 @@ import random
 
 import pytest
 
+from conftest import ROOT
+
 from sphyr_hpc.jobs.report import run_title, write_comparison, write_report
 from sphyr_hpc.reporting import grids
 from sphyr_hpc.reporting.html import plural
@@ -172,3 +174,38 @@ def test_the_comparison_page_counts_changes_and_pairs_differences(tmp_path):
     path, _, _ = write_comparison(tmp_path / "A", tmp_path / "A", tmp_path / "self.html")
     same = path.read_text()
     assert "[0.000, 0.000]" in same and "0 records changed category" in same
+
+
+def test_records_scored_from_unparsable_cells_are_counted_per_model_in_leaderboard_summary_and_report(tmp_path, capsys):
+    """A NaN where the answer is void scores the answer's score (the published rule): counted, never hidden."""
+    from sphyr_hpc.score import main as score_main
+
+    dataset = ROOT / "examples" / "data" / "v1" / "full_hard.jsonl"
+    records = [json.loads(line) for line in dataset.read_text().splitlines()][:2]
+    nan, clean = tmp_path / "nan-model.jsonl", tmp_path / "clean-model.jsonl"
+    lines_nan, lines_clean = [], []
+    for record in records:
+        grid = [row[:] for row in record["ground_truth"]]
+        r, c = next((r, c) for r, row in enumerate(grid) for c, cell in enumerate(row) if cell in ("0", "0.0"))
+        grid[r][c] = "nan"
+        lines_nan.append(json.dumps({"index": record["index"], "completion": grid}))
+        lines_clean.append(json.dumps({"index": record["index"], "completion": record["ground_truth"]}))
+    nan.write_text("\n".join(lines_nan) + "\n")
+    clean.write_text("\n".join(lines_clean) + "\n")
+    out = tmp_path / "out"
+    score_main(["--dataset", str(dataset), "--completions", str(nan), str(clean), "--out", str(out), "--quiet",
+                "--no-store"])
+    printed = capsys.readouterr().out
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    scored_nan = [r for r in rows if r["model"] == "nan-model" and "error" not in r]
+    assert len(scored_nan) == 2 and all(r["failure"] == "unfilled_or_unparsable" for r in scored_nan)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["nan-model"]["full_hard"]["unparsable"] == 2 and summary["clean-model"]["full_hard"]["unparsable"] == 0
+    header = next(line for line in printed.splitlines() if "unparsable" in line and "coverage" in line).split()
+    for model, count in (("nan-model", 2), ("clean-model", 0)):
+        row = next(line for line in printed.splitlines() if line.split()[1:2] == [model]).split()
+        assert row[header.index("unparsable")] == str(count)
+    assert any(line.startswith("unparsable: records scored although") for line in printed.splitlines())
+    page = (out / "report.html").read_text()
+    assert "<th>unparsable</th>" in page and "2 records scored from a completion with a cell left V" in page
+    assert "<th>unparsable</th>" in (out / "report" / "nan-model.html").read_text()

@@ -235,7 +235,8 @@ def test_dataset_and_completions_input_with_bad_lines(tmp_path, capsys):
     assert rows[("my-model", "toy_easy", 0)]["compliance_efficiency_vs_ground_truth"] == 1.0  # c / c of one analysis
     assert "completion" in rows[("my-model", "toy_easy", 1)]["error"]
     assert "has no completion" in rows[("my-model", "toy_easy", 2)]["error"]
-    assert "is not in" in rows[("my-model", "toy_easy", 5)]["error"]
+    assert ("my-model", "toy_easy", 5) not in rows  # answers no dataset record: a line not scored, not a record
+    assert f"not scored: {completions}:4: index 5 is not in {dataset}" in err
     assert f"{completions}:3: not valid JSON" in err
     assert f"{completions}:5: a record must be a JSON object" in err
     assert f"{dataset}:4: not valid JSON" in err

@@ -373,7 +373,7 @@ def test_validate_help_says_the_probe_level_comes_from_the_file_name():
     from sphyr_hpc import validate
 
     text = " ".join(validate.build_parser().format_help().split())
-    assert "(default: hard when the file name ends with 'hard', else easy)" in text
+    assert "(default: hard when the file name without .jsonl ends with 'hard', else easy)" in text
 
 
 def test_optimize_iteration_lines_show_the_total_and_an_eta(capsys):
@@ -565,3 +565,72 @@ def test_bin_mpirun_still_shows_mpiruns_own_errors(tmp_path):
                          text=True, timeout=120, env=dict(os.environ))
     assert run.returncode != 0
     assert "unable to launch the specified application" in run.stdout + run.stderr
+
+
+FULL_EASY = ROOT / "examples" / "data" / "v1" / "full_easy.jsonl"
+
+
+def _first_records(n=3):
+    return [json.loads(line) for line in FULL_EASY.read_text().splitlines()[:n]]
+
+
+def _answers(tmp_path, records):
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"index": r["index"], "completion": r["ground_truth"]}) + "\n"
+                               for r in records))
+    return answers
+
+
+def test_a_dataset_written_as_a_json_array_is_one_line_before_any_work(tmp_path, capsys):
+    records = _first_records()
+    dataset = tmp_path / "array_dataset.json"
+    dataset.write_text(json.dumps(records, indent=1))
+    err = _usage_error(capsys, "--dataset", dataset, "--completions", _answers(tmp_path, records),
+                       "--out", tmp_path / "out")
+    assert f"--dataset {dataset} is a JSON array" in err and "one record a line" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_dataset_array_given_as_a_result_path_says_it_is_a_dataset(tmp_path, capsys):
+    dataset = tmp_path / "array_dataset.json"
+    dataset.write_text(json.dumps(_first_records()))
+    err = _usage_error(capsys, dataset, "--out", tmp_path / "out")
+    assert f"{dataset} holds dataset records" in err and "--dataset D.jsonl --completions C.jsonl" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_dataset_array_inside_a_result_folder_is_one_line_not_a_record_each(tmp_path, capsys):
+    folder = tmp_path / "results" / "model-a"
+    folder.mkdir(parents=True)
+    (folder / "full_easy_results.json").write_text(json.dumps(_first_records()))
+    (folder / "ok_results.json").write_text(ONE_FILE.read_text())
+    status = main([str(tmp_path / "results"), "--out", str(tmp_path / "out"), "--quiet", "--no-report"])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err.count("holds dataset records") == 1 and "missing field" not in err
+    rows = (tmp_path / "out" / "results.jsonl").read_text().splitlines()
+    assert len(rows) == len(json.loads(ONE_FILE.read_text()))
+
+
+def test_an_empty_completions_file_is_one_line_before_any_work(tmp_path, capsys):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    err = _usage_error(capsys, "--dataset", FULL_EASY, "--completions", empty, "--out", tmp_path / "out")
+    assert f"--completions {empty} holds no completion" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_misspelt_option_is_answered_with_the_option_meant(tmp_path, capsys):
+    err = _usage_error(capsys, "--datset", FULL_EASY, "--completions", tmp_path / "c.jsonl", "--out", tmp_path / "o")
+    assert "unrecognized arguments: --datset" in err and "did you mean --dataset?" in err
+
+
+def test_score_help_names_the_options_it_means_and_the_store_default_once(capsys):
+    with pytest.raises(SystemExit):
+        score.build_parser().parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    text = text[text.index("options:"):]
+    report = text[text.index("--report, --no-report"):text.index("--certified DIR")]
+    assert "DIR/" not in report and "OUT/report.html" in report and "(default: True)" not in report
+    store = text[text.index("--store DIR "):text.index("--no-store ")]
+    assert store.count("sphyr_hpc") == 2 and store.count("~/.cache/sphyr_hpc") == 1, store

@@ -230,3 +230,15 @@ def test_hard_and_easy_flags_override_the_file_name(tmp_path, capsys):
     assert "full_hard: 1 samples (easy)" in capsys.readouterr().out
     assert main(["--dataset", str(FULL_HARD), "--samples", "1", "--hard"]) == 0
     assert "full_hard_first3: 1 samples (hard)" in capsys.readouterr().out
+
+
+def test_validate_help_states_the_hard_rule_the_probes_apply(capsys):
+    from sphyr_hpc.scoring.probes import HARD_VALUES, is_hard_dataset
+    from sphyr_hpc.validate import build_parser as validate_parser
+
+    with pytest.raises(SystemExit):
+        validate_parser("python -m sphyr_hpc.validate").parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "one of " + ", ".join(f"{v:.1f}" for v in HARD_VALUES) in text and "one-decimal" not in text
+    assert "the file name without .jsonl ends with 'hard'" in text
+    assert is_hard_dataset("v1/full_hard.jsonl") and not is_hard_dataset("v1/hard_cases_easy.jsonl")

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ..core import grid as grids
 from ..runtime.cache import BoundedCache
+from ..runtime.messages import dataset_given_as_path
 from ..core.loadcase import gravity_from_folder
 from .completions import OTHER_DATASET, LineProblem, completion_line, index_of
 from .jsonl import DECODE_LIMITS, decode_json, read_bytes, read_jsonl, utf8
@@ -261,9 +262,17 @@ def read_result_file(path, gravity=None, limits=InputLimits(), defer_completion=
         return FileProblem(str(path), reason)
     if not isinstance(records, list):
         return FileProblem(str(path), f"expected a JSON array of records, found a {type(records).__name__}")
+    if holds_dataset_records(records):
+        return FileProblem(str(path), dataset_given_as_path(path))
     g = gravity if gravity is not None else gravity_from_folder(model)
     source = str(path)
     return [sample_from_record(r, model, subject, i, source, g, limits, defer_completion) for i, r in enumerate(records)]
+
+
+def holds_dataset_records(records):
+    """True when ``records`` (a JSON array) are a dataset's: objects with a ground truth, none with a completion."""
+    return bool(records) and all(isinstance(r, dict) and "ground_truth" in r and "completion" not in r
+                                 for r in records)
 
 
 def _indexed(path, line_fields, problems, limits, lines=None):
@@ -324,13 +333,17 @@ def read_dataset_completions(dataset, completions, model=None, gravity=None, lim
                     lines)
     if data is None or done is None:
         return [], problems
+    # A completion whose index names no dataset record answers nothing: a line of the completions
+    # file that is not scored (named in file order), not a record of the run.
+    known = f"{min(data)} to {max(data)}" if data else "none"
+    for index in sorted(set(done) - set(data), key=lambda i: done[i][0]):
+        problems.append(FileProblem(f"{completions}:{done[index][0]}",
+                                    f"index {index} is not in {dataset} (its indices: {known})"))
+    problems.sort(key=_line_order)
     samples = []
-    for index in sorted(set(data) | set(done)):
+    for index in sorted(data):
         sample = Sample(model, subject, index, str(completions), gravity)
         samples.append(sample)
-        if index not in data:
-            sample.error = f"{completions}:{done[index][0]}: index {index} is not in {dataset}"
-            continue
         dline, drec, dmissing = data[index]
         if dmissing:
             sample.fail(f"{dataset}:{dline}: index {index}: {dmissing}")
@@ -348,6 +361,12 @@ def read_dataset_completions(dataset, completions, model=None, gravity=None, lim
         where = {"ground_truth": in_data, "input_grid": in_data, "completion": f"{completions}:{cline}: index {index}"}
         parse_grids(sample, values, where, limits, defer_completion)
     return samples, problems
+
+
+def _line_order(problem):
+    """(file, line number) of a problem naming ``file:line`` (a whole file's problem first)."""
+    path, _, number = problem.path.rpartition(":")
+    return (path, int(number)) if number.isdigit() else (problem.path, 0)
 
 
 # json.dumps(row, allow_nan=False) builds a new encoder every call (only the all-defaults call

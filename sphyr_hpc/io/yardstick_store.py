@@ -278,7 +278,7 @@ def add_arguments(parser):
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--store", metavar="DIR",
                        help=f"yardstick store: yardsticks computed once, ever, kept there (docs/store.md) "
-                            f"(default: ${STORE_ENV} when set, 'none' for no store; else {default_location()}, "
-                            f"$XDG_CACHE_HOME/sphyr_hpc else ~/.cache/sphyr_hpc)")
+                            f"(default: ${STORE_ENV} when set, where 'none' means no store; else "
+                            f"$XDG_CACHE_HOME/sphyr_hpc; else ~/.cache/sphyr_hpc)")
     where.add_argument("--no-store", action="store_true",
                        help="compute every yardstick, read and write no store")

@@ -1,7 +1,8 @@
 """What ``python -m sphyr_hpc.optimize`` runs: one problem optimised over all ranks, then its outputs.
 
 :func:`run` loads the problem, runs :func:`~sphyr_hpc.optimiser.driver.optimise`
-(PETSc options nobody read are a usage error after the first iteration),
+(PETSc options that no solver of the run would read are a usage error before it starts,
+:func:`~sphyr_hpc.solvers.probe.check_options`),
 measures the bandwidth if asked, and writes what the options ask for
 (``--png``, ``--save-density``, ``--json``) on rank 0.
 """
@@ -16,10 +17,12 @@ from ..optimiser.driver import copy_bandwidth, mg_cg_bytes_per_iteration, optimi
 from ..optimiser.measure import bounds, phase_bytes
 from ..optimiser.problems import ProblemError
 from ..reporting.density import save_png
-from ..runtime.petsc import OptionsError, explain_petsc_error, petsc, unknown_options_message, unused_options
+from ..runtime.petsc import PREFIX, OptionsError, explain_petsc_error, petsc
 from ..runtime.process import UsageError
 from ..solvers.base import SolverError
+from ..solvers.elasticity import default_solver
 from ..solvers.layout import PartitionError
+from ..solvers.probe import check_options, grid_for
 from .optimize_settings import check_settings, density_path, ground_truth_of, load_problem
 
 FAILED_STATUS = 1
@@ -35,6 +38,8 @@ def run(args, comm, petsc_args=()):
         initial = np.load(args.initial) if args.initial else None
     except (ProblemError, OSError, ValueError) as err:
         raise UsageError(str(err)) from None
+    solver = args.solver or default_solver(2 * (problem.nelx + 1) * (problem.nely + 1))
+    check_options(PREFIX, [(grid_for(solver), {"prefix": PREFIX, "solver": solver})], comm=mpi)
     load_start = list(os.getloadavg())
     if mpi.rank == 0:
         print(f"load average at start: {' '.join(f'{v:.2f}' for v in load_start)}", flush=True)
@@ -58,8 +63,8 @@ def run(args, comm, petsc_args=()):
 
 
 def _optimise(args, comm, problem, continuation, truth, initial):
-    """:func:`optimise` with the command's options; PETSc options nobody read, or that PETSc
-    rejects, are an :class:`OptionsError` once the first iteration has read them all."""
+    """:func:`optimise` with the command's options; a PETSc error before the first iteration has
+    ended is a value PETSc rejects, an :class:`OptionsError`."""
     mpi = comm.tompi4py()
     log = rank0_logger(mpi)
     quiet_log = rank0_logger(mpi, args.quiet)
@@ -72,21 +77,15 @@ def _optimise(args, comm, problem, continuation, truth, initial):
 
     started = []
 
-    def check_options(iteration, system, physical, compliance, change):
-        """After the first iteration every solver option has been read: report those nobody read."""
-        if started:
-            return
+    def first_iteration_ended(iteration, system, physical, compliance, change):
         started.append(iteration)
-        unused = sorted(set().union(*mpi.allgather(unused_options())))
-        if unused:
-            raise OptionsError(unknown_options_message(unused))
 
     try:
         return optimise(problem, comm=comm, solver=args.solver, iterations=args.iterations,
                         tolerance=args.tolerance, penal=args.penal, continuation=continuation, radius=args.radius,
                         move=args.move, initial=initial, log=iteration_log, fields_dir=args.fields,
                         fields_every=args.fields_every, truth=truth, keep_system=args.bandwidth,
-                        fields_format=args.fields_format, callback=check_options)
+                        fields_format=args.fields_format, callback=first_iteration_ended)
     except petsc().Error as err:
         if started:
             raise

@@ -171,8 +171,8 @@ class ScoringRun:
             except UsageError as err:
                 done = err
             else:
-                for problem in problems:
-                    say(PROG, f"error: {problem.path}: {problem.reason}")
+                for problem in problems:  # not fatal: the rest is scored (exit status 1)
+                    say(PROG, f"not scored: {problem.path}: {problem.reason}")
                 if self.args.resume:
                     done = {row_key(row) for row in self.log.recover()}
                 else:
@@ -312,6 +312,8 @@ class ScoringRun:
             missing = len(unanswered_lines or ())
             print(f"\n{records} records ({scored} scored, {missing} without a completion, {records - scored - missing} "
                   f"errors) on {comm.size} rank(s) -> {self.log.path}")
+            if self.problems_count:
+                print(f"not scored: {self.problems_count} of the inputs' files or lines (each named above)")
             print(format_counts(self.yardsticks, self.stored.store, self.completions))
             print("\n".join(format_leaderboard(board)))
             print("\n" + "\n".join(format_failures(summary[SUMMARY_KEY])))

@@ -10,7 +10,9 @@ from pathlib import Path
 from ..io import limits as input_limits
 from ..io.inspect_log import NEEDS_INSPECT, inspect_available, log_files, read_inspect_log
 from ..io.records import FileProblem, find_result_files, read_dataset_completions, read_result_file
-from ..runtime.messages import existing_results, jsonl_given_as_path, no_such
+from ..io.records import holds_dataset_records
+from ..runtime.messages import (array_given_as_jsonl, dataset_given_as_path, existing_results, jsonl_given_as_path,
+                                no_completion_in, no_such)
 from ..runtime.process import UsageError
 
 # The bundled example records: the repository's examples/ folder, which sphyr_hpc/_examples links
@@ -46,6 +48,16 @@ def check_inputs(args):
     jsonl = [p for p in args.paths if Path(p).is_file() and str(p).endswith(".jsonl")]
     if jsonl:
         raise UsageError(jsonl_given_as_path(jsonl[0]))
+    for option, path in [("--dataset", args.dataset)] * bool(args.dataset) + [("--completions", c) for c in args.completions]:
+        first = _first_character(path)
+        if first == "[":
+            raise UsageError(array_given_as_jsonl(option, path))
+        if option == "--completions" and first == "":
+            raise UsageError(no_completion_in(path))
+    limits = input_limits.from_args(args)
+    for path in args.paths:
+        if Path(path).is_file() and _first_character(path) == "[" and holds_dataset_records(_json_or_none(path, limits)):
+            raise UsageError(dataset_given_as_path(path))
     if args.certified and not (Path(args.certified) / "certify.jsonl").is_file():
         raise UsageError(f"no certify.jsonl in {args.certified} (made by python -m sphyr_hpc.certify --out DIR)")
     check_output_folders(args, paths)
@@ -123,6 +135,31 @@ def check_output_folders(args, paths):
             if source.is_dir() and (resolved == source or source in resolved.parents):
                 raise UsageError(f"{option} {folder} is inside the input folder {source}: the next run would read "
                                  f"its outputs as results; choose a folder outside it")
+
+
+def _first_character(path, chunk=65536):
+    """The first character of a file that is not white space ("": none; None: the file cannot be read)."""
+    try:
+        with open(path, "rb") as handle:
+            while True:
+                data = handle.read(chunk)
+                if not data:
+                    return ""
+                text = data.lstrip(b" \t\r\n\xef\xbb\xbf")
+                if text:
+                    return chr(text[0])
+    except OSError:
+        return None
+
+
+def _json_or_none(path, limits):
+    """A named result file's JSON (None when it is not JSON or over the file-size limit)."""
+    try:
+        if Path(path).stat().st_size > limits.max_file_bytes:
+            return None
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
 def _records_in(path):

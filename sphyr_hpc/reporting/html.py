@@ -117,13 +117,14 @@ def sure(pair):
     return [(f"{pair['difference']:+.3f}", verdict[1]), interval(pair["ci95"]), verdict, pair["samples"]]
 
 
-COVERAGE = ["records", "answered", "missing", "unreadable", "coverage"]
+COVERAGE = ["records", "answered", "missing", "unreadable", "unparsable", "coverage"]
 
 
 def coverage_cells(entry):
-    """records, answered, missing, unreadable, coverage of a leaderboard or summary entry."""
+    """records, answered, missing, unreadable, unparsable, coverage of a leaderboard or summary entry."""
     records = entry.get("records", entry.get("count"))
     return [records, entry.get("answered"), entry.get("missing", 0), entry.get("unreadable", 0),
+            entry.get("unparsable", 0),
             (f"{100 * entry['coverage']:.1f} %" if entry.get("coverage") is not None else None)]
 
 
@@ -150,6 +151,11 @@ def _overview(data, board, subjects, yardsticks=None):
     excluded = sum(e["excluded"] for e in board)
     parts = [f"{plural(data.rows, 'record')}: {answered:,} answered and scored, {missing:,} missing, "
              f"{unreadable:,} unreadable (missing and unreadable completions count 0 in every mean)"]
+    unparsable = sum(e.get("unparsable", 0) for e in board)
+    if unparsable:
+        parts.append(f"{plural(unparsable, 'record')} scored from a completion with a cell left V or that is not a "
+                     f"number (<b>unparsable</b>: the cell reads as 0, the published rule, and the rest is scored; "
+                     f"docs/scoring.md, \"Unparsable cells\")")
     if excluded:
         parts.append(f"{plural(excluded, 'record')} of broken samples (ground truth or prompt), left out of "
                      f"every model's means")
@@ -164,7 +170,8 @@ def _overview(data, board, subjects, yardsticks=None):
 
 def _leaderboard(board, model_pages, uncertainty):
     note = (f"<p class='note'>Models ranked by the mean over subjects of their mean topology_score (every "
-            f"subject weighs the same; a missing or unreadable completion counts 0). <b>se</b>: standard error; "
+            f"subject weighs the same; a missing or unreadable completion counts 0; <b>unparsable</b>: records "
+            f"scored although a cell was left V or is not a number, which reads as 0). <b>se</b>: standard error; "
             f"<b>95 % interval</b>: bootstrap over samples, stratified by subject "
             f"({uncertainty.get('resamples', '-')} resamples, seed {uncertainty.get('seed', '-')}). "
             f"<b>vs next</b>: this model minus the next one over the samples both answered, with its paired 95 % "

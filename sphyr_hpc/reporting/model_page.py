@@ -49,7 +49,7 @@ def render_model_page(model, title, summary, data, back):
         rows.append([subject] + coverage_cells(entry) + [entry["topology_score"], s.get("se"), interval(s.get("ci95"))])
         categories.append([subject] + [counts[c] for c in cats])
     total = {k: sum(e.get(k, 0) for e in subjects.values())
-             for k in ("count", "answered", "missing", "unreadable", "excluded")}
+             for k in ("count", "answered", "missing", "unreadable", "unparsable", "excluded")}
     counted = total["count"] - total["excluded"]
     total["coverage"] = total["answered"] / counted if counted else None
     overall = [("all subjects", "")] + coverage_cells(total) + [stats.get("mean"), stats.get("se"),

@@ -12,9 +12,10 @@ a quota, a vanished folder: nothing is lost, ``--resume`` finishes).
 """
 
 import sys
+from pathlib import Path
 
-__all__ = ["WRITE_FAILED_STATUS", "certified_count", "existing_results", "jsonl_given_as_path", "no_such", "prog_of", "say",
-           "unanswered", "write_failed"]
+__all__ = ["WRITE_FAILED_STATUS", "array_given_as_jsonl", "certified_count", "dataset_given_as_path", "existing_results",
+           "jsonl_given_as_path", "no_completion_in", "no_such", "prog_of", "say", "unanswered", "write_failed"]
 
 # A run that could not write its output (ENOSPC, EDQUOT, EIO, ...): not a usage error (2) nor a bug (3).
 WRITE_FAILED_STATUS = 4
@@ -41,6 +42,23 @@ def jsonl_given_as_path(path):
     """A dataset or completions file (JSONL) named where a result file (a JSON array) goes."""
     return (f"{path} is a JSONL file (one record per line), not a result file (a JSON array of records): "
             f"score a dataset and a model's completions with --dataset D.jsonl --completions C.jsonl")
+
+
+def array_given_as_jsonl(option, path):
+    """A JSON array named where JSON lines (one record a line) go."""
+    return (f"{option} {path} is a JSON array; {option} reads JSON lines, one record a line: write each "
+            f"record on a line of its own (jq -c '.[]' {path} > {Path(path).stem}.jsonl)")
+
+
+def dataset_given_as_path(path):
+    """A JSON array of dataset records (no completion) named where a result file goes."""
+    return (f"{path} holds dataset records (input_grid and ground_truth, no completion), not a model's results: "
+            f"score a model's completions of it with --dataset D.jsonl --completions C.jsonl")
+
+
+def no_completion_in(path):
+    """A completions file without a single line to score."""
+    return f"--completions {path} holds no completion (no line in the file): nothing of it to score"
 
 
 def existing_results(out, records):

@@ -237,30 +237,6 @@ class _Viewers:
     shown = set()
 
 
-def _petsc_library():
-    """petsc4py's extension module as a ctypes library: PETSc's C API through its dependencies."""
-    import ctypes
-
-    return ctypes.CDLL(petsc().__file__)
-
-
-def unused_options(prefix=PREFIX):
-    """Options under ``prefix`` in the database that no PETSc object has read (PETSc's -options_left)."""
-    import ctypes
-
-    used = ctypes.c_int(0)
-    check = _petsc_library().PetscOptionsUsed
-    check.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int))
-    unused = []
-    for name in sorted(petsc().Options().getAll()):
-        if name.startswith(prefix) and name[len(prefix):] not in ONCE_VIEWERS:
-            if check(None, name.encode(), ctypes.byref(used)) != 0:
-                raise RuntimeError(f"PetscOptionsUsed failed on -{name}")
-            if not used.value:
-                unused.append(f"-{name}")
-    return unused
-
-
 def explain_petsc_error(err):
     """One line from a PETSc.Error: its last message lines, which name what PETSc rejected."""
     lines = [line.split("] ", 1)[-1].strip() for line in str(err).splitlines()]

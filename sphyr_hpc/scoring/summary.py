@@ -64,11 +64,18 @@ def _exact(value):
 _EXACT = TokenTable(_exact, size=65536)
 
 
+def unparsable(row):
+    """True when a scored record's completion has a cell left ``V`` or that is not a number (NaN, inf, a
+    word): the published rule reads such a cell as 0 and scores the rest (docs/scoring.md)."""
+    return bool((row.get("unfilled_cells") or 0) + (row.get("unparsable_cells") or 0))
+
+
 class _Group:
     """The counts and exact sums of one model's records of one subject."""
 
     def __init__(self):
         self.count = self.scored = 0
+        self.unparsable = 0  # scored records with a cell left V or not a number (read as 0: unparsable)
         self.status = dict.fromkeys(COMPLETION_STATUSES, 0)
         self.sums = dict.fromkeys(STRUCTURAL_METRIC_KEYS, 0)
         self.inexact = dict.fromkeys(STRUCTURAL_METRIC_KEYS, 0.0)  # infinities and NaNs, which have no exact sum
@@ -80,6 +87,7 @@ class _Group:
                 self.status[row["completion_status"]] += 1  # counts 0
             return
         self.scored += 1
+        self.unparsable += unparsable(row)
         sums = self.sums
         for key in STRUCTURAL_METRIC_KEYS:
             value = float(row.get(key) or 0.0)
@@ -91,6 +99,7 @@ class _Group:
     def merge(self, other):
         self.count += other.count
         self.scored += other.scored
+        self.unparsable += other.unparsable
         for mine, theirs in ((self.status, other.status), (self.sums, other.sums), (self.inexact, other.inexact)):
             for key in mine:
                 mine[key] += theirs[key]
@@ -99,6 +108,7 @@ class _Group:
         zero = sum(self.status.values())
         counted = self.scored + zero
         entry = {"count": self.count, "errors": self.count - self.scored, "answered": self.scored, **self.status,
+                 "unparsable": self.unparsable,
                  "excluded": self.count - self.scored - zero,  # broken samples: in no model's means
                  "coverage": self.scored / counted if counted else None}
         for key in STRUCTURAL_METRIC_KEYS:
@@ -203,7 +213,7 @@ def leaderboard(summary):
         if model in NOT_MODELS:
             continue
         entry = {"model": model, "subjects": len(subjects)}
-        for key in ("count", "errors", "answered", "missing", "unreadable", "excluded"):
+        for key in ("count", "errors", "answered", "missing", "unreadable", "unparsable", "excluded"):
             entry["records" if key == "count" else key] = sum(s.get(key, 0) for s in subjects.values())
         counted = sum(s["count"] - s["excluded"] for s in subjects.values())
         answered = sum(s["count"] - s["errors"] for s in subjects.values())
@@ -222,6 +232,9 @@ def leaderboard(summary):
 
 
 NOTHING_TO_RANK = "nothing to rank: no record was scored"
+UNPARSABLE_NOTE = ("unparsable: records scored although their completion has a cell left V or that is not a number "
+                   "(NaN, inf, a word): such a cell reads as 0, the published rule, so the score is of the rest "
+                   "(docs/scoring.md, \"Unparsable cells\")")
 
 
 def rankable(board):
@@ -251,7 +264,7 @@ def format_leaderboard(board):
     width = max([len("model")] + [len(e["model"]) for e in board])
     others = [k for k in STRUCTURAL_METRIC_KEYS if k != "topology_score"]
     header = (f"{'#':>3s} {'model':{width}s} {'subjects':>8s} {'records':>7s} {'answered':>8s} {'missing':>7s} "
-              f"{'unreadable':>10s} {'coverage':>8s} {'topo':>7s} {'95% interval':>16s} {'> next':>6s} "
+              f"{'unreadable':>10s} {'unparsable':>10s} {'coverage':>8s} {'topo':>7s} {'95% interval':>16s} {'> next':>6s} "
               + " ".join(f"{_SHORT[k]:>9s}" for k in others))
     lines = [header, "-" * len(header)]
     for rank, e in enumerate(board, start=1):
@@ -259,8 +272,10 @@ def format_leaderboard(board):
         coverage = f"{100 * e['coverage']:7.1f}%" if e.get("coverage") is not None else f"{'-':>8s}"
         topo = f"{e['topology_score']:7.3f}" if e["topology_score"] is not None else f"{'-':>7s}"
         lines.append(f"{rank:3d} {e['model']:{width}s} {e['subjects']:8d} {e['records']:7d} {e['answered']:8d} "
-                     f"{e['missing']:7d} {e['unreadable']:10d} {coverage} {topo} "
+                     f"{e['missing']:7d} {e['unreadable']:10d} {e['unparsable']:10d} {coverage} {topo} "
                      f"{_interval(e.get('topology_score_ci95')):>16s} {_versus_next(e.get('vs_next')):>6s} {values}")
     lines.append("95% interval: bootstrap over samples (2000 resamples, fixed seed); > next: the paired interval "
                  "of this model minus the next excludes 0")
+    if any(e["unparsable"] for e in board):
+        lines.append(UNPARSABLE_NOTE)
     return lines

@@ -50,6 +50,7 @@ import numpy as np
 from ..core import discretisation as fe
 from ..runtime import events as timing
 from ..runtime.native import NativeUnavailable
+from ..runtime.petsc import OptionsError, inserted_options
 from . import hierarchy as grids
 from .assembly import ElementBlockAssembly
 from .direct import InPlaceElements
@@ -191,8 +192,9 @@ class MultigridSystem(GridSystem):
         PETSc = self.PETSc
         nely, nelx = self.loadcase.shape
         lx, ly = self.da.getOwnershipRanges()
-        options = PETSc.Options(self.prefix)
-        max_levels = options.getInt("pc_mg_levels", MAX_LEVELS) if options.hasName("pc_mg_levels") else MAX_LEVELS
+        # The cap as PCMG will read it: the command line over the caller's options.
+        with inserted_options(self.prefix, self._options) as options:
+            max_levels = options.getInt("pc_mg_levels", MAX_LEVELS) if options.hasName("pc_mg_levels") else MAX_LEVELS
         self.levels = grids.hierarchy(nelx, nely, lx, ly, coarse_max_dofs=self.coarse_max_dofs,
                                       max_levels=max_levels)
         wanted = self._matrix_free is not False and self.smoother == "chebyshev" and len(self.levels) > 1
@@ -314,6 +316,11 @@ class MultigridSystem(GridSystem):
         self.mg_cycle = options.getString("pc_mg_cycle_type", "v").lower()
         self.mg_finest_cycle = self.mg_cycle
         pc = ksp.getPC()
+        if pc.getType() == "mg" and pc.getMGLevels() != len(self.levels):
+            # More levels than the grid coarsens to (setFromOptions took -pc_mg_levels as given):
+            # PCMG would set up levels that have no interpolation.
+            raise OptionsError(f"-{self.prefix}pc_mg_levels {pc.getMGLevels()}: this grid coarsens to "
+                               f"{len(self.levels)} levels at most; give at most {len(self.levels)}")
         if pc.getType() == "mg" and pc.getMGLevels() > 1:
             pc.setMGCycleTypeOnLevel(pc.getMGLevels() - 1, getattr(self.PETSc.PC.MGCycleType, FINEST_CYCLE.upper()))
             self.mg_finest_cycle = FINEST_CYCLE

@@ -71,6 +71,7 @@ class GridSystem(SlabFields, LinearSystem):
         self.last_iterations = 0     # KSP iterations of the last solve
         self.attachments = {}        # what lives and dies with this system (closed in close() if closable)
         self._values = None          # K's own CSR values when assembled in place (one rank)
+        self._options = dict(options or {})  # the caller's option defaults: K's build reads them too
         self.da = node_dmda(PETSc, loadcase.shape, self.comm, prefix)
         layout = ElementLayout(PETSc, self.da, loadcase.shape, self.comm, element_halo)
         self.da_elem, self.slab, self.slab_shape = layout.da_elem, layout.slab, layout.slab_shape
@@ -82,7 +83,7 @@ class GridSystem(SlabFields, LinearSystem):
         self.n_free = loadcase.n_dofs - fixed_natural.size
         self.K = self._build_operator()
         self._setup_vectors()
-        self.ksp = self._create_ksp(dict(options or {}))
+        self.ksp = self._create_ksp(self._options)
 
     # -- what a solver provides ---------------------------------------------------------------
     def _build_operator(self):
