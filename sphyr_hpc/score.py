@@ -112,7 +112,7 @@ def build_parser():
                              "file's name")
     parser.add_argument("--inspect-log", nargs="+", default=[], metavar="LOG",
                         help="Inspect AI logs of sphyr_hpc/inspect/task.py (or folders of them), scored against "
-                             "the dataset each names; the model is the log's")
+                             "the dataset each names (or --dataset); the model is the log's")
     parser.add_argument("--model", help="model name for one --completions file (instead of the file's name)")
     parser.add_argument("--out", default="out", help="output folder, outside every input folder: results.jsonl, "
                                                      "summary.json, run.json, leaderboard.png, report.html and "

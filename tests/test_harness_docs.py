@@ -10,6 +10,7 @@ machine has, each with its reason; blocks that need inspect-ai are skipped, sayi
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -73,8 +74,10 @@ def test_the_page_has_commands_python_and_files_and_every_block_is_one_this_file
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory):
     folder = tmp_path_factory.mktemp("harness")
-    for name in ("bin", "examples", "docs", "tests", ".venv", "sphyr_hpc", "constraints", "setup.cfg", "setup.py"):
+    for name in ("bin", "examples", "docs", "tests", ".venv", "sphyr_hpc", "constraints"):
         (folder / name).symlink_to(ROOT / name)
+    for name in ("setup.cfg", "setup.py"):  # copies with their times, as tests/test_readme.py makes them
+        shutil.copy2(ROOT / name, folder / name)
     for language, info, text in blocks():
         if language == "jsonl" and info:
             (folder / info).write_text(text, encoding="utf-8")
