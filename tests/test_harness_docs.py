@@ -5,6 +5,7 @@ block whose fence names a file is that file, written first; then every ```sh lin
 block runs in the order of the page, each a test (a later one reads what an earlier one wrote).
 A line ending in ``# exit status N`` must exit with N. NOT_RUN names what needs more than a test
 machine has, each with its reason; blocks that need inspect-ai are skipped, saying so, without it.
+A ```text block is shown, not run.
 """
 
 import importlib.util
@@ -68,7 +69,7 @@ def test_the_page_has_commands_python_and_files_and_every_block_is_one_this_file
     assert kinds.count("sh") >= 6 and kinds.count("python") >= 3
     assert any(language == "jsonl" and info for language, info, _ in blocks())
     for language, info, _ in blocks():
-        assert language in ("sh", "python", "jsonl", ""), f"a block of language {language!r} is not run"
+        assert language in ("sh", "python", "jsonl", "text"), f"a block of language {language!r} is not run"
 
 
 @pytest.fixture(scope="module")
