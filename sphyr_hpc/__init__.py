@@ -11,7 +11,8 @@ PETSc is imported through :func:`sphyr_hpc.runtime.petsc.petsc`.
 
 The published scorer's Python interface (:mod:`~sphyr_hpc.api`) is importable from
 here: ``from sphyr_hpc import get_structural_metrics, clear_reference_cache,
-StructuralMetrics`` (and ``score_records``).  It is loaded on first use, so
+StructuralMetrics`` (and ``score_records``; ``prompt_of(record, subject)``, the prompt a model
+is shown).  It is loaded on first use, so
 ``import sphyr_hpc`` starts neither MPI nor PETSc, and neither it nor the API changes the process's
 environment: the BLAS thread and MPI settings a command runs with are its own
 (:func:`sphyr_hpc.runtime.process.command_environment`).
@@ -22,7 +23,7 @@ from .runtime.process import PROCESS_STARTED  # noqa: F401  (when sphyr_hpc was 
 __version__ = "0.1.0"
 
 _API = ("get_structural_metrics", "clear_reference_cache", "StructuralMetrics", "score_records",
-        "ScoredRecord", "reference_cache_info", "REFERENCE_CACHE_SIZE", "STRUCTURAL_METRIC_KEYS")
+        "ScoredRecord", "reference_cache_info", "REFERENCE_CACHE_SIZE", "STRUCTURAL_METRIC_KEYS", "prompt_of")
 
 
 def __getattr__(name):  # PEP 562: the API module is imported when one of its names is first asked for

@@ -8,6 +8,7 @@ import sys
 
 # (command, what it does); each is the module sphyr_hpc.<command> and the console script sphyr-<command>.
 COMMANDS = (
+    ("prompts", "SPhyR's prompt for every dataset record, one JSON line each"),
     ("score", "score SPhyR completions like the published scorer, over MPI ranks"),
     ("validate", "evidence that the metric ranks what it should: probes of dataset records"),
     ("certify", "how far the yardstick is from the best binary design, proven"),

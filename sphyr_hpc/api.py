@@ -44,6 +44,9 @@ Conventions (the published interface's, kept exactly):
   command distributes them (:class:`sphyr_hpc.runtime.tasks.SharedCounters`, one
   yardstick per sample), results yielded on rank 0 as they finish.
 
+* :func:`prompt_of` is the prompt a model is shown for a dataset record: SPhyR's template filled
+  with the record's input grid, easy or hard by the subject's name (docs/harness.md).
+
 Importing this module does not start MPI or PETSc; the first score does.
 """
 
@@ -55,6 +58,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 from .core import grid as grids
 from .core.discretisation import PENAL
+from .core.prompt import prompt_of  # noqa: F401  (the public API: the prompt of a record)
 from .optimiser.filter import FILTER_RADIUS
 
 REFERENCE_CACHE_SIZE = 1024

@@ -4,13 +4,17 @@ Usage::
 
     mpirun -n N python -m sphyr_hpc.score [PATH ...] [--out DIR] [--resume]
     mpirun -n N python -m sphyr_hpc.score --dataset D.jsonl --completions C.jsonl [--model NAME]
+    mpirun -n N python -m sphyr_hpc.score --inspect-log LOG [--model NAME]
     mpirun -n N python -m sphyr_hpc.score validate --dataset D.jsonl --samples N
 
 PATH is a result file (a JSON array of records with prompt, ground_truth,
 completion) or a folder of model folders of them; with no input the bundled
 example data (``examples/results``) is scored.  ``--dataset``/``--completions``
 pair dataset records (index, input_grid, ground_truth) with completions (index,
-completion as text or grid) by index.
+completion as text or grid) by index; a completions line may also be a line of the
+prompts file with ``completion`` added, or an OpenAI batch output line (docs/harness.md).
+``--inspect-log`` scores the answers of an Inspect AI log of ``sphyr_hpc/inspect/task.py``
+against the dataset it names (``--dataset`` when it moved), as the completions file would be.
 
 Work: records are grouped by sample (ground truth, mask, gravity); each group's
 yardstick is computed once, by one rank, and every completion of that sample
@@ -106,6 +110,9 @@ def build_parser():
     parser.add_argument("--completions", nargs="+", default=[], metavar="C.jsonl",
                         help="completions JSONL (index, completion) of --dataset's records; the model is the "
                              "file's name")
+    parser.add_argument("--inspect-log", nargs="+", default=[], metavar="LOG",
+                        help="Inspect AI logs of sphyr_hpc/inspect/task.py (or folders of them), scored against "
+                             "the dataset each names (or --dataset); the model is the log's")
     parser.add_argument("--model", help="model name for one --completions file (instead of the file's name)")
     parser.add_argument("--out", default="out", help="output folder, outside every input folder: results.jsonl, "
                                                      "summary.json, run.json, leaderboard.png, report.html and "

@@ -19,7 +19,7 @@ PACKAGE = ROOT / "sphyr_hpc"
 TOOL = ROOT / "tests" / "tools" / "import_cycles.py"  # also the check of the layers in docs
 MAX_FUNCTION_LINES = 80
 MAX_CLASS_LINES = 300
-COMMANDS = ("score", "validate", "certify", "report", "optimize", "generate", "scaling", "parity")
+COMMANDS = ("prompts", "score", "validate", "certify", "report", "optimize", "generate", "scaling", "parity")
 
 
 def _sources():

@@ -34,6 +34,7 @@ from ..core import grid as grids
 from ..runtime.cache import BoundedCache
 from ..runtime.messages import dataset_given_as_path
 from ..core.loadcase import gravity_from_folder
+from .completions import OTHER_DATASET, LineProblem, completion_line, index_of
 from .jsonl import DECODE_LIMITS, decode_json, read_bytes, read_jsonl, utf8
 from .limits import InputLimits
 
@@ -274,26 +275,47 @@ def holds_dataset_records(records):
                                  for r in records)
 
 
-def _index_problem(record):
-    """Why a JSONL record's ``index`` is not one, and what to write instead."""
-    if "index" not in record:
-        return "record has no 'index' (records pair by their integer index)"
-    index = record["index"]
-    if isinstance(index, str) and index.strip().lstrip("+-").isdigit():
-        return f"'index' is the string {json.dumps(index)}, not an integer: write \"index\": {int(index)}"
-    if isinstance(index, float) and index.is_integer():
-        return f"'index' is the number {index!r}, not an integer: write \"index\": {int(index)}"
-    return f"'index' is {json.dumps(index)[:40]} ({type(index).__name__}), not an integer"
+def _indexed(path, line_fields, problems, limits, lines=None):
+    """{index: (line number, fields, why)} of a JSONL file (or its ``lines`` already read), None when
+    it cannot be read; ``line_fields(object)`` is ``(index, fields, why)``; problems appended."""
+    if lines is None:
+        lines, reason = read_jsonl(path, limits)
+        if reason:
+            problems.append(FileProblem(str(path), reason))
+            return None
+    records = {}
+    for number, obj, problem in lines:
+        where = f"{path}:{number}"
+        try:
+            if problem:
+                raise LineProblem(problem)
+            if not isinstance(obj, dict):
+                raise LineProblem(f"a record must be a JSON object, not {type(obj).__name__}")
+            index, fields, why = line_fields(obj)
+        except LineProblem as err:
+            problems.append(FileProblem(where, str(err)))
+            continue
+        if index == OTHER_DATASET:
+            continue
+        if index in records:
+            problems.append(FileProblem(where, f"duplicate index {index}"))
+        else:
+            records[index] = (number, fields, why)
+    return records
 
 
 def read_dataset_completions(dataset, completions, model=None, gravity=None, limits=InputLimits(),
-                             defer_completion=False):
+                             defer_completion=False, lines=None):
     """Samples pairing dataset records with completions by ``index``.
 
     Returns ``(samples, problems)``: broken lines and unreadable files are
     :class:`FileProblem` entries naming file and line; a dataset record with no
     completion, or a completion whose index is not in the dataset, becomes a
-    sample with an ``error``.
+    sample with an ``error``.  A completions line is any form
+    :func:`~sphyr_hpc.io.completions.completion_line` reads (a line of another
+    dataset is left out).  ``lines``: the completions' ``(line number, object,
+    problem)`` already read (an Inspect log's, :mod:`sphyr_hpc.io.inspect_log`),
+    ``completions`` then only names them.
     """
     problems = []
     subject = subject_of(Path(dataset).name[: -len(".jsonl")] if str(dataset).endswith(".jsonl") else dataset)
@@ -303,29 +325,12 @@ def read_dataset_completions(dataset, completions, model=None, gravity=None, lim
         if gravity == (1.0, 0.0):
             gravity = gravity_from_folder(Path(dataset).parent.name)
 
-    def load(path, required):
-        lines, reason = read_jsonl(path, limits)
-        if reason:
-            problems.append(FileProblem(str(path), reason))
-            return None
-        records = {}
-        for number, obj, problem in lines:
-            where = f"{path}:{number}"
-            if problem:
-                problems.append(FileProblem(where, problem))
-            elif not isinstance(obj, dict):
-                problems.append(FileProblem(where, f"a record must be a JSON object, not {type(obj).__name__}"))
-            elif not isinstance(obj.get("index"), int) or isinstance(obj.get("index"), bool):
-                problems.append(FileProblem(where, _index_problem(obj)))
-            elif obj["index"] in records:
-                problems.append(FileProblem(where, f"duplicate index {obj['index']}"))
-            else:
-                missing = [f for f in required if f not in obj]
-                records[obj["index"]] = (number, obj, missing)
-        return records
+    def dataset_fields(obj):
+        return index_of(obj), obj, "missing field 'ground_truth'" if "ground_truth" not in obj else None
 
-    data = load(dataset, ("ground_truth",))
-    done = load(completions, ("completion",))
+    data = _indexed(dataset, dataset_fields, problems, limits)
+    done = _indexed(completions, lambda obj: completion_line(obj, subject, Path(dataset).name), problems, limits,
+                    lines)
     if data is None or done is None:
         return [], problems
     # A completion whose index names no dataset record answers nothing: a line of the completions
@@ -341,7 +346,7 @@ def read_dataset_completions(dataset, completions, model=None, gravity=None, lim
         samples.append(sample)
         dline, drec, dmissing = data[index]
         if dmissing:
-            sample.fail(f"{dataset}:{dline}: index {index}: missing field {', '.join(map(repr, dmissing))}")
+            sample.fail(f"{dataset}:{dline}: index {index}: {dmissing}")
             continue
         in_data = f"{dataset}:{dline}: index {index}"
         truth = {"ground_truth": drec["ground_truth"], "input_grid": drec.get("input_grid")}
@@ -349,10 +354,10 @@ def read_dataset_completions(dataset, completions, model=None, gravity=None, lim
             # No completion: the model's zero, unless the sample itself is broken (then nobody's).
             if parse_ground_truth(sample, truth, dict.fromkeys(truth, in_data), limits):
                 sample.fail(f"{in_data} has no completion in {completions}" if index not in done else
-                            f"{completions}:{done[index][0]}: index {index}: missing field 'completion'", "missing")
+                            f"{completions}:{done[index][0]}: index {index}: {done[index][2]}", "missing")
             continue
-        cline, crec, _ = done[index]
-        values = {**truth, "completion": crec["completion"]}
+        cline, completion, _ = done[index]
+        values = {**truth, "completion": completion}
         where = {"ground_truth": in_data, "input_grid": in_data, "completion": f"{completions}:{cline}: index {index}"}
         parse_grids(sample, values, where, limits, defer_completion)
     return samples, problems

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from ..io import limits as input_limits
+from ..io.inspect_log import NEEDS_INSPECT, inspect_available, log_files, read_inspect_log
 from ..io.records import FileProblem, find_result_files, read_dataset_completions, read_result_file
 from ..io.records import holds_dataset_records
 from ..runtime.messages import (array_given_as_jsonl, dataset_given_as_path, existing_results, jsonl_given_as_path,
@@ -23,22 +24,24 @@ EXAMPLES = Path(__file__).parent.parent / "_examples" / "results"
 
 def input_paths(args):
     """The result files and folders to read: the arguments, else the bundled examples."""
-    return list(args.paths) if args.paths or args.dataset else [EXAMPLES]
+    return list(args.paths) if args.paths or args.dataset or args.inspect_log else [EXAMPLES]
 
 
 def check_inputs(args):
     """Raise :class:`UsageError` for what is wrong with the input options (before any work)."""
     if args.completions and not args.dataset:
         raise UsageError("--completions needs --dataset")
-    if args.dataset and not args.completions:
+    if args.inspect_log:
+        _check_inspect_logs(args)
+    elif args.dataset and not args.completions:
         raise UsageError("--dataset needs --completions (to validate a dataset use: score validate --dataset ...)")
     if args.model and len(args.completions) > 1:
         raise UsageError("--model names one completions file; give one --completions file per run")
     paths = input_paths(args)
-    if not args.paths and not args.dataset and not EXAMPLES.is_dir():
+    if not args.paths and not args.dataset and not args.inspect_log and not EXAMPLES.is_dir():
         raise UsageError(f"no input given and the bundled examples are not installed ({EXAMPLES}): name result "
                          f"files or folders, or --dataset D.jsonl --completions C.jsonl")
-    missing = [str(p) for p in paths + ([args.dataset] if args.dataset else []) + args.completions
+    missing = [str(p) for p in paths + ([args.dataset] if args.dataset else []) + args.completions + args.inspect_log
                if not Path(p).exists()]
     if missing:
         raise UsageError(no_such(missing, folders=True))
@@ -60,6 +63,33 @@ def check_inputs(args):
     check_output_folders(args, paths)
 
 
+def _check_inspect_logs(args):
+    if args.completions:
+        raise UsageError("--inspect-log and --completions are two runs: score the logs and the completions files "
+                         "apart, or turn one into the other")
+    if not inspect_available():
+        raise UsageError(NEEDS_INSPECT)
+    if args.model and len(log_files(p for p in args.inspect_log if Path(p).exists())) > 1:
+        raise UsageError("--model names one --inspect-log log; give one log per run")
+
+
+def _inspect_log_inputs(args, limits):
+    """(samples, problems) of every --inspect-log log, each against the dataset it names."""
+    samples, problems = [], []
+    for log in log_files(args.inspect_log):
+        dataset, model, lines, reason = read_inspect_log(log)
+        if reason is None and not Path(args.dataset or dataset).is_file():
+            reason = f"its dataset {dataset} is not here: give the dataset's path with --dataset"
+        if reason:
+            problems.append(FileProblem(str(log), reason))
+            continue
+        read, trouble = read_dataset_completions(args.dataset or dataset, log, args.model or model, args.gravity,
+                                                 limits, defer_completion=True, lines=lines)
+        samples += read
+        problems += trouble
+    return samples, problems
+
+
 def load_inputs(args):
     """(samples, problems) of every input, in input order; every rank reads them itself.
 
@@ -79,12 +109,16 @@ def load_inputs(args):
                                                  defer_completion=True)
         samples += read
         problems += trouble
+    if args.inspect_log:
+        read, trouble = _inspect_log_inputs(args, limits)
+        samples += read
+        problems += trouble
     return samples, problems
 
 
 def check_output_folders(args, paths):
     """--out and --fields must be folders (or not exist yet) outside every input folder."""
-    inputs = [Path(p).resolve() for p in paths + [args.dataset] + args.completions if p]
+    inputs = [Path(p).resolve() for p in paths + [args.dataset] + args.completions + args.inspect_log if p]
     for option, folder in (("--out", args.out), ("--fields", args.fields)):
         if folder is None:
             continue
@@ -139,7 +173,8 @@ def _records_in(path):
 
 def inputs_of(args, paths):
     """What a run's records come from, as run.json records it: --resume must see the same."""
-    return {"paths": sorted(str(Path(p).resolve()) for p in paths),
+    logs = {"inspect_logs": [str(Path(p).resolve()) for p in args.inspect_log]} if args.inspect_log else {}
+    return {**logs, "paths": sorted(str(Path(p).resolve()) for p in paths),
             "dataset": str(Path(args.dataset).resolve()) if args.dataset else None,
             "completions": [str(Path(c).resolve()) for c in args.completions],
             "model": args.model, "gravity": list(args.gravity) if args.gravity else None,

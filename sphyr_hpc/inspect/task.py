@@ -1,0 +1,95 @@
+"""SPhyR as an Inspect AI task (docs/harness.md, "Inspect AI").
+
+    inspect eval sphyr_hpc/inspect/task.py --model openai/gpt-4o-mini -T dataset=examples/data/v1/full_easy.jsonl
+
+One sample per dataset record: the input is SPhyR's prompt (:func:`sphyr_hpc.core.prompt.prompt_of`,
+the prompt ``python -m sphyr_hpc.prompts`` writes), the target the ground truth as text, and the
+metadata the record's index, subject, dataset file and input grid.  The model answers once
+(``generate()``); :func:`sphyr_hpc.inspect.scorer.topology_score` scores the answer.  Task
+options (``-T``): ``dataset`` (a dataset JSONL file, relative to the folder ``inspect eval`` starts in;
+default the bundled v1 ``full_easy``),
+``hard`` (true/false: the fill instruction, default by the subject's name) and ``store`` (the
+yardstick store: default ``score``'s, a folder, or ``none``).  A record no sample can be made of
+is named on stderr (``FILE:LINE: skipped, reason``) and left out.  The log names the dataset,
+so ``python -m sphyr_hpc.score --inspect-log LOG`` scores it like a completions file.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+from inspect_ai import Task, task
+from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai.solver import generate
+
+from sphyr_hpc.core import grid as grids
+from sphyr_hpc.core.loadcase import gravity_from_folder
+from sphyr_hpc.inspect.scorer import topology_score
+from sphyr_hpc.io.jsonl import read_jsonl
+from sphyr_hpc.io.limits import InputLimits
+from sphyr_hpc.jobs.prompts import prompt_rows, subject_of
+
+DEFAULT_DATASET = Path(__file__).resolve().parent.parent / "_examples" / "data" / "v1" / "full_easy.jsonl"
+
+
+def ground_truths(path, errors=None):
+    """{index: ground truth as text} of a dataset file's records whose ground truth is a grid."""
+    errors = sys.stderr if errors is None else errors
+    truths = {}
+    lines, _ = read_jsonl(path, InputLimits())  # a file that cannot be read: prompt_rows names it
+    for number, record, problem in lines or ():
+        if problem or not isinstance(record, dict) or not isinstance(record.get("index"), int):
+            continue  # prompt_rows names these
+        try:
+            truth = grids.as_grid(record.get("ground_truth"))
+            grids.grid_shape(truth)
+        except grids.GridError as err:
+            print(f"{path}:{number}: skipped, ground_truth: {err}", file=errors)
+            continue
+        truths[record["index"]] = grids.grid_to_text(truth)
+    return truths
+
+
+def samples_of(path, hard=None):
+    """The Inspect samples of one dataset file, in file order."""
+    gravity = list(gravity_from_folder(Path(path).resolve().parent.name))
+    truths = ground_truths(path)
+    samples = []
+    for row in prompt_rows(path, hard)[0]:
+        if row["index"] not in truths:
+            continue
+        samples.append(Sample(
+            id=row["index"], input=row["prompt"], target=truths[row["index"]],
+            metadata={"index": row["index"], "subject": row["subject"], "dataset": row["dataset"],
+                      "input_grid": grids.grid_to_text(grids.prompt_input_grid(row["prompt"])),
+                      "gravity": gravity}))
+    return samples
+
+
+def dataset_path(dataset):
+    """The dataset file ``-T dataset=`` names: a relative path from the folder ``inspect eval`` was
+    started in (the shell's ``$PWD``; Inspect runs a task file in the file's own folder), else
+    from the task file's folder, as Inspect resolves it."""
+    path = Path(dataset).expanduser()
+    started_in = os.environ.get("PWD")
+    if not path.is_absolute() and started_in and (Path(started_in) / path).is_file():
+        return Path(started_in) / path
+    if not path.is_file():
+        raise ValueError(f"-T dataset={dataset}: no such dataset file (a SPhyR dataset JSONL file)")
+    return path.resolve()
+
+
+def _store(store):
+    """``-T store=``: true (score's store), false/none (no store) or a folder."""
+    if isinstance(store, str) and store.lower() in ("none", "false", "no"):
+        return None
+    return store
+
+
+@task
+def sphyr(dataset: str = str(DEFAULT_DATASET), hard: bool | None = None, store: str | bool | None = True):
+    """SPhyR on one dataset file: its prompts, answered once, scored by sphyr_hpc (module docstring)."""
+    path = dataset_path(dataset)
+    samples = samples_of(path, hard)
+    return Task(dataset=MemoryDataset(samples, name=subject_of(path), location=str(path.resolve())),
+                solver=generate(), scorer=topology_score(store=_store(store)))

@@ -1,0 +1,60 @@
+"""An Inspect AI log read as completions: what ``python -m sphyr_hpc.score --inspect-log LOG`` scores.
+
+The log of ``inspect eval sphyr_hpc/inspect/task.py`` names its dataset (the task's dataset
+location) and its model, and holds each sample's answer: sample ``i`` of the log becomes the line
+``{"index", "completion"}`` of a completions file (a sample that failed in Inspect, one with
+``error`` instead of ``completion``), so the log is scored like the completions file the same
+answers would make.  Read with Inspect's own reader (:func:`inspect_ai.log.read_eval_log`); the
+first epoch's samples are read.  Needs ``inspect-ai`` (``pip install 'sphyr_hpc[inspect]'``).
+"""
+
+from pathlib import Path
+
+NEEDS_INSPECT = "reading an Inspect log needs inspect-ai: pip install 'sphyr_hpc[inspect]'"
+LOG_SUFFIXES = (".eval", ".json")
+
+
+def inspect_available():
+    """True when inspect-ai can be imported."""
+    import importlib.util
+
+    return importlib.util.find_spec("inspect_ai") is not None
+
+
+def log_files(paths):
+    """The log files of ``paths``: files as given, a folder's ``*.eval`` and ``*.json`` logs sorted."""
+    found = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found += sorted(p for p in path.iterdir() if p.suffix in LOG_SUFFIXES and not p.is_dir())
+        else:
+            found.append(path)
+    return found
+
+
+def read_inspect_log(path):
+    """``(dataset, model, lines, reason)`` of one log: ``lines`` are ``(sample number, object, None)``
+    as :func:`~sphyr_hpc.io.jsonl.read_jsonl` yields them; ``reason`` (the rest None) when the log
+    cannot be read."""
+    try:
+        from inspect_ai.log import read_eval_log
+    except ImportError:
+        return None, None, None, NEEDS_INSPECT
+    try:
+        log = read_eval_log(str(path))
+    except Exception as err:  # noqa: BLE001  (any fault of an untrusted file is its own line)
+        return None, None, None, f"not a readable Inspect log: {type(err).__name__}: {str(err)[:200]}"
+    dataset = getattr(log.eval.dataset, "location", None)
+    if not dataset:
+        return None, None, None, "the log names no dataset (a log of sphyr_hpc/inspect/task.py names it): give --dataset"
+    lines = []
+    for number, sample in enumerate(log.samples or [], start=1):
+        if sample.epoch != 1:
+            continue
+        line = {"index": (sample.metadata or {}).get("index", sample.id)}
+        if sample.error is not None:
+            line["error"] = f"the sample failed in Inspect: {sample.error.message}"
+        else:
+            line["completion"] = sample.output.completion
+        lines.append((number, line, None))
+    return dataset, log.eval.model, lines, None

@@ -1,0 +1,163 @@
+"""The Inspect AI task (docs/harness.md, "Inspect AI"), run for real with Inspect's ``mockllm/model``.
+
+The mock model answers v1/full_easy with the ground truth, an empty grid (every masked cell 0) or
+prose with no grid, by sample.  Every sample's score must be ``score``'s ``topology_score`` of the
+same completion (to 1e-12), its metadata ``score``'s metrics and failure category; the metrics the
+mean and its standard error; the log, scored with ``--inspect-log``, the same results.jsonl and
+leaderboard as the completions file, on 1 and 2 ranks; and the Inspect scorer's yardsticks are the
+store's, so ``score`` after it computes none.
+"""
+
+import contextlib
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+inspect_ai = pytest.importorskip(
+    "inspect_ai", reason="inspect-ai is not installed: .venv/bin/python -m pip install -c constraints/debian12.txt --no-build-isolation "
+                         "-e '.[inspect]' (bin/setup --test installs it)")
+from inspect_ai.log import read_eval_log  # noqa: E402
+from inspect_ai.model import ModelOutput, ModelUsage, get_model  # noqa: E402
+
+DATASET = ROOT / "examples" / "data" / "v1" / "full_easy.jsonl"
+TASK = "sphyr_hpc/inspect/task.py"
+PROSE = "The load should travel down to the supports through a solid column of material."
+MODEL = "mockllm/model"
+
+
+def grid_text(grid):
+    return "\n".join(" ".join(row) for row in grid)
+
+
+def answer_of(record):
+    """The ground truth, an empty grid or prose, by the record's index."""
+    kind = record["index"] % 3
+    if kind == 0:
+        return grid_text(record["ground_truth"])
+    if kind == 1:
+        return grid_text([["0" if cell == "V" else cell for cell in row] for row in record["input_grid"]])
+    return PROSE
+
+
+def score(out, *args, ranks=1, store):
+    prefix = [str(ROOT / "bin" / "mpirun"), "-n", str(ranks)] if ranks > 1 else []
+    # not this process's MPI (the Inspect scorer started it here): mpirun's ranks are their own
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_COMM", "PMIX_RANK"))}
+    where = ["--store", str(store)] if store is not None else ["--no-store"]
+    return subprocess.run(prefix + [sys.executable, "-m", "sphyr_hpc.score", *map(str, args), "--out", str(out),
+                                    *where, "--quiet", "--no-report"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+def rows_of(out):
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+
+
+def leaderboard(run):
+    """The printed leaderboard tables (the lines before them name the run's files and its store)."""
+    table = run.stdout.split("\nleaderboard: ")[0]
+    return table[table.index("# model"):]
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory):
+    """(Inspect log, folder, completions run, store) of the mock model's answers: the completions are
+    scored without a store (each computed here, not read back from what the Inspect scorer stored),
+    and again with the Inspect run's store (folder/stored)."""
+    folder = tmp_path_factory.mktemp("inspect")
+    records = [json.loads(line) for line in DATASET.read_text().splitlines()]
+    from sphyr_hpc.inspect.task import samples_of
+
+    by_prompt = {sample.input: answer_of(next(r for r in records if r["index"] == sample.id))
+                 for sample in samples_of(DATASET)}
+
+    def answer(messages, tools, tool_choice, config):
+        output = ModelOutput.from_content(model=MODEL, content=by_prompt[messages[-1].text])
+        output.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)  # no tokenizer offline
+        return output
+
+    store = folder / "store"
+    with contextlib.chdir(ROOT):  # Inspect takes a task file's path relative to the working folder
+        logs = inspect_ai.eval(TASK, model=get_model(MODEL, custom_outputs=answer), log_dir=str(folder / "logs"),
+                               task_args={"dataset": str(DATASET), "store": str(store)}, display="none")
+    assert logs[0].status == "success", logs[0].error
+    completions = folder / "completions.jsonl"
+    completions.write_text("".join(json.dumps({"index": r["index"], "completion": answer_of(r)}) + "\n"
+                                   for r in records))
+    run = score(folder / "scored", "--dataset", DATASET, "--completions", completions, "--model", MODEL, store=None)
+    assert run.returncode == 0, run.stderr
+    stored = score(folder / "stored", "--dataset", DATASET, "--completions", completions, "--model", MODEL,
+                   store=store)
+    assert stored.returncode == 0, stored.stderr
+    return read_eval_log(logs[0].location), folder, run, store
+
+
+def test_every_samples_score_is_scores_topology_score_with_its_metrics(evaluated):
+    log, folder, _, _ = evaluated
+    rows = {row["index"]: row for row in rows_of(folder / "scored")}
+    assert len(log.samples) == len(rows) == 29
+    kinds = set()
+    for sample in log.samples:
+        result, row = sample.scores["topology_score"], rows[sample.id]
+        assert math.isclose(result.value, row["topology_score"], rel_tol=0, abs_tol=1e-12)
+        meta = result.metadata
+        assert meta["load_carrying"] == row["load_carrying"] and meta["exact_match"] == row["exact_match"]
+        assert meta["failure"] == row["failure"]
+        for key in ("structural_efficiency", "material_efficiency"):
+            assert math.isclose(meta[key], row[key], rel_tol=0, abs_tol=1e-12)
+        kinds.add((sample.id % 3, row["exact_match"], row["load_carrying"], row["valid_output_grid"]))
+    # the ground truth: exact and carrying; the empty grid: a grid, carrying nothing; prose: no grid
+    assert kinds == {(0, True, True, True), (1, False, False, True), (2, False, False, False)}
+
+
+def test_the_metrics_are_the_mean_and_its_standard_error(evaluated):
+    log = evaluated[0]
+    values = [sample.scores["topology_score"].value for sample in log.samples]
+    metrics = log.results.scores[0].metrics
+    assert math.isclose(metrics["mean"].value, statistics.fmean(values), rel_tol=1e-12)
+    assert math.isclose(metrics["stderr"].value, statistics.stdev(values) / math.sqrt(len(values)), rel_tol=1e-9)
+
+
+def test_the_log_names_its_dataset_and_each_sample_its_record(evaluated):
+    log = evaluated[0]
+    assert log.eval.dataset.location == str(DATASET) and log.eval.dataset.name == "full_easy"
+    first = log.samples[0]
+    assert first.metadata["index"] == first.id and first.metadata["dataset"] == "full_easy.jsonl"
+    assert first.input.startswith("You are given a structural material distribution")
+
+
+def test_the_inspect_scorer_filled_the_store_score_reads(evaluated):
+    _, folder, _, _ = evaluated
+    yardsticks = json.loads((folder / "stored" / "run.json").read_text())["yardsticks"]
+    assert yardsticks["computed"] == 0 and yardsticks["from_store"] > 0
+    assert rows_of(folder / "stored") == rows_of(folder / "scored")
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_the_log_scored_with_inspect_log_is_the_completions_file_scored(evaluated, ranks, tmp_path):
+    log, folder, completions_run, store = evaluated
+    run = score(tmp_path / "from_log", "--inspect-log", log.location, ranks=ranks, store=store)
+    assert run.returncode == 0, run.stderr
+    assert rows_of(tmp_path / "from_log") == rows_of(folder / "scored")
+    assert leaderboard(run) == leaderboard(completions_run)
+
+
+def test_a_log_that_cannot_be_read_is_one_line_and_usage_errors_come_first(evaluated, tmp_path):
+    log, _, _, store = evaluated
+    broken = tmp_path / "broken.eval"
+    broken.write_bytes(b"not a zip file")
+    run = score(tmp_path / "out", "--inspect-log", log.location, broken, store=store)
+    assert run.returncode == 1 and f"{broken}: not a readable Inspect log" in run.stderr
+    assert len(rows_of(tmp_path / "out")) == 29
+    for args, words in ((["--inspect-log", "nowhere.eval"], "no such file or folder: nowhere.eval"),
+                        (["--inspect-log", log.location, "--dataset", DATASET, "--completions", DATASET],
+                         "--inspect-log and --completions are two runs")):
+        run = score(tmp_path / "usage", *args, store=store)
+        assert run.returncode == 2 and words in run.stderr and "Traceback" not in run.stderr
