@@ -154,6 +154,8 @@ class Command:
     options split off, for processes it starts) and ``requires`` (mpi4py and
     petsc4py checked) then default to False too.
     ``probe``: check the PETSc options with a tiny solve before the job.
+    ``preflight(args, comm)``: a collective check once MPI has started and before PETSc does (an
+    estimate of the memory the job needs against what the node has): :class:`UsageError` on every rank.
     ``interrupt_note(args)``: appended to the interrupt message (where the work done so far is).
     """
 
@@ -166,6 +168,7 @@ class Command:
     split_petsc: Optional[bool] = None
     requires: Optional[bool] = None
     probe: bool = True
+    preflight: Optional[Callable] = None
     h5py: Callable = lambda args: False
     interrupt_note: Callable = lambda args: ""
     abort_note: str = ""
@@ -217,6 +220,8 @@ def main(command, argv=None):
                 from mpi4py import MPI
 
                 context.comm = MPI.COMM_WORLD
+                if command.preflight is not None:
+                    command.preflight(args, context.comm)
             return _run(command, args, context.petsc_args, context)
         except (UsageError, OptionsError) as err:
             return report_usage_error(command.prog, err, context.comm.rank if context.comm else None)
