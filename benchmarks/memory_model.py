@@ -13,7 +13,8 @@ rank; several ranks):
 Every run is then compared with the estimate the module holds (``per_rank_bytes``) and with the
 fitted one.  Results: ``benchmarks/results/memory_model.{json,md}``.
 
-    .venv/bin/python benchmarks/memory_model.py [--iterations 2] [--ranks 1,2]
+    .venv/bin/python benchmarks/memory_model.py [--iterations 2] [--ranks 1,2] [--runs mg:64x32,mg:2048x1024]
+    .venv/bin/python benchmarks/memory_model.py --merge A.json B.json --out C.json   # fit earlier runs together
 """
 
 import argparse
@@ -65,6 +66,8 @@ def fit(rows):
     per_dof = {}
     for solver, sizes in FIT_SIZES.items():
         for k in ("one", "several"):
+            if k not in base:
+                continue
             points = [(r["dofs"] / r["ranks"], (r["peak_mb"] - base[k]) * memory.MB) for r in rows
                       if r["solver"] == solver and r["size"] in sizes and kind(r["ranks"]) == k and "error" not in r]
             if points:
@@ -108,28 +111,45 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--iterations", type=int, default=2)
     parser.add_argument("--ranks", default="1,2")
+    parser.add_argument("--runs", help="only these SOLVER:SIZE runs, comma-separated (default: every run of the "
+                                       "fit and the check, and the base)")
+    parser.add_argument("--merge", nargs="+", metavar="JSON",
+                        help="run nothing: fit the rows of these results files together (and estimate them with "
+                             "the module's coefficients) into --out")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "memory_model.json"))
     args = parser.parse_args()
     ranks = [int(r) for r in args.ranks.split(",")]
     load_before = os.getloadavg()
     plan = [(BASE_SIZE, "mg")] + [(size, solver) for solver in ("direct", "mg", "gamg") for size in CHECK_SIZES]
     plan += [(size, solver) for solver, sizes in FIT_SIZES.items() for size in sizes if (size, solver) not in plan]
+    if args.merge:  # no run: the rows of earlier results, fitted and estimated anew
+        rows = [row for path in args.merge for row in json.loads(open(path).read())["runs"]]
+        report = _report(rows, args.iterations, load_before)
+        write_results(args.out, report, markdown(report))
+        print(markdown(report))
+        return
+    if args.runs:
+        plan = [tuple(reversed(item.split(":"))) for item in args.runs.split(",")]
     rows = []
     with tempfile.TemporaryDirectory(prefix="sphyr_memory_") as workdir:
         for size, solver in plan:
             for r in ranks:
                 row = measure(size, solver, r, args.iterations, workdir)
-                row["fit"] = size in FIT_SIZES[solver]
+                row["fit"] = size in FIT_SIZES.get(solver, ())
                 rows.append(row)
+                report = _report(rows, args.iterations, load_before)  # after every run: a stop keeps the rest
+                write_results(args.out, report, markdown(report))
+    print(markdown(report))
+
+
+def _report(rows, iterations, load_before):
     base, per_dof = fit(rows)
     for r in rows:
         if "error" not in r:
             r["estimate_mb"] = memory.per_rank_bytes(r["dofs"], r["solver"], r["ranks"]) / memory.MB
             r["fitted_estimate_mb"] = fitted_estimate(r, base, per_dof)
-    report = {"benchmark": "memory_model", "date": now(), "iterations": args.iterations, "machine": machine(load_before),
-              "base_mb": base, "bytes_per_dof": per_dof, "runs": rows}
-    write_results(args.out, report, markdown(report))
-    print(markdown(report))
+    return {"benchmark": "memory_model", "date": now(), "iterations": iterations, "machine": machine(load_before),
+            "base_mb": base, "bytes_per_dof": per_dof, "runs": rows}
 
 
 if __name__ == "__main__":

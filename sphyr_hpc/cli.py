@@ -15,8 +15,9 @@ in this order and the same way for every command:
 3. the system packages required (mpi4py, petsc4py, h5py for HDF5 fields),
    then every output path checked writable (:func:`check_writable`: a usage
    error naming the path);
-4. MPI started, PETSc's options inserted and checked (a tiny solve with them,
-   :func:`~sphyr_hpc.solvers.probe.check_options`), the job run;
+4. MPI started, the command's collective check before PETSc starts (``preflight``:
+   ``optimize``'s memory estimate against the node's), PETSc's options inserted and
+   checked (a tiny solve with them, :func:`~sphyr_hpc.solvers.probe.check_options`), the job run;
 5. one interrupt path: SIGINT or SIGTERM on any rank, at any point, prints the
    same message and ends every rank with 130 or 143
    (:func:`~sphyr_hpc.runtime.process.end_interrupted`); one abort path: an
