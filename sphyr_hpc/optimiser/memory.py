@@ -52,13 +52,15 @@ def size_text(nbytes):
 
 
 def ranks_needed(n_dofs, solver, per_node, node_bytes, extra_bytes=0):
-    """The fewest ranks, ``per_node`` to a node of ``node_bytes``, whose estimate fits; None if none do."""
-    kind, index = ("one", 0) if per_node == 1 else ("several", 1)
-    room = node_bytes / per_node - BASE_MB[kind] * MB - extra_bytes
+    """The fewest ranks (more than one), ``per_node`` to a node of ``node_bytes``, whose estimate fits;
+    None when no number does (the process alone would not fit)."""
+    room = node_bytes / per_node - BASE_MB["several"] * MB - extra_bytes
     if room <= 0:
         return None
-    ranks = max(per_node, math.ceil(BYTES_PER_DOF[solver][index] * n_dofs / room))
-    return ranks if per_rank_bytes(n_dofs, solver, ranks, extra_bytes) * per_node <= node_bytes else ranks + 1
+    ranks = max(2, per_node, math.ceil(BYTES_PER_DOF[solver][1] * n_dofs / room))
+    while per_rank_bytes(n_dofs, solver, ranks, extra_bytes) * per_node > node_bytes:  # rounding only
+        ranks += 1
+    return ranks
 
 
 def refusal(what, n_dofs, solver, ranks, node, extra_bytes=0):
