@@ -26,10 +26,11 @@ from ..solvers.elasticity import default_solver
 
 MB = 2**20
 # The process's own peak, MB per rank: a 64x32 grid (4,290 DOFs) with mg, where the grid adds
-# under 2 MB (benchmarks/results/memory_model.md).
-BASE_MB = {"one": 94.0, "several": 92.0}
-# Bytes per DOF a rank owns: (one rank, several ranks), fitted to the largest measured grids.
-BYTES_PER_DOF = {"direct": (3000.0, 5200.0), "mg": (400.0, 420.0), "gamg": (710.0, 1270.0)}
+# under 2 MB (benchmarks/results/memory_model.md: 92.0-92.4 MB on one rank, 92.4-92.8 on two).
+BASE_MB = {"one": 92.0, "several": 93.0}
+# Bytes per DOF a rank owns: (one rank, several ranks), least-squares slopes through the base of the
+# peaks at mg's 2048x1024 and 4096x2048, gamg's 1024x512 and 2048x1024, direct's 512x256 and 1024x512.
+BYTES_PER_DOF = {"direct": (3086.0, 5300.0), "mg": (412.0, 434.0), "gamg": (741.0, 1302.0)}
 FORCE = "--force"
 
 
