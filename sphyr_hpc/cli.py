@@ -15,7 +15,9 @@ in this order and the same way for every command:
 3. the system packages required (mpi4py, petsc4py, h5py for HDF5 fields),
    then every output path checked writable (:func:`check_writable`: a usage
    error naming the path);
-4. MPI started, PETSc's options inserted and checked (a tiny solve with them,
+4. MPI started, the command's collective check before PETSc starts (``preflight``:
+   ``optimize``'s memory estimate against the node's), PETSc's options inserted and
+   checked (a small solve with them in a probe process,
    :func:`~sphyr_hpc.solvers.probe.check_options`), the job run;
 5. one interrupt path: SIGINT or SIGTERM on any rank, at any point, or the end
    of the launcher that started the ranks (:func:`~sphyr_hpc.runtime.launcher.watched`),
@@ -169,6 +171,8 @@ class Command:
     options split off, for processes it starts) and ``requires`` (mpi4py and
     petsc4py checked) then default to False too.
     ``probe``: check the PETSc options with a tiny solve before the job.
+    ``preflight(args, comm)``: a collective check once MPI has started and before PETSc does (an
+    estimate of the memory the job needs against what the node has): :class:`UsageError` on every rank.
     ``interrupt_note(args)``: appended to the interrupt message (where the work done so far is).
     """
 
@@ -181,6 +185,7 @@ class Command:
     split_petsc: Optional[bool] = None
     requires: Optional[bool] = None
     probe: bool = True
+    preflight: Optional[Callable] = None
     h5py: Callable = lambda args: False
     interrupt_note: Callable = lambda args: ""
     abort_note: str = ""
@@ -233,6 +238,8 @@ def main(command, argv=None):
 
                 context.comm = MPI.COMM_WORLD
                 share_interrupts(context.comm)
+                if command.preflight is not None:
+                    command.preflight(args, context.comm)
             return _run(command, args, context.petsc_args, context)
         except (UsageError, OptionsError) as err:
             return report_usage_error(command.prog, err, context.comm.rank if context.comm else None)

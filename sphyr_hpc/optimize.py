@@ -89,6 +89,8 @@ def build_parser():
     opt.add_argument("--move", type=float, default=simp.MOVE_LIMIT, help="OC move limit")
     opt.add_argument("--initial", help="warm start: a .npy density (resampled to the grid)")
     opt.add_argument("--solver", choices=SOLVERS, help="linear solver (default: direct up to 200k DOFs, else mg)")
+    opt.add_argument("--force", action="store_true",
+                     help="run even when the memory estimate per rank is over what the node has (docs/optimize.md)")
     out = p.add_argument_group("output")
     out.add_argument("--ground-truth", help="grid file to score the result against")
     out.add_argument("--png", help="write the final density as a PNG")
@@ -116,6 +118,12 @@ def _check(args):
         raise UsageError(str(err)) from None
 
 
+def _memory(args, comm):
+    from .jobs.optimize_settings import check_memory
+
+    check_memory(args, comm)
+
+
 def _outputs(args):
     from .jobs.optimize_settings import density_path
 
@@ -138,7 +146,7 @@ def _run(args, context):
 
 
 COMMAND = cli.Command(prog=PROG, build_parser=build_parser, run=_run, check=_check, outputs=_outputs,
-                      probe=False, h5py=lambda args: args.fields is not None and args.fields_format != "vtu")
+                      probe=False, preflight=_memory, h5py=lambda args: args.fields is not None and args.fields_format != "vtu")
 
 
 def main(argv=None):

@@ -82,6 +82,8 @@ def build_parser():
     p.add_argument("--mpirun", help="mpirun command (default: the repository's bin/mpirun, else mpirun "
                                     "--oversubscribe)")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds allowed a run before it is stopped")
+    p.add_argument("--force", action="store_true",
+                   help="run even when a run's memory estimate is over what this node has (docs/optimize.md)")
     p.add_argument("--quiet", action="store_true", help="no line per run")
     return p
 

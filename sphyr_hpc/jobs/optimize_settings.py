@@ -8,8 +8,9 @@ import os
 
 import numpy as np
 
-from ..optimiser import problems
+from ..optimiser import memory, problems
 from ..optimiser.problems import ProblemError
+from ..runtime.process import UsageError
 
 
 def parse_continuation(text):
@@ -54,6 +55,21 @@ def check_settings(args):
     if continuation is not None and continuation[0] > args.penal:
         raise ProblemError(f"--continuation starts at p={continuation[0]} above --penal {args.penal}")
     return continuation
+
+
+def check_memory(args, comm):
+    """Collective on the mpi4py ``comm``, before PETSc starts: :class:`UsageError` on every rank when the
+    run's estimated peak memory per rank (:mod:`sphyr_hpc.optimiser.memory`) is over what the node has,
+    unless ``--force``."""
+    from ..optimiser.driver import BANDWIDTH_BYTES
+
+    try:
+        problem = load_problem(args)
+    except ProblemError as err:
+        raise UsageError(str(err)) from None
+    extra = 2 * BANDWIDTH_BYTES if args.bandwidth else 0  # the copy's two arrays, with the system kept
+    memory.check(f"{problem.name} {problem.nelx}x{problem.nely}", memory.grid_dofs(problem.nelx, problem.nely),
+                 args.solver, comm, args.force, extra_bytes=extra)
 
 
 def ground_truth_of(args, problem):

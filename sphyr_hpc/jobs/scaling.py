@@ -14,13 +14,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from ..io.atomic import write_text_atomic
-from ..optimiser import problems
+from ..optimiser import memory, problems
 from ..optimiser.problems import ProblemError
 from ..reporting.scaling import baseline, plot
 from ..runtime.messages import no_such
+from ..runtime.node_memory import available
 from ..runtime.process import UsageError
 
 REPO_MPIRUN = Path(__file__).resolve().parent.parent.parent / "bin" / "mpirun"
@@ -75,7 +77,7 @@ def make_design(args, size, workdir, env, log):
     path = os.path.join(workdir, "design.npy")
     cmd = [sys.executable, "-m", "sphyr_hpc.optimize", "--preset", args.preset, "--size", f"{size[0]}x{size[1]}",
            "--iterations", str(args.design_iterations), "--radius", str(args.radius), "--quiet",
-           "--save-density", path]
+           "--save-density", path] + (["--force"] if args.force else [])
     if args.volfrac is not None:
         cmd += ["--volfrac", str(args.volfrac)]
     proc, _ = _run(cmd, env, args.timeout, log)
@@ -90,7 +92,7 @@ def run_one(args, size, ranks, design, mpirun, env, workdir, petsc_args, log):
     cmd = mpirun + ["-n", str(ranks), sys.executable, "-m", "sphyr_hpc.optimize", "--preset", args.preset,
                     "--size", f"{size[0]}x{size[1]}", "--iterations", str(args.iterations), "--tolerance", "0",
                     "--continuation", "none", "--radius", str(args.radius), "--solver", args.solver,
-                    "--quiet", "--json", out]
+                    "--quiet", "--json", out] + (["--force"] if args.force else [])
     if args.volfrac is not None:
         cmd += ["--volfrac", str(args.volfrac)]
     if design:
@@ -213,11 +215,36 @@ def check_settings(args):
             raise ProblemError(f"unknown preset {args.preset!r}: choose one of {', '.join(problems.PRESETS)}")
         for nelx, nely in sizes:
             problems.preset(args.preset, nelx, nely, args.volfrac)
+        check_memory(args, sizes, parse_ranks(args.ranks))
         if args.design and not os.path.exists(args.design):
             raise ProblemError(f"--design: {no_such([args.design])}")
         mpirun_command(args.mpirun)
     except ProblemError as err:
         raise UsageError(str(err)) from None
+
+
+def check_memory(args, sizes, ranks):
+    """:class:`UsageError` naming the largest run whose estimated peak memory (its ranks all on this node,
+    where ``mpirun -n R`` starts them) is over what the node has, unless ``--force`` (then a warning)."""
+    from ..optimiser.driver import BANDWIDTH_BYTES
+
+    node = available()
+    extra = 0 if args.no_bandwidth else 2 * BANDWIDTH_BYTES  # --bandwidth's copy arrays
+    over = []
+    for nelx, nely in sorted(sizes, key=lambda size: -memory.grid_dofs(*size)):
+        for r in ranks:
+            here = None if node is None else replace(node, ranks=r)
+            reason = memory.refusal(f"--sizes {nelx}x{nely}",
+                                    memory.grid_dofs(nelx, nely), args.solver, r, here, extra)
+            if reason:
+                over.append(reason)
+    if not over:
+        return
+    more = f" ({len(over) - 1} more of the study's runs are over too)" if len(over) > 1 else ""
+    what, advice = over[0].split("; use ", 1)
+    if not args.force:
+        raise UsageError(f"{what}{more}; use {advice}")
+    print(f"warning: {what}{more}; going on ({memory.FORCE})", file=sys.stderr, flush=True)
 
 
 def output_paths(args):
