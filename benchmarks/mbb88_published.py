@@ -12,10 +12,11 @@ For every size (default 60x20, 150x50 and 300x100; volume fraction 0.5, penalty 
 
 Recorded: iterations, final compliance, the relative difference of the compliance from the
 listing's, the first iteration whose compliance differs from the listing's by more than 1e-6
-relative (none: the two follow each other to the end) and wall seconds of each whole run.  With
-``--png-dir DIR`` the 1-rank designs are written there as ``mbb88_NXxNY_FILTER.png``.
+relative (none: the two follow each other to the end) and wall seconds of each whole run (not
+comparable with ``--jobs`` above 1, which runs that many at once).  With ``--png-dir DIR`` the
+1-rank designs are written there as ``mbb88_NXxNY_FILTER.png``.
 
-    .venv/bin/python benchmarks/mbb88_published.py [--sizes 60x20,150x50,300x100] [--png-dir docs]
+    .venv/bin/python benchmarks/mbb88_published.py [--sizes 60x20,150x50,300x100] [--png-dir docs] [--jobs 1]
 Results: benchmarks/results/mbb88_published.{json,md}.
 """
 
@@ -26,31 +27,43 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from _common import ROOT, commit_of, machine, machine_line, now, write_results
 
-sys.path.insert(0, str(ROOT / "tests"))
-from top88_reference import top88  # noqa: E402
-
+PYTHON = str(ROOT / ".venv" / "bin" / "python")
 FILTERS = {"sensitivity": 1, "density": 2}
 RELATIVE = 1e-6
+
+
+def listing(nelx, nely, filter_name):
+    """One run of the listing (tests/top88_reference.py, its own process): (its result, wall seconds)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "out.json")
+        return run([PYTHON, str(ROOT / "tests" / "top88_reference.py"), str(nelx), str(nely),
+                    str(FILTERS[filter_name]), out], out)
 
 
 def optimize(nelx, nely, filter_name, ranks, png=None):
     """One ``optimize`` run: (its JSON, wall seconds)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out.json")
-        cmd = [str(ROOT / "bin" / "mpirun"), "-n", str(ranks), str(ROOT / ".venv" / "bin" / "python"), "-m",
+        cmd = [str(ROOT / "bin" / "mpirun"), "-n", str(ranks), PYTHON, "-m",
                "sphyr_hpc.optimize", "--preset", "mbb88", "--size", f"{nelx}x{nely}", "--volfrac", "0.5",
                "--penal", "3", "--radius", f"{1.5 * nelx / 60:g}", "--filter", filter_name,
                "--continuation", "none", "--json", out, "--quiet"] + (["--png", str(png)] if png else [])
-        started = time.perf_counter()
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-        wall = time.perf_counter() - started
-        if done.returncode != 0:
-            raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-        with open(out) as handle:
-            return json.load(handle), wall
+        return run(cmd, out)
+
+
+def run(cmd, out):
+    """Run ``cmd``; (the JSON it wrote to ``out``, wall seconds)."""
+    started = time.perf_counter()
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    with open(out) as handle:
+        return json.load(handle), wall
 
 
 def first_departure(ours, reference):
@@ -61,20 +74,21 @@ def first_departure(ours, reference):
     return None
 
 
-def case(nelx, nely, filter_name, png_dir):
-    started = time.perf_counter()
-    ref = top88(nelx, nely, 0.5, 3.0, 1.5 * nelx / 60, FILTERS[filter_name])
+def case(nelx, nely, filter_name, png_dir, pool):
+    """The listing and ``optimize`` on 1 and 2 ranks (at once with ``--jobs`` > 1)."""
+    png = os.path.join(png_dir, f"mbb88_{nelx}x{nely}_{filter_name}.png") if png_dir else None
+    runs = {"listing": pool.submit(listing, nelx, nely, filter_name),
+            1: pool.submit(optimize, nelx, nely, filter_name, 1, png),
+            2: pool.submit(optimize, nelx, nely, filter_name, 2)}
+    ref, wall = runs["listing"].result()
     row = {"size": f"{nelx}x{nely}", "radius": 1.5 * nelx / 60, "filter": filter_name, "ft": FILTERS[filter_name],
-           "listing": {"iterations": ref["iterations"], "compliance": ref["compliance"],
-                       "seconds": time.perf_counter() - started}}
+           "listing": {"iterations": ref["iterations"], "compliance": ref["compliance"], "seconds": wall}}
     for ranks in (1, 2):
-        png = os.path.join(png_dir, f"mbb88_{nelx}x{nely}_{filter_name}.png") if png_dir and ranks == 1 else None
-        out, wall = optimize(nelx, nely, filter_name, ranks, png)
+        out, wall = runs[ranks].result()
         row[f"ranks_{ranks}"] = {"iterations": out["iterations"], "compliance": out["compliance"],
                                  "relative_difference": out["compliance"] / ref["compliance"] - 1.0,
                                  "first_departure": first_departure(out["history"], ref["history"]),
                                  "solver": out["solver"], "seconds": wall}
-    print(json.dumps(row), flush=True)
     return row
 
 
@@ -103,15 +117,18 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="60x20,150x50,300x100")
     parser.add_argument("--png-dir", help="write the 1-rank designs here")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once (seconds are then not comparable)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "mbb88_published.json"))
     args = parser.parse_args(argv)
     load = os.getloadavg()
-    cases = []
-    for size in args.sizes.split(","):
-        nelx, nely = (int(v) for v in size.split("x"))
-        for filter_name in FILTERS:
-            cases.append(case(nelx, nely, filter_name, args.png_dir))
-    report = {"date": now(), "commit": commit_of(), "machine": machine(load), "cases": cases,
+    sizes = [tuple(int(v) for v in size.split("x")) for size in args.sizes.split(",")]
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool, ThreadPoolExecutor(max_workers=args.jobs) as cases:
+        rows = [cases.submit(case, nelx, nely, filter_name, args.png_dir, pool)
+                for nelx, nely in sizes for filter_name in FILTERS]
+        rows = [row.result() for row in rows]
+    for row in rows:
+        print(json.dumps(row), flush=True)
+    report = {"date": now(), "commit": commit_of(), "machine": machine(load), "jobs": args.jobs, "cases": rows,
               "command": ".venv/bin/python benchmarks/mbb88_published.py " + " ".join(argv or sys.argv[1:])}
     write_results(args.out, report, markdown(report))
 

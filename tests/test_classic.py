@@ -113,6 +113,17 @@ def test_optimize_follows_the_88_line_code_at_60x20(tmp_path, filter_name):
     assert out["volume_fraction"] == pytest.approx(0.5, abs=1e-3)
 
 
+def test_the_sensitivity_filter_runs_on_a_problem_with_pinned_cells(tmp_path):
+    """The cantilever's load cells are pinned solid: the design keeps them and meets the volume."""
+    assert optimize.main(["--preset", "cantilever", "--size", "40x20", "--filter", "sensitivity", "--quiet",
+                          "--save-density", str(tmp_path / "x.npy"), "--json", str(tmp_path / "out.json")]) == 0
+    out = json.loads((tmp_path / "out.json").read_text())
+    density = np.load(tmp_path / "x.npy")
+    load, _ = problems.preset("cantilever", 40, 20).markers()
+    assert out["update"] == "oc88" and out["converged"]
+    assert (density[load] == 1.0).all() and abs(density.mean() - 0.4) < 1e-3
+
+
 def test_mbb88_with_continuation_runs_the_default_update(tmp_path):
     """Without ``--continuation none`` (and with the density filter) the package's own OC runs."""
     assert optimize.main(["--preset", "mbb88", "--size", "30x10", "--iterations", "5", "--quiet",

@@ -104,9 +104,13 @@ def top88(nelx, nely, volfrac, penal, rmin, ft, max_iterations=10_000, E0=1.0, E
             "xPhys": xPhys.reshape(nely, nelx, order="F")}
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python tests/top88_reference.py NELX NELY FT [OUT.json]: rmin 1.5 nelx / 60
+    import json
     import sys
 
     nelx, nely, ft = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     out = top88(nelx, nely, 0.5, 3.0, 1.5 * nelx / 60, ft)
     print(nelx, nely, ft, out["iterations"], repr(out["compliance"]))
+    if len(sys.argv) > 4:
+        with open(sys.argv[4], "w") as handle:
+            json.dump({k: v for k, v in out.items() if k != "xPhys"}, handle)
