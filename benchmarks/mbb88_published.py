@@ -118,6 +118,8 @@ def main(argv=None):
     parser.add_argument("--sizes", default="60x20,150x50,300x100")
     parser.add_argument("--png-dir", help="write the 1-rank designs here")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (seconds are then not comparable)")
+    parser.add_argument("--add", action="store_true",
+                        help="keep the cases of other sizes already in --out (a results file built size by size)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "mbb88_published.json"))
     args = parser.parse_args(argv)
     load = os.getloadavg()
@@ -128,8 +130,15 @@ def main(argv=None):
         rows = [row.result() for row in rows]
     for row in rows:
         print(json.dumps(row), flush=True)
+    command = ".venv/bin/python benchmarks/mbb88_published.py " + " ".join(argv or sys.argv[1:])
+    if args.add and os.path.exists(args.out):
+        with open(args.out) as handle:
+            earlier = json.load(handle)
+        rows = sorted([row for row in earlier["cases"] if row["size"] not in {r["size"] for r in rows}] + rows,
+                      key=lambda row: (int(row["size"].split("x")[0]), row["ft"]))
+        command = earlier["command"] + "\n" + command
     report = {"date": now(), "commit": commit_of(), "machine": machine(load), "jobs": args.jobs, "cases": rows,
-              "command": ".venv/bin/python benchmarks/mbb88_published.py " + " ".join(argv or sys.argv[1:])}
+              "command": command}
     write_results(args.out, report, markdown(report))
 
 

@@ -50,17 +50,18 @@ def top88(nelx, nely, volfrac, penal, rmin, ft, max_iterations=10_000, E0=1.0, E
     freedofs = np.setdiff1d(np.arange(ndof), fixeddofs)
     U = np.zeros(ndof)
     # Filter: H(e1, e2) = max(0, rmin - dist) over the (2 (ceil(rmin) - 1) + 1)^2 box, Hs its row sums.
+    # (The listing's four loops over i1, j1, i2, j2, one (i2 - i1, j2 - j1) offset at a time.)
     reach = int(np.ceil(rmin)) - 1
+    i1, j1 = np.meshgrid(np.arange(nelx), np.arange(nely), indexing="ij")
     iH, jH, sH = [], [], []
-    for i1 in range(nelx):
-        for j1 in range(nely):
-            e1 = i1 * nely + j1
-            for i2 in range(max(i1 - reach, 0), min(i1 + reach, nelx - 1) + 1):
-                for j2 in range(max(j1 - reach, 0), min(j1 + reach, nely - 1) + 1):
-                    iH.append(e1)
-                    jH.append(i2 * nely + j2)
-                    sH.append(max(0.0, rmin - np.sqrt((i1 - i2) ** 2 + (j1 - j2) ** 2)))
-    H = sp.csr_matrix((sH, (iH, jH)), shape=(n, n))
+    for di in range(-reach, reach + 1):
+        for dj in range(-reach, reach + 1):
+            i2, j2 = i1 + di, j1 + dj
+            inside = (i2 >= 0) & (i2 < nelx) & (j2 >= 0) & (j2 < nely)
+            iH.append((i1 * nely + j1)[inside])
+            jH.append((i2 * nely + j2)[inside])
+            sH.append(np.full(int(inside.sum()), max(0.0, rmin - np.sqrt(di ** 2 + dj ** 2))))
+    H = sp.csr_matrix((np.concatenate(sH), (np.concatenate(iH), np.concatenate(jH))), shape=(n, n))
     Hs = np.asarray(H.sum(axis=1)).ravel()
     # Column-major vectors throughout (x(:) in the listing).
     x = np.full(n, float(volfrac))
