@@ -13,6 +13,9 @@ multigrid solve (``--solver``, default ``mg`` above 200k DOFs), the density
 filter (a parallel Mat) and the optimality-criteria update, whose bisection
 sums are collective.  No field is gathered inside the loop; the final density
 is gathered to rank 0 for ``--png`` / ``--save-density`` / scoring output.
+``--preset mbb88 --continuation none`` runs the 88-line code's half MBB beam
+with its filter (``--filter sensitivity|density``), OC update and stopping
+rule (docs/optimize.md, "The 88-line code's half MBB beam").
 
 Every iteration logs one line on rank 0: compliance, volume fraction, change,
 penalty, KSP iterations and seconds.  The multigrid hierarchy (levels,

@@ -128,7 +128,8 @@ def _report(args, problem, out, density):
     summary = out["summary"]
     status = "converged" if out["converged"] else "stopped"
     # The iteration lines show each design before its update; the result is the design after the
-    # last update, analysed once more at the final penalty: hence a compliance of its own.
+    # last update, analysed once more at the final penalty: hence a compliance of its own.  The
+    # 88-line code's update reports its last iteration's analysis instead, as the listing does.
     analysed = ("the last iteration's analysis, as the 88-line code reports it" if out["update"] == "oc88"
                 else f"the final design, analysed at p = {args.penal:g}")
     print(f"{status} after {out['iterations']} iterations: compliance {out['compliance']:.6e} ({analysed}), volume "
