@@ -40,8 +40,9 @@ def listing(nelx, nely, filter_name):
     """One run of the listing (tests/top88_reference.py, its own process): (its result, wall seconds)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out.json")
+        # One thread, as the listing runs (a BLAS thread pool only waits on a loaded machine).
         return run([PYTHON, str(ROOT / "tests" / "top88_reference.py"), str(nelx), str(nely),
-                    str(FILTERS[filter_name]), out], out)
+                    str(FILTERS[filter_name]), out], out, {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
 
 
 def optimize(nelx, nely, filter_name, ranks, png=None):
@@ -55,10 +56,10 @@ def optimize(nelx, nely, filter_name, ranks, png=None):
         return run(cmd, out)
 
 
-def run(cmd, out):
-    """Run ``cmd``; (the JSON it wrote to ``out``, wall seconds)."""
+def run(cmd, out, env=None):
+    """Run ``cmd`` (with ``env`` added to the environment); (the JSON it wrote to ``out``, wall seconds)."""
     started = time.perf_counter()
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})})
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
