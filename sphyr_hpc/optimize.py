@@ -13,6 +13,9 @@ multigrid solve (``--solver``, default ``mg`` above 200k DOFs), the density
 filter (a parallel Mat) and the optimality-criteria update, whose bisection
 sums are collective.  No field is gathered inside the loop; the final density
 is gathered to rank 0 for ``--png`` / ``--save-density`` / scoring output.
+``--preset mbb88 --continuation none`` runs the 88-line code's half MBB beam
+with its filter (``--filter sensitivity|density``), OC update and stopping
+rule (docs/optimize.md, "The 88-line code's half MBB beam").
 
 Every iteration logs one line on rank 0: compliance, volume fraction, change,
 penalty, KSP iterations and seconds.  The multigrid hierarchy (levels,
@@ -54,6 +57,7 @@ def build_parser():
     from .core import discretisation as fe
     from .io.field_files import FORMATS
     from .optimiser import problems, simp
+    from .optimiser.filter import FILTERS
     from .optimiser.driver import DEFAULT_CONTINUATION, DEFAULT_ITERATIONS, DEFAULT_RADIUS, DEFAULT_TOLERANCE
     from .solvers.elasticity import SOLVERS
 
@@ -85,7 +89,11 @@ def build_parser():
     opt.add_argument("--penal", type=float, default=fe.PENAL, help="SIMP penalty (the final one)")
     opt.add_argument("--continuation", default=DEFAULT_CONTINUATION,
                      help="p_start,p_step,every (penalty raised every N iterations up to --penal) or 'none'")
-    opt.add_argument("--radius", type=float, default=DEFAULT_RADIUS, help="density filter radius, elements")
+    opt.add_argument("--radius", type=float, default=DEFAULT_RADIUS, help="filter radius, elements")
+    opt.add_argument("--filter", choices=FILTERS, default=FILTERS[0],
+                     help="filter the densities (the 88-line code's ft=2) or the sensitivities (ft=1, with "
+                          "the 88-line code's OC update); with --preset mbb88 --continuation none the 88-line "
+                          "code's update and stopping rule run with either")
     opt.add_argument("--move", type=float, default=simp.MOVE_LIMIT, help="OC move limit")
     opt.add_argument("--initial", help="warm start: a .npy density (resampled to the grid)")
     opt.add_argument("--solver", choices=SOLVERS, help="linear solver (default: direct up to 200k DOFs, else mg)")

@@ -10,6 +10,9 @@ Conventions (shared by every later step of the pipeline):
   that are not SPhyR grids (the presets of :mod:`sphyr_hpc.optimiser.problems`, e.g. the
   rollers of the MBB beam) add single fixed DOFs in ``extra_fixed_dofs``
   (natural DOF numbers); SPhyR load cases leave it empty.
+* Nodal forces: ``nodal_forces`` adds point forces ``(dof, value)`` on natural DOF
+  numbers to the load of the ``L`` cells (the 88-line code's half MBB beam has
+  no load cell, only a force on its top-left node); SPhyR load cases leave it empty.
 * Load: a unit resultant, ``1 / (4 * #L)`` onto each of the 4 nodes of every
   ``L`` cell, along the normalised gravity step ``(dr, dc)``; the x component
   gets ``share * dc`` and the y component ``share * dr``.  Default (1, 0) is
@@ -65,6 +68,7 @@ class LoadCase:
     gravity: tuple = DOWN
     total_load: float = 1.0
     extra_fixed_dofs: tuple = ()  # natural DOF numbers fixed besides the S cells' (rollers)
+    nodal_forces: tuple = ()      # ((natural DOF, force), ...) besides the L cells' load
 
     def __hash__(self):
         """The hash of the fields (as the dataclass's own), computed once: every cache of solvers,
@@ -106,6 +110,8 @@ class LoadCase:
     def force_vector(self):
         """Natural-ordered nodal force vector (length ``n_dofs``)."""
         forces = np.zeros(self.n_dofs)
+        for dof, value in self.nodal_forces:
+            forces[int(dof)] += float(value)
         if not self.load_cells:
             return forces
         direction = np.asarray(self.gravity, dtype=float)

@@ -25,6 +25,20 @@ def parse_continuation(text):
     return (start, step, int(every))
 
 
+def oc88_settings(args, continuation):
+    """The 88-line code's update (:class:`~sphyr_hpc.optimiser.simp.OC88`) or None (the default OC).
+
+    ``--preset mbb88`` with ``--continuation none`` runs the 88-line code's algorithm with the
+    filter ``--filter`` names; ``--filter sensitivity`` runs its update on any problem (no other
+    update filters the sensitivities).
+    """
+    from ..optimiser.simp import OC88
+
+    if args.filter == "sensitivity" or (args.preset == "mbb88" and continuation is None):
+        return OC88(args.filter)
+    return None
+
+
 def load_problem(args):
     """The problem the arguments describe (ProblemError with a message otherwise)."""
     return problems.resolve(args.problem, args.preset, args.size, args.dataset, args.index, args.masked,

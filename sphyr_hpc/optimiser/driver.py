@@ -61,7 +61,7 @@ def rank0_logger(comm, quiet=False):
 def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAULT_ITERATIONS,
              tolerance=DEFAULT_TOLERANCE, penal=fe.PENAL, continuation=None, radius=DEFAULT_RADIUS,
              move=simp.MOVE_LIMIT, initial=None, callback=None, log=None, fields_dir=None, fields_every=10,
-             truth=None, keep_system=False, fields_format="xdmf"):
+             truth=None, keep_system=False, fields_format="xdmf", oc88=None):
     """Run SIMP on ``problem`` over ``comm`` (default PETSc.COMM_WORLD); collective.
 
     Returns a dict (the same on every rank except ``density``, the natural
@@ -70,7 +70,8 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
     seconds and this rank's event seconds), the final compliance, the
     multigrid hierarchy and, with ``truth``, the comparison with it.
     ``callback(iteration, system, physical_slab, compliance, change)`` runs
-    every iteration.
+    every iteration.  ``oc88``: a :class:`~sphyr_hpc.optimiser.simp.OC88`, the 88-line code's
+    update, stopping rule and reported compliance (its last analysis).
     """
     from ..runtime.petsc import large_arrays_reused, petsc  # mpi4py and PETSc only once the command has checked
     from ..solvers.elasticity import elasticity_system
@@ -90,7 +91,8 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
     setup_seconds = time.perf_counter() - started
     log(f"{problem.name}: {lc.nelx}x{lc.nely} elements, {lc.n_dofs} DOFs, volume fraction "
         f"{volume_fraction:.4g}, {int(free.sum())} free cells, {mpi.size} rank(s), solver {system.solver} "
-        f"({system.ksp.getType()}/{system.ksp.getPC().getType()}), filter radius {radius:g}, "
+        f"({system.ksp.getType()}/{system.ksp.getPC().getType()}), "
+        f"{oc88.filter + ' filter (88-line OC)' if oc88 is not None else 'density filter'} radius {radius:g}, "
         f"set-up {setup_seconds:.2f} s")
     if initial is not None:
         initial = problems.resize_nearest(initial, lc.shape)
@@ -102,8 +104,10 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
             result = simp.run_simp(system, density_filter, volume_fraction, free, pinned, penal=penal,
                                    max_iterations=iterations, tolerance=tolerance, move_limit=move,
                                    initial=initial, callback=on_iteration, volume_sums="linear",
-                                   continuation=continuation, gather=False)
+                                   continuation=continuation, gather=False, oc88=oc88)
         out = _outcome(problem, system, mpi, result, on_iteration.history, volume_fraction, setup_seconds)
+        out["filter"] = oc88.filter if oc88 is not None else "density"
+        out["update"] = "oc88" if oc88 is not None else "oc"
         out["free_cells"] = int(free.sum())
         if writer is not None:
             writer.write_step(result.iterations, result.densities, compliance=result.compliance, force=True)

@@ -1,4 +1,4 @@
-"""The density filter as a parallel PETSc Mat (docs/scoring.md, "SIMP run").
+"""The density filter as a parallel PETSc Mat (docs/scoring.md, "SIMP run"), and the sensitivity filter.
 
 H has weight ``R - dist(e, f)`` for every cell f within ``ceil(R) - 1`` rows
 and columns of e with a positive weight; ``Hs`` are its row sums.  R = 1.2
@@ -34,6 +34,18 @@ def filter_reach(radius):
 
 
 FILTER_TYPES = ("matrix", "stencil")
+# What is filtered: the densities (the 88-line code's ft = 2) or the sensitivities (its ft = 1).
+FILTERS = ("density", "sensitivity")
+SENSITIVITY_GUARD = 1e-3  # the 88-line code's max(1e-3, x) in its sensitivity filter
+
+
+def filter_sensitivity(density_filter, design, dc):
+    """The 88-line code's sensitivity filter (``ft = 1``) on a slab: ``H (x dc) / Hs / max(1e-3, x)``.
+
+    ``density_filter`` supplies H and Hs (the same weights ``R - dist`` as the density filter);
+    the design is not filtered (its physical densities are the design).
+    """
+    return density_filter.apply(design * dc) / np.maximum(SENSITIVITY_GUARD, design)
 
 
 class DensityFilter:

@@ -16,16 +16,20 @@ comes in two kinds, which are also the two kinds of *grid file*:
     (the ground truth's, docs/scoring.md, "Yardstick").  The grid's own densities are the
     ground truth a result can be scored against (``ground_truth()``).
 
-``"preset"``: rectangles of load and support cells plus single fixed DOFs
-    (rollers) on node rectangles, at any nelx x nely; every non-L/S cell is
-    free and starts empty (pinned 0).  Presets (gravity down, unit-square
-    cells; node (r, c) is row r from the top, column c):
+``"preset"``: rectangles of load and support cells, single fixed DOFs
+    (rollers) on node rectangles and point forces on nodes, at any nelx x
+    nely; every non-L/S cell is free and starts empty (pinned 0).  Presets
+    (gravity down, unit-square cells; node (r, c) is row r from the top,
+    column c):
 
     * ``cantilever``: every node of the left edge clamped; load on the middle
       of the right edge (the 1 or 2 right-edge cells at mid-height).
     * ``mbb``: the classic half MBB beam (the 88-line code's example):
       symmetry rollers on the left edge (x fixed), a roller at the bottom-right
       node (y fixed), the load on the top-left cell.
+    * ``mbb88``: the 88-line code's half MBB beam exactly as published: the
+      same rollers, a unit point force down on the top-left node and no load
+      or support cell (every cell is designed).
     * ``bridge``: pins (both DOFs) at the two bottom corners, a uniform load on
       the whole top row (the deck).
 
@@ -39,7 +43,13 @@ Grid file formats (read by :func:`read_problem`, written by
      "gravity": [1.0, 0.0],
      "load_cells": [[r0, r1, c0, c1], ...],       # half-open cell rectangles
      "support_cells": [[r0, r1, c0, c1], ...],
-     "fixed_nodes": [[r0, r1, c0, c1, "x"], ...]}  # node rectangles; "x", "y" or "xy"
+     "fixed_nodes": [[r0, r1, c0, c1, "x"], ...],  # node rectangles; "x", "y" or "xy"
+     "nodal_forces": [[r, c, f_row, f_col], ...]}  # optional: a force on node (r, c)
+
+  A nodal force's components are along increasing rows (down the grid) and
+  columns (to the right), the order of ``gravity``'s (dr, dc).  A preset
+  problem needs a load cell or a non-zero nodal force, and a support cell or
+  a fixed node.
 
     {"format": "sphyr_hpc.problem", "version": 1, "kind": "grid",
      "name": "...", "grid": ["L 1 0 ...", ...], "input_grid": null | [...],
@@ -71,8 +81,8 @@ from ..runtime.messages import no_such
 
 FORMAT = "sphyr_hpc.problem"
 VERSION = 1
-PRESETS = ("cantilever", "mbb", "bridge")
-DEFAULT_VOLUME_FRACTION = {"cantilever": 0.4, "mbb": 0.5, "bridge": 0.3}
+PRESETS = ("cantilever", "mbb", "bridge", "mbb88")
+DEFAULT_VOLUME_FRACTION = {"cantilever": 0.4, "mbb": 0.5, "bridge": 0.3, "mbb88": 0.5}
 TEXT_MAX_CELLS = 4_000_000
 _SIZE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
 _DOFS = {"x": (0,), "y": (1,), "xy": (0, 1)}
@@ -125,6 +135,7 @@ class Problem:
     grid: tuple = None             # grid: rows of tokens before upscaling
     input_grid: tuple = None
     upscale: int = 1
+    nodal_forces: tuple = ()       # preset: (r, c, f_row, f_col) forces on nodes
 
     @property
     def shape(self):
@@ -154,8 +165,13 @@ class Problem:
     def loadcase(self):
         """The :class:`LoadCase` (L/S cells in row-major order, as ``loadcase.from_grid`` lists them)."""
         load, support = self.markers()
-        if not load.any():
-            raise ProblemError(f"problem {self.name!r} has no load cell")
+        forces = []
+        for r, c, f_row, f_col in self.nodal_forces:
+            node = r * (self.nelx + 1) + c
+            forces += [(2 * node, float(f_col)), (2 * node + 1, float(f_row))]
+        forces = tuple((dof, value) for dof, value in forces if value != 0.0)
+        if not load.any() and not forces:
+            raise ProblemError(f"problem {self.name!r} has no load (no load cell, no non-zero nodal force)")
         extra = []
         for r0, r1, c0, c1, dofs in self.fixed_nodes:
             rows, cols = np.meshgrid(np.arange(r0, r1), np.arange(c0, c1), indexing="ij")
@@ -168,7 +184,7 @@ class Problem:
             self.nely, self.nelx,
             tuple(map(tuple, np.argwhere(load).tolist())),
             tuple(map(tuple, np.argwhere(support).tolist())),
-            _check_gravity(self.gravity), 1.0, tuple(int(d) for d in extra),
+            _check_gravity(self.gravity), 1.0, tuple(int(d) for d in extra), forces,
         )
 
     def grid_densities(self):
@@ -225,8 +241,9 @@ class Problem:
         # A node line at index r is the line r * k; a half-open node range [r0, r1) keeps its
         # first and last line: [r0 * k, (r1 - 1) * k + 1).
         nodes = tuple((r0 * k, (r1 - 1) * k + 1, c0 * k, (c1 - 1) * k + 1, d) for r0, r1, c0, c1, d in self.fixed_nodes)
+        forces = tuple((r * k, c * k, f_row, f_col) for r, c, f_row, f_col in self.nodal_forces)
         return replace(self, nelx=self.nelx * k, nely=self.nely * k, load_cells=cells(self.load_cells),
-                        support_cells=cells(self.support_cells), fixed_nodes=nodes)
+                        support_cells=cells(self.support_cells), fixed_nodes=nodes, nodal_forces=forces)
 
     def with_volume_fraction(self, value):
         return self if value is None else replace(self, volume_fraction=_check_volume_fraction(value))
@@ -239,6 +256,8 @@ class Problem:
                        gravity=list(self.gravity), load_cells=[list(r) for r in self.load_cells],
                        support_cells=[list(r) for r in self.support_cells],
                        fixed_nodes=[list(r) for r in self.fixed_nodes])
+            if self.nodal_forces:
+                out["nodal_forces"] = [list(f) for f in self.nodal_forces]
         else:
             out.update(grid=[" ".join(row) for row in self.grid],
                        input_grid=None if self.input_grid is None else [" ".join(r) for r in self.input_grid],
@@ -261,7 +280,9 @@ class Problem:
                               tuple(tuple(int(v) for v in r) for r in data.get("load_cells", ())),
                               tuple(tuple(int(v) for v in r) for r in data.get("support_cells", ())),
                               tuple((int(a), int(b), int(c), int(d), str(e)) for a, b, c, d, e in
-                                    data.get("fixed_nodes", ())))
+                                    data.get("fixed_nodes", ())),
+                              nodal_forces=tuple((int(r), int(c), float(f_row), float(f_col))
+                                                 for r, c, f_row, f_col in data.get("nodal_forces", ())))
                 _check_preset_geometry(problem, source)
                 return problem
             if kind == "grid":
@@ -290,6 +311,16 @@ def _check_preset_geometry(problem, source):
         if not (0 <= r0 < r1 <= problem.nely + 1 and 0 <= c0 < c1 <= problem.nelx + 1):
             raise ProblemError(f"{source}: node rectangle {[r0, r1, c0, c1]} is outside the "
                                f"{problem.nely + 1}x{problem.nelx + 1} nodes or empty")
+    for r, c, f_row, f_col in problem.nodal_forces:
+        if not (0 <= r <= problem.nely and 0 <= c <= problem.nelx):
+            raise ProblemError(f"{source}: nodal force on node {[r, c]} is outside the "
+                               f"{problem.nely + 1}x{problem.nelx + 1} nodes")
+        if not (np.isfinite(f_row) and np.isfinite(f_col)):
+            raise ProblemError(f"{source}: nodal force {[r, c, f_row, f_col]} is not finite")
+    if not problem.load_cells and not any(f_row or f_col for _, _, f_row, f_col in problem.nodal_forces):
+        raise ProblemError(f"{source}: no load: give a load cell or a non-zero nodal force")
+    if not problem.support_cells and not problem.fixed_nodes:
+        raise ProblemError(f"{source}: no support: give a support cell or a fixed node")
 
 
 # -- constructors ---------------------------------------------------------------------------------
@@ -308,11 +339,13 @@ def preset(name, nelx, nely, volume_fraction=None):
         rows = (mid - 1, mid + 1) if nely % 2 == 0 else (mid, mid + 1)
         loads = ((rows[0], rows[1], nelx - 1, nelx),)
         fixed = ((0, nely + 1, 0, 1, "xy"),)
-    elif name == "mbb":
+    elif name in ("mbb", "mbb88"):
         if nelx < 2:
             raise ProblemError("the MBB beam needs at least 2 columns")
-        loads = ((0, 1, 0, 1),)
         fixed = ((0, nely + 1, 0, 1, "x"), (nely, nely + 1, nelx, nelx + 1, "y"))
+        if name == "mbb88":  # the 88-line code's F(2,1) = -1 (its y is up): a unit force down on node (0, 0)
+            return Problem("preset", name, nelx, nely, vf, DOWN, (), (), fixed, nodal_forces=((0, 0, 1.0, 0.0),))
+        loads = ((0, 1, 0, 1),)
     else:  # bridge
         if nely < 2:
             raise ProblemError("the bridge needs at least 2 rows")

@@ -28,6 +28,12 @@ not:
 * ``continuation=(p_start, p_step, every)``: the penalty starts at
   ``p_start`` and grows by ``p_step`` every ``every`` iterations up to
   ``penal``; the run cannot converge before it gets there.
+
+``oc88=OC88(filter)`` replaces the update and the stopping rule by the 88-line
+code's (Andreassen et al. 2011, :class:`OC88`): its sensitivity filter
+(``filter="sensitivity"``, ``ft = 1``) or density filter (``"density"``,
+``ft = 2``), its bisection, and its loop ``while change > tolerance``; the
+result's compliance is then the listing's, the last iteration's analysis.
 """
 
 import ctypes
@@ -40,6 +46,7 @@ import numpy as np
 from ..core import discretisation as fe
 from ..runtime import events as timing
 from ..solvers import csr
+from .filter import FILTERS, filter_sensitivity
 
 MAX_ITERATIONS = 500
 TOLERANCE = 1e-3
@@ -81,13 +88,13 @@ def free_budget(free, pinned, volume_fraction):
 
 def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PENAL,
              max_iterations=MAX_ITERATIONS, tolerance=TOLERANCE, move_limit=MOVE_LIMIT,
-             initial=None, callback=None, volume_sums="scorer", continuation=None, gather=True):
+             initial=None, callback=None, volume_sums="scorer", continuation=None, gather=True, oc88=None):
     """Minimise compliance; ``free``/``pinned`` as returned by :func:`design_space`.
 
     ``callback(iteration, compliance, physical, change)`` runs after every
     iteration's update (``physical`` is this rank's slab).  ``gather=False``
     leaves ``SimpResult.densities`` as this rank's slab (flattened) instead of
-    the natural array on every rank.
+    the natural array on every rank; ``oc88`` (an :class:`OC88`): the 88-line code's update and stopping rule.
     """
     if volume_sums not in VOLUME_SUMS:
         raise ValueError(f"volume_sums must be one of {VOLUME_SUMS}, not {volume_sums!r}")
@@ -114,10 +121,12 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
     physical = design.copy()
     dv = density_filter.chain(np.ones_like(design), free_s)
     target = pinned_volume + budget
+    listing = _OC88Update(oc88, mpi, dv, is_free, pinned_s, density_filter, target, move_limit) \
+        if oc88 is not None else None
     serial = _SerialUpdate(dv, is_free, pinned_s, density_filter, target, move_limit) \
-        if volume_sums == "scorer" and mpi.Get_size() == 1 else None
+        if listing is None and volume_sums == "scorer" and mpi.Get_size() == 1 else None
     linear = _LinearUpdate(mpi, dv, is_free, pinned_s, density_filter, target, move_limit) \
-        if volume_sums == "linear" else None
+        if listing is None and volume_sums == "linear" else None
 
     compliance = np.inf
     iteration = 0
@@ -131,7 +140,9 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
             break
         with timing.timed(timing.UPDATE):
             energies = system.unit_energies()
-            if serial is not None:
+            if listing is not None:
+                new_design, physical, change = listing.update(design, physical, energies, p)
+            elif serial is not None:
                 new_design, physical, change = serial.update(design, physical, energies, p)
             else:
                 dc = density_filter.chain(fe.compliance_sensitivity(physical, energies, p), free_s)
@@ -147,11 +158,13 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
         if callback is not None:
             callback(iteration, compliance, physical, change)
         history.append((iteration, compliance, change))
-        if change < tolerance and p == penal:
+        stop = OC88.stops(change, tolerance) if listing is not None else change < tolerance
+        if stop and p == penal:
             converged = True
             break
 
-    compliance = system.solve(fe.simp_modulus(physical, penal))
+    if listing is None:  # (the 88-line code's result is its last analysis: it does not analyse its final update)
+        compliance = system.solve(fe.simp_modulus(physical, penal))
     return SimpResult(system.gather(physical) if gather else physical, compliance, iteration, converged, history)
 
 
@@ -186,6 +199,77 @@ def _oc_update(mpi, design, dc, dv, is_free, pinned, density_filter, target, mov
 
     _bisect(-np.inf, np.inf, over)  # every step evaluated: ``last`` holds the final middle's design
     return last["design"], last["physical"]
+
+
+@dataclass(frozen=True)
+class OC88:
+    """The 88-line code's optimality-criteria update and stopping rule (Andreassen et al. 2011).
+
+    ``filter``: ``"sensitivity"`` (the listing's ``ft = 1``: the sensitivities
+    filtered with the guard ``max(1e-3, x)``, the physical densities are the
+    design) or ``"density"`` (``ft = 2``: the densities and the volume
+    sensitivity filtered).  The update bisects the multiplier on [0, 1e9]
+    until ``(l2 - l1) / (l1 + l2) <= 1e-3``, every step filtering its
+    candidate and summing its volume; the step is ``x sqrt(-dc / dv / lmid)``
+    (damping 0.5) within the move limit and [0, 1].  The run stops after the
+    first iteration whose largest change is not above the tolerance (the
+    listing's ``while change > 0.01``).
+    """
+
+    filter: str = "density"
+
+    def __post_init__(self):
+        if self.filter not in FILTERS:
+            raise ValueError(f"filter must be one of {FILTERS}, not {self.filter!r}")
+
+    @staticmethod
+    def stops(change, tolerance):
+        return not change > tolerance
+
+
+OC88_BOUNDS = (0.0, 1e9)
+OC88_RELATIVE_GAP = 1e-3
+
+
+class _OC88Update:
+    """One iteration's sensitivities, filter and OC step as the 88-line listing computes them, on slabs
+    (every volume summed over the ranks).  Pinned cells keep their densities and are not design variables."""
+
+    def __init__(self, settings, mpi, dv, is_free, pinned, density_filter, target, move_limit):
+        self.sensitivity = settings.filter == "sensitivity"
+        self.mpi, self.is_free, self.pinned = mpi, is_free, pinned
+        self.density_filter, self.target, self.move = density_filter, target, move_limit
+        self.free_s = is_free.astype(float)
+        self.dv = np.ones(int(is_free.sum())) if self.sensitivity else dv[is_free]  # ft = 1: dv = 1
+        self.fixed_volume = float(pinned[~is_free].sum())
+
+    def update(self, design, physical, energies, p):
+        """(new design, new physical, change) from this iteration's unit energies at penalty ``p``."""
+        from mpi4py import MPI
+
+        mpi, free, f = self.mpi, self.is_free, self.density_filter
+        dc = -p * (fe.E0 - fe.EMIN) * physical ** (p - 1.0) * energies
+        dc = filter_sensitivity(f, design, dc) if self.sensitivity else f.chain(dc, self.free_s)
+        ratio = -dc[free] / self.dv
+        x = design[free]
+        new_design = self.pinned.copy()
+        l1, l2 = OC88_BOUNDS
+        while (l2 - l1) / (l1 + l2) > OC88_RELATIVE_GAP:
+            lmid = 0.5 * (l2 + l1)
+            new_design[free] = np.maximum(0.0, np.maximum(x - self.move, np.minimum(
+                1.0, np.minimum(x + self.move, x * np.sqrt(ratio / lmid)))))
+            if self.sensitivity:
+                new_physical = new_design
+                volume = self.fixed_volume + float(new_design[free].sum())
+            else:
+                new_physical = np.where(free, f.apply(new_design), self.pinned)
+                volume = float(new_physical.sum())
+            if mpi.allreduce(volume, op=MPI.SUM) > self.target:
+                l1 = lmid
+            else:
+                l2 = lmid
+        local_change = float(np.max(np.abs(new_design[free] - x))) if x.size else 0.0
+        return new_design, new_physical.copy(), mpi.allreduce(local_change, op=MPI.MAX)
 
 
 class _SerialUpdate:

@@ -82,7 +82,8 @@ def _loadcase_fields(lc):
     return {"nely": int(lc.nely), "nelx": int(lc.nelx), "load_cells": [list(map(int, c)) for c in lc.load_cells],
             "support_cells": [list(map(int, c)) for c in lc.support_cells],
             "gravity": [float(g) for g in lc.gravity], "total_load": float(lc.total_load),
-            "extra_fixed_dofs": [int(d) for d in lc.extra_fixed_dofs]}
+            "extra_fixed_dofs": [int(d) for d in lc.extra_fixed_dofs],
+            **({"nodal_forces": [[int(d), float(f)] for d, f in lc.nodal_forces]} if lc.nodal_forces else {})}
 
 
 def _parameters(key, mg_min_dofs, options):
@@ -186,7 +187,7 @@ def inputs_of(header, arrays):
     lc = header["loadcase"]
     loadcase = LoadCase(lc["nely"], lc["nelx"], tuple(map(tuple, lc["load_cells"])),
                         tuple(map(tuple, lc["support_cells"])), tuple(lc["gravity"]), lc["total_load"],
-                        tuple(lc["extra_fixed_dofs"]))
+                        tuple(lc["extra_fixed_dofs"]), tuple(map(tuple, lc.get("nodal_forces", ()))))
     return (loadcase, arrays["free"], arrays["pinned"], header["volume_fraction"], tuple(arrays["seeds"]),
             header["penal"], header["radius"], header["mg_min_dofs"])
 
