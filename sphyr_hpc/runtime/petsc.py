@@ -94,8 +94,11 @@ _PETSc = None
 def petsc(argv=None):
     """The initialised ``petsc4py.PETSc`` module.
 
-    ``argv`` (default ``sys.argv``) feeds the options database the first time;
-    later calls return the same module.
+    ``argv`` (a program name, then PETSc options) feeds the options database the first
+    time; later calls return the same module.  The default is the program's name alone: the
+    rest of ``sys.argv`` belongs to the program that imported sphyr_hpc (``python -c``'s
+    ``-c``, pytest's ``-q``), not to PETSc, which would hold it as options no solver reads (and
+    PETSc 3.22 lists every such option when it finalises).  ``PETSC_OPTIONS`` still applies.
     """
     global _PETSc
     if _PETSc is None:
@@ -104,7 +107,7 @@ def petsc(argv=None):
         _locate_petsc4py()
         import petsc4py
 
-        petsc4py.init(sys.argv if argv is None else argv)
+        petsc4py.init(sys.argv[:1] if argv is None else argv)
         from petsc4py import PETSc
 
         _PETSc = PETSc
