@@ -96,8 +96,8 @@ def petsc(argv=None):
 
     ``argv`` (a program name, then PETSc options) feeds the options database the first
     time; later calls return the same module.  The default is the program's name alone: the
-    rest of ``sys.argv`` belongs to the program that imported sphyr_hpc (``python -c``'s
-    ``-c``, pytest's ``-q``), not to PETSc, which would hold it as options no solver reads (and
+    rest of ``sys.argv`` belongs to the program that imported sphyr_hpc (pytest's
+    ``-q``), not to PETSc, which would hold it as options no solver reads (and
     PETSc 3.22 lists every such option when it finalises).  ``PETSC_OPTIONS`` still applies.
     """
     global _PETSc
@@ -107,7 +107,9 @@ def petsc(argv=None):
         _locate_petsc4py()
         import petsc4py
 
-        petsc4py.init(sys.argv[:1] if argv is None else argv)
+        if argv is None:  # python -c's argv[0] is "-c", which petsc4py would take for an option
+            argv = [sys.argv[0] if sys.argv and not sys.argv[0].startswith("-") else sys.executable]
+        petsc4py.init(argv)
         from petsc4py import PETSc
 
         _PETSc = PETSc
