@@ -21,7 +21,7 @@ import os
 from .process import world_rank
 
 STATUS_FILE_VARIABLE = "SPHYR_HPC_STATUS_FILE"
-LAUNCHERS = ("mpirun", "mpiexec", "orterun")
+LAUNCHERS = ("mpirun", "mpiexec", "orterun", "prterun")  # prterun: Open MPI 5's mpirun is a link to it
 
 
 def _started_by_mpirun():
