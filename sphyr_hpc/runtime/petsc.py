@@ -53,7 +53,7 @@ def _locate_petsc4py():
 
 
 INSTALL_ROUTES = (
-    "  Debian 12 / Ubuntu: bin/setup (apt-get installs python3-mpi4py python3-petsc4py python3-h5py-mpi "
+    "  Debian 12 or 13 / Ubuntu: bin/setup (apt-get installs python3-mpi4py python3-petsc4py python3-h5py-mpi "
     "openmpi-bin, then a .venv that sees them)\n"
     "  anywhere else: conda env create -f environment.yml && conda activate sphyr_hpc && pip install --no-deps ."
 )
