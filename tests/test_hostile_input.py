@@ -238,6 +238,18 @@ def test_a_model_folder_named_with_glyphs_the_font_lacks_draws_without_warnings(
     assert (tmp_path / "board.png").stat().st_size > 0
 
 
+@pytest.mark.filterwarnings("error")
+def test_the_report_charts_draw_a_model_named_with_a_byte_that_is_not_utf8():
+    from sphyr_hpc.reporting.figures import failure_bars, heat_map
+    from sphyr_hpc.reporting.leaderboard import drawable
+
+    name = "m\udce9"  # a folder name with the byte 0xe9, as Python decodes it
+    assert drawable(name) == "m\\udce9" and drawable("plain \u4e2d") == "plain \u4e2d"
+    png = b"\x89PNG"
+    assert heat_map([name, "plain"], ["beam"], {name: {"beam": 0.5}, "plain": {"beam": None}}).startswith(png)
+    assert failure_bars([name], {name: {"sound": 1.0}}, ["sound"]).startswith(png)
+
+
 def hostile_files(folder):
     """One hostile result file of each kind under ``folder``; returns {file name: start of its message}."""
     folder.mkdir(parents=True, exist_ok=True)

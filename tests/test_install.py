@@ -20,8 +20,8 @@ import pytest
 from conftest import ROOT
 
 # What the runs call by name: bin/mpirun's tools and Open MPI's (its launcher wants ssh on PATH even on
-# one node).  No compiler, no python: the venv's python is called by its path.
-TOOLS = ("bash", "env", "id", "mktemp", "cat", "rm", "pgrep", "mpirun", "mpiexec", "orterun", "orted", "ssh")
+# one node; Open MPI 5's mpirun is prterun, with prted).  No compiler, no python: the venv's python is called by its path.
+TOOLS = ("bash", "env", "id", "mktemp", "cat", "rm", "pgrep", "mpirun", "mpiexec", "orterun", "orted", "prterun", "prted", "ssh")
 COMPILERS = ("cc", "gcc", "c99", "clang", "x86_64-linux-gnu-gcc")
 OPTIMIZE = ("-m", "sphyr_hpc.optimize", "--preset", "mbb", "--size", "600x200", "--iterations", "5")  # 241k DOFs: mg
 SLOW = 600  # seconds any one step may take

@@ -10,6 +10,8 @@ import io
 
 import numpy as np
 
+from .leaderboard import drawable
+
 DPI = 100
 LABELLED_CELLS = 600  # a heat map with more cells than this shows colours only (the tables hold the numbers)
 CATEGORY_COLOURS = {
@@ -62,7 +64,7 @@ def heat_map(models, subjects, values):
                     ax.text(j + 0.5, i + 0.5, f"{v:.2f}", ha="center", va="center", fontsize=7,
                             color="white" if v < 0.6 else "black")
     ax.set_xticks(np.arange(len(subjects)) + 0.5, subjects, rotation=55, ha="right", fontsize=8)
-    ax.set_yticks(np.arange(len(models)) + 0.5, models, fontsize=8)
+    ax.set_yticks(np.arange(len(models)) + 0.5, [drawable(m) for m in models], fontsize=8)
     ax.set_title("mean topology_score per model and subject", fontsize=10)
     fig.colorbar(image, ax=ax, fraction=0.025, pad=0.01)
     fig.tight_layout()
@@ -101,7 +103,7 @@ def failure_bars(names, shares, categories):
                                                       "unanswered") else "white")
         left += widths
     ax.set_ylim(len(names) - 0.5, -0.5)
-    ax.set_yticks(range(len(names)), names, fontsize=8 if len(names) <= LABELLED_BARS else 6)
+    ax.set_yticks(range(len(names)), [drawable(n) for n in names], fontsize=8 if len(names) <= LABELLED_BARS else 6)
     ax.set_xlim(0.0, 1.0)
     ax.set_xlabel("share of records (unanswered, else the first failed check)")
     handles = [Patch(color=CATEGORY_COLOURS.get(c, "#bbbbbb"), label=c) for c in categories]

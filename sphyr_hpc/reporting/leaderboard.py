@@ -12,6 +12,13 @@ def warm_up():
     plot_leaderboard([{"model": "warm-up", "topology_score": 1.0}], io.BytesIO())
 
 
+def drawable(name):
+    """``name`` as a label matplotlib can draw: a lone surrogate (a folder name's byte that is not
+    UTF-8, as Python decodes it) becomes its escape, ``\\udce9``.  matplotlib 3.10's font
+    layer refuses such a string (a TypeError); the printed tables keep the name as it is."""
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def plot_leaderboard(board, path):
     """Horizontal bars of mean topology_score, best at the top (a note when nothing was scored)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -31,7 +38,7 @@ def plot_leaderboard(board, path):
 
 
 def _draw_leaderboard(board, path, Figure, FigureCanvasAgg):
-    names = [e["model"] for e in board][::-1]
+    names = [drawable(e["model"]) for e in board][::-1]
     values = [e["topology_score"] or 0.0 for e in board][::-1]
     fig = Figure(figsize=(7.0, 0.9 + 0.35 * len(board)))
     FigureCanvasAgg(fig)

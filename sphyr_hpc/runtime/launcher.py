@@ -47,7 +47,7 @@ WATCH_SECONDS = 0.25
 STOP_SECONDS = 1.0
 
 STATUS_FILE_VARIABLE = "SPHYR_HPC_STATUS_FILE"
-LAUNCHERS = ("mpirun", "mpiexec", "orterun")
+LAUNCHERS = ("mpirun", "mpiexec", "orterun", "prterun")  # prterun: Open MPI 5's mpirun is a link to it
 
 
 def _name(pid):

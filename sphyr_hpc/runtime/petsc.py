@@ -53,7 +53,7 @@ def _locate_petsc4py():
 
 
 INSTALL_ROUTES = (
-    "  Debian 12 / Ubuntu: bin/setup (apt-get installs python3-mpi4py python3-petsc4py python3-h5py-mpi "
+    "  Debian 12 or 13 / Ubuntu: bin/setup (apt-get installs python3-mpi4py python3-petsc4py python3-h5py-mpi "
     "openmpi-bin, then a .venv that sees them)\n"
     "  anywhere else: conda env create -f environment.yml && conda activate sphyr_hpc && pip install --no-deps ."
 )
@@ -94,8 +94,11 @@ _PETSc = None
 def petsc(argv=None):
     """The initialised ``petsc4py.PETSc`` module.
 
-    ``argv`` (default ``sys.argv``) feeds the options database the first time;
-    later calls return the same module.
+    ``argv`` (a program name, then PETSc options) feeds the options database the first
+    time; later calls return the same module.  The default is the program's name alone: the
+    rest of ``sys.argv`` belongs to the program that imported sphyr_hpc (pytest's
+    ``-q``), not to PETSc, which would hold it as options no solver reads (and
+    PETSc 3.22 lists every such option when it finalises).  ``PETSC_OPTIONS`` still applies.
     """
     global _PETSc
     if _PETSc is None:
@@ -104,7 +107,9 @@ def petsc(argv=None):
         _locate_petsc4py()
         import petsc4py
 
-        petsc4py.init(sys.argv if argv is None else argv)
+        if argv is None:  # python -c's argv[0] is "-c", which petsc4py would take for an option
+            argv = [sys.argv[0] if sys.argv and not sys.argv[0].startswith("-") else sys.executable]
+        petsc4py.init(argv)
         from petsc4py import PETSc
 
         _PETSc = PETSc

@@ -200,7 +200,16 @@ def _redeliver(previous_hook, unraisable):
     if not isinstance(err, Interrupted):
         previous_hook(unraisable)
     elif signal.getsignal(err.signum) is _raise:  # not once the command is already ending
-        threading.Timer(REDELIVER_SECONDS, os.kill, (os.getpid(), err.signum)).start()
+        # Held while the timer's thread starts: Python 3.13 runs the signal's handler again in the
+        # lock wait of Thread.start, which would raise inside this hook and lose the signal; the
+        # one sent again stands for it.
+        _held["depth"] += 1
+        try:
+            threading.Timer(REDELIVER_SECONDS, os.kill, (os.getpid(), err.signum)).start()
+        finally:
+            _held["depth"] -= 1
+            if _held["depth"] == 0:
+                _held["signum"] = None
 
 
 @contextmanager

@@ -136,7 +136,10 @@ class FusedOperator:
         if self._d is None:
             self._d = np.zeros_like(self._diagonal)
         d = self._d
-        with b as ba, x as xa:
+        # b only read: a smoother's right-hand side is locked for reading inside KSPSolve (PETSc 3.22
+        # refuses read-write access to it; 3.18 did not check).
+        ba = b.getArray(readonly=True)
+        with x as xa:
             # From zero the first step's d and x are equal: only x is written, and the next step reads
             # x for d (one pass less over memory, the same values).
             if zero_guess:
