@@ -20,7 +20,7 @@ from ..runtime.petsc import OptionsError, explain_petsc_error, petsc, unknown_op
 from ..runtime.process import UsageError
 from ..solvers.base import SolverError
 from ..solvers.layout import PartitionError
-from .optimize_settings import check_settings, density_path, ground_truth_of, load_problem
+from .optimize_settings import check_settings, checkpoint_of, density_path, ground_truth_of, load_problem
 
 FAILED_STATUS = 1
 
@@ -33,13 +33,14 @@ def run(args, comm, petsc_args=()):
         problem = load_problem(args)
         truth = ground_truth_of(args, problem)
         initial = np.load(args.initial) if args.initial else None
+        checkpoint = checkpoint_of(args, problem, rank0_logger(mpi))
     except (ProblemError, OSError, ValueError) as err:
         raise UsageError(str(err)) from None
     load_start = list(os.getloadavg())
     if mpi.rank == 0:
         print(f"load average at start: {' '.join(f'{v:.2f}' for v in load_start)}", flush=True)
     try:
-        out = _optimise(args, comm, problem, continuation, truth, initial)
+        out = _optimise(args, comm, problem, continuation, truth, initial, checkpoint)
     except PartitionError as err:
         raise UsageError(str(err)) from None
     except SolverError as err:
@@ -57,7 +58,7 @@ def run(args, comm, petsc_args=()):
     return 0 if ok else FAILED_STATUS
 
 
-def _optimise(args, comm, problem, continuation, truth, initial):
+def _optimise(args, comm, problem, continuation, truth, initial, checkpoint):
     """:func:`optimise` with the command's options; PETSc options nobody read, or that PETSc
     rejects, are an :class:`OptionsError` once the first iteration has read them all."""
     mpi = comm.tompi4py()
@@ -65,7 +66,7 @@ def _optimise(args, comm, problem, continuation, truth, initial):
     quiet_log = rank0_logger(mpi, args.quiet)
 
     def iteration_log(line):
-        if line.startswith("it "):
+        if line.startswith(("it ", "checkpoint:")):
             quiet_log(line)
         else:
             log(line)
@@ -86,7 +87,7 @@ def _optimise(args, comm, problem, continuation, truth, initial):
                         tolerance=args.tolerance, penal=args.penal, continuation=continuation, radius=args.radius,
                         move=args.move, initial=initial, log=iteration_log, fields_dir=args.fields,
                         fields_every=args.fields_every, truth=truth, keep_system=args.bandwidth,
-                        fields_format=args.fields_format, callback=check_options)
+                        fields_format=args.fields_format, callback=check_options, checkpoint=checkpoint)
     except petsc().Error as err:
         if started:
             raise

@@ -81,13 +81,15 @@ def free_budget(free, pinned, volume_fraction):
 
 def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PENAL,
              max_iterations=MAX_ITERATIONS, tolerance=TOLERANCE, move_limit=MOVE_LIMIT,
-             initial=None, callback=None, volume_sums="scorer", continuation=None, gather=True):
+             initial=None, callback=None, volume_sums="scorer", continuation=None, gather=True,
+             checkpoint=None):
     """Minimise compliance; ``free``/``pinned`` as returned by :func:`design_space`.
 
     ``callback(iteration, compliance, physical, change)`` runs after every
     iteration's update (``physical`` is this rank's slab).  ``gather=False``
     leaves ``SimpResult.densities`` as this rank's slab (flattened) instead of
-    the natural array on every rank.
+    the natural array on every rank.  ``checkpoint`` (:mod:`.checkpointing`, with ``volume_sums="linear"``)
+    restores a saved run before the loop and saves the loop's state after its iterations.
     """
     if volume_sums not in VOLUME_SUMS:
         raise ValueError(f"volume_sums must be one of {VOLUME_SUMS}, not {volume_sums!r}")
@@ -123,7 +125,9 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
     iteration = 0
     converged = False
     history = []
-    while iteration < max_iterations:
+    if checkpoint is not None:  # checkpoint: a resumed run starts from the loop's state as it was saved
+        design, physical, iteration, converged, history = checkpoint.restore(design, physical, linear, history)
+    while not converged and iteration < max_iterations:
         iteration += 1
         p = penalty(iteration)
         compliance = system.solve(fe.simp_modulus(physical, p))
@@ -147,9 +151,9 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
         if callback is not None:
             callback(iteration, compliance, physical, change)
         history.append((iteration, compliance, change))
-        if change < tolerance and p == penal:
-            converged = True
-            break
+        converged = change < tolerance and p == penal
+        if checkpoint is not None:  # checkpoint: saved every few iterations, at the end, on SIGTERM/SIGINT
+            checkpoint.after_iteration(iteration, design, physical, linear, converged, iteration >= max_iterations)
 
     compliance = system.solve(fe.simp_modulus(physical, penal))
     return SimpResult(system.gather(physical) if gather else physical, compliance, iteration, converged, history)
@@ -306,6 +310,15 @@ class _LinearUpdate:
         self.fixed = float(pinned[~is_free].sum() + np.dot(dv[~is_free], pinned[~is_free]))
         self._x = None  # the free cells' design the last step returned
         self._returned = None
+
+    def state(self):
+        """What a checkpoint saves of this update: nothing (``({}, {})``).  OC's step depends on the
+        design and the sensitivities only; the free cells kept between steps are the design's."""
+        return {}, {}
+
+    def load_state(self, arrays, scalars):
+        """A resumed run: nothing to restore (see :meth:`state`)."""
+        self._x = self._returned = None
 
     def _free_design(self, design):
         if self._returned is not None and design is self._returned:

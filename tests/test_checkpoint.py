@@ -1,0 +1,180 @@
+"""Checkpoints and ``--resume`` of ``optimize`` (docs/optimize.md, "Checkpoints").
+
+A run stopped by SIGTERM (its checkpoint written at the end of the iteration) or dying without a
+word (the last periodic checkpoint), then resumed, takes the very same steps as the uninterrupted
+run: the same final design bit for bit on the same ranks, one history without gaps or
+duplicates, the fields file holding each step once.  Resumed on another number of ranks, it
+agrees to rounding.  The multigrid solver is used on purpose: its warm start (the last two
+solutions) is part of what a checkpoint must carry.
+
+    python -m pytest -q tests/test_checkpoint.py
+    bin/mpirun -n 2 .venv/bin/python -m pytest -q -m mpi tests/test_checkpoint.py
+"""
+
+import json
+import os
+import signal
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from conftest import collective, two_ranks_marker
+from sphyr_hpc import optimize
+from sphyr_hpc.io import checkpoint as files
+from sphyr_hpc.optimiser import driver, problems
+from sphyr_hpc.optimiser.checkpointing import CheckpointSettings
+from sphyr_hpc.runtime.petsc import petsc
+from sphyr_hpc.runtime.process import Interrupted, interrupts
+
+two_ranks = two_ranks_marker("tests/test_checkpoint.py")
+ITERATIONS = 14
+SIZE = (192, 64)  # multigrid with 4 levels (a one-level "multigrid" is a parallel LU, not reproducible run to run)
+RUN = dict(solver="mg", iterations=ITERATIONS, tolerance=0.0, continuation=(1.0, 0.5, 3), log=lambda line: None)
+
+
+class Died(Exception):
+    """A run ending without a word (what kill -9 leaves: nothing written after the last checkpoint)."""
+
+
+def _problem():
+    return problems.preset("mbb", SIZE[0], SIZE[1], 0.5)
+
+
+def _shared_dir(tmp_path, name):
+    """One folder for every rank (rank 0's tmp_path)."""
+    return MPI.COMM_WORLD.bcast(str(tmp_path / name), root=0)
+
+
+def _run(directory=None, comm=None, stop_at=None, how="signal", fields=None, every=4, **options):
+    """``optimise`` with a checkpoint in ``directory`` (resumed if it holds one); ``stop_at``: SIGTERM
+    to this process at that iteration (``how="signal"``) or an exception as if it died there."""
+    comm = comm if comm is not None else petsc().COMM_WORLD
+    settings = None
+    if directory is not None:
+        record = files.read_record(directory) if comm.tompi4py().rank == 0 else None
+        record = comm.tompi4py().bcast(record, root=0)
+        settings = CheckpointSettings(directory, every, {"test": 1}, record)
+
+    def stop(iteration, system, physical, compliance, change):
+        if iteration == stop_at:
+            if how != "signal":
+                raise Died(iteration)
+            if comm.tompi4py().rank == 0:  # one rank gets it: the allreduce tells the other
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    with interrupts():
+        return driver.optimise(_problem(), comm=comm, checkpoint=settings, callback=stop, fields_dir=fields,
+                               fields_every=1, **{**RUN, **options})
+
+
+def _steps(fields):
+    """The iterations of the fields history (its XDMF index), in order."""
+    (index,) = [name for name in os.listdir(fields) if name.endswith(".xdmf")]
+    text = open(os.path.join(fields, index)).read()
+    return [int(float(v)) for v in __import__("re").findall(r'<Time Value="([^"]+)"', text)]
+
+
+def _interrupted_and_resumed(tmp_path, how, stop_at):
+    directory = _shared_dir(tmp_path, "checkpoint")
+    fields = _shared_dir(tmp_path, "fields")
+    full = _run(fields=_shared_dir(tmp_path, "fields_full"))
+    with pytest.raises(Interrupted if how == "signal" else Died):
+        _run(directory, stop_at=stop_at, how=how, fields=fields)
+    record = files.read_record(directory)
+    saved = stop_at if how == "signal" else stop_at // 4 * 4  # the signal's iteration, or the last periodic one
+    assert record["iteration"] == saved and len(record["history"]) == saved
+    resumed = _run(directory, fields=fields)
+    return full, resumed, fields
+
+
+@pytest.mark.parametrize("how,stop_at", [("signal", 6), ("died", 7)])
+def test_a_stopped_run_resumed_takes_the_same_steps(tmp_path, how, stop_at):
+    full, resumed, fields = _interrupted_and_resumed(tmp_path, how, stop_at)
+    assert np.array_equal(full["density"], resumed["density"])
+    assert resumed["compliance"] == full["compliance"]
+    assert [h["iteration"] for h in resumed["history"]] == list(range(1, ITERATIONS + 1))
+    assert [h["compliance"] for h in resumed["history"]] == [h["compliance"] for h in full["history"]]
+    # The continuation went on where it stopped (p = 1 + 0.5 * ((iteration - 1) // 3), up to 3).
+    assert [h["penal"] for h in resumed["history"]] == [min(3.0, 1.0 + 0.5 * (i // 3)) for i in range(ITERATIONS)]
+    # Steps written after the checkpoint by the run that died are dropped, then written again: each once.
+    assert _steps(fields) == list(range(1, ITERATIONS + 1))
+
+
+@two_ranks
+def test_a_stopped_run_resumed_on_2_ranks_takes_the_same_steps(tmp_path):
+    def compute():
+        full, resumed, _ = _interrupted_and_resumed(tmp_path, "signal", 6)
+        if MPI.COMM_WORLD.rank == 0:
+            assert np.array_equal(full["density"], resumed["density"])
+            assert [h["compliance"] for h in resumed["history"]] == [h["compliance"] for h in full["history"]]
+        return full["compliance"] == resumed["compliance"]
+
+    assert all(collective(compute))
+
+
+@two_ranks
+def test_a_checkpoint_of_2_ranks_resumes_on_1(tmp_path):
+    """Written on 2 ranks, resumed on one (rank 0 alone): the design agrees with the 2-rank run's to
+    rounding (the ranks' sums and factorisations differ), the history is whole."""
+    directory = _shared_dir(tmp_path, "checkpoint")
+
+    def compute():
+        full = _run(solver="direct")
+        with pytest.raises(Died):
+            _run(directory, stop_at=11, how="died", solver="direct")
+        return full
+
+    full = collective(compute)[0]
+    if MPI.COMM_WORLD.rank == 0:
+        resumed = _run(directory, comm=petsc().COMM_SELF, solver="direct")
+        assert [h["iteration"] for h in resumed["history"]] == list(range(1, ITERATIONS + 1))
+        # The compliance to 1e-10; the densities to 1e-8: six OC steps after the resumption amplify the
+        # ranks' rounding (~1e-16) to a few 1e-10 in the densities (MUMPS's LU on 2 ranks differs from
+        # itself, run to run, by as much).
+        assert abs(resumed["compliance"] - full["compliance"]) < 1e-10 * full["compliance"]
+        assert np.abs(resumed["density"] - full["density"]).max() < 1e-8
+
+
+def _command(tmp_path, *extra):
+    return ["--preset", "mbb", "--size", "48x16", "--solver", "mg", "--tolerance", "0", "--quiet",
+            "--checkpoint", str(tmp_path / "ck"), *extra]
+
+
+def test_resume_continues_a_finished_run_with_more_iterations(tmp_path):
+    """``--resume --iterations 12`` after a run of 6: the run of 12 (its JSON and density)."""
+    assert optimize.main(_command(tmp_path, "--iterations", "6", "--checkpoint-every", "4")) == 0
+    assert files.read_record(tmp_path / "ck")["iteration"] == 6
+    assert optimize.main(_command(tmp_path, "--iterations", "12", "--resume", "--json", str(tmp_path / "r.json"),
+                                  "--save-density", str(tmp_path / "r.npy"))) == 0
+    direct = ["--preset", "mbb", "--size", "48x16", "--solver", "mg", "--tolerance", "0", "--quiet",
+              "--iterations", "12", "--json", str(tmp_path / "f.json"), "--save-density", str(tmp_path / "f.npy")]
+    assert optimize.main(direct) == 0
+    resumed, full = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("r", "f"))
+    assert [h["iteration"] for h in resumed["history"]] == list(range(1, 13))
+    assert resumed["compliance"] == full["compliance"]
+    assert np.array_equal(np.load(tmp_path / "r.npy"), np.load(tmp_path / "f.npy"))
+
+
+def test_checkpoint_usage_errors_name_the_folder_and_what_to_do(tmp_path, capsys):
+    assert optimize.main(["--preset", "mbb", "--size", "48x16", "--resume"]) == 2
+    assert "--resume needs --checkpoint DIR" in capsys.readouterr().err
+    assert optimize.main(_command(tmp_path, "--iterations", "2")) == 0
+    capsys.readouterr()
+    assert optimize.main(_command(tmp_path, "--iterations", "4")) == 2
+    assert "already holds a checkpoint (iteration 2): add --resume" in capsys.readouterr().err
+    assert optimize.main(_command(tmp_path, "--iterations", "4", "--resume", "--radius", "2")) == 2
+    assert "other settings (radius)" in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    assert optimize.main(["--preset", "mbb", "--size", "48x16", "--checkpoint", str(tmp_path / "file")]) == 2
+    assert "is a file" in capsys.readouterr().err
+    (tmp_path / "ck" / files.RECORD_NAME).write_text("{not json")
+    assert optimize.main(_command(tmp_path, "--iterations", "4", "--resume")) == 2
+    assert "not a readable checkpoint" in capsys.readouterr().err
+
+
+def test_resume_without_a_checkpoint_yet_starts_the_run(tmp_path, capsys):
+    """What a job that always passes --resume needs on its first submission."""
+    assert optimize.main(_command(tmp_path, "--iterations", "3", "--resume")) == 0
+    assert "no checkpoint in" in capsys.readouterr().out
+    assert files.read_record(tmp_path / "ck")["iteration"] == 3
