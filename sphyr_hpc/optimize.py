@@ -88,7 +88,9 @@ def build_parser():
     opt.add_argument("--continuation", default=DEFAULT_CONTINUATION,
                      help="p_start,p_step,every (penalty raised every N iterations up to --penal) or 'none'")
     opt.add_argument("--radius", type=float, default=DEFAULT_RADIUS, help="density filter radius, elements")
-    opt.add_argument("--move", type=float, default=simp.MOVE_LIMIT, help="OC move limit")
+    opt.add_argument("--optimizer", choices=simp.OPTIMIZERS, default="oc",
+                     help="the design update: optimality criteria, or Svanberg's method of moving asymptotes")
+    opt.add_argument("--move", type=float, default=simp.MOVE_LIMIT, help="move limit (OC and MMA)")
     opt.add_argument("--initial", help="warm start: a .npy density (resampled to the grid)")
     opt.add_argument("--solver", choices=SOLVERS, help="linear solver (default: direct up to 200k DOFs, else mg)")
     run = p.add_argument_group("checkpoint (a run that survives a time limit)")

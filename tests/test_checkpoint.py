@@ -101,6 +101,20 @@ def test_a_stopped_run_resumed_takes_the_same_steps(tmp_path, how, stop_at):
     assert _steps(fields) == list(range(1, ITERATIONS + 1))
 
 
+def test_an_mma_run_resumed_takes_the_same_steps(tmp_path):
+    """MMA's state (the asymptotes, the two previous designs, its iteration count) is in the checkpoint."""
+    directory = str(tmp_path / "checkpoint")
+    full = _run(optimizer="mma")
+    with pytest.raises(Died):
+        _run(directory, stop_at=10, how="died", optimizer="mma")
+    assert {f"optimizer_{n}" for n in ("low", "upp", "xold1", "xold2")} <= set(files.read_record(directory)["vectors"])
+    resumed = _run(directory, optimizer="mma")
+    assert np.array_equal(full["density"], resumed["density"])
+    assert [h["compliance"] for h in resumed["history"]] == [h["compliance"] for h in full["history"]]
+    with pytest.raises(files.CheckpointError, match="--optimizer mma, not oc"):
+        _run(directory)
+
+
 @two_ranks
 def test_a_stopped_run_resumed_on_2_ranks_takes_the_same_steps(tmp_path):
     def compute():

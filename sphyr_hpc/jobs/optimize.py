@@ -87,7 +87,8 @@ def _optimise(args, comm, problem, continuation, truth, initial, checkpoint):
                         tolerance=args.tolerance, penal=args.penal, continuation=continuation, radius=args.radius,
                         move=args.move, initial=initial, log=iteration_log, fields_dir=args.fields,
                         fields_every=args.fields_every, truth=truth, keep_system=args.bandwidth,
-                        fields_format=args.fields_format, callback=check_options, checkpoint=checkpoint)
+                        fields_format=args.fields_format, callback=check_options, checkpoint=checkpoint,
+                        optimizer=args.optimizer)
     except petsc().Error as err:
         if started:
             raise

@@ -72,7 +72,7 @@ class RunCheckpoint:
         if record.get("optimizer", "oc") != self.optimizer:
             raise files.CheckpointError(f"{files.record_path(self.options.directory)}: a run of --optimizer "
                                         f"{record.get('optimizer')}, not {self.optimizer}")
-        names = ["design", "physical"] + [f"optimizer_{name}" for name in update.state()[0]]
+        names = ["design", "physical"] + [name for name in record.get("vectors", ()) if name.startswith("optimizer_")]
         elements = self._element_vectors({name: design for name in names})
         solutions, warm = self.system.warm_state()
         try:

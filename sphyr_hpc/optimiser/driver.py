@@ -64,7 +64,7 @@ def rank0_logger(comm, quiet=False):
 def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAULT_ITERATIONS,
              tolerance=DEFAULT_TOLERANCE, penal=fe.PENAL, continuation=None, radius=DEFAULT_RADIUS,
              move=simp.MOVE_LIMIT, initial=None, callback=None, log=None, fields_dir=None, fields_every=10,
-             truth=None, keep_system=False, fields_format="xdmf", checkpoint=None):
+             truth=None, keep_system=False, fields_format="xdmf", checkpoint=None, optimizer="oc"):
     """Run SIMP on ``problem`` over ``comm`` (default PETSc.COMM_WORLD); collective.
 
     Returns a dict (the same on every rank except ``density``, the natural
@@ -77,7 +77,8 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
     (:class:`~sphyr_hpc.optimiser.checkpointing.CheckpointSettings`) saves the
     run every few iterations and on SIGTERM/SIGINT, and resumes it from its
     ``record``: the loop then runs with signals deferred to the end of an
-    iteration (:mod:`sphyr_hpc.optimiser.checkpointing`).
+    iteration (:mod:`sphyr_hpc.optimiser.checkpointing`).  ``optimizer``:
+    ``"oc"`` (optimality criteria) or ``"mma"`` (:mod:`sphyr_hpc.optimiser.mma`).
     """
     from ..runtime.petsc import large_arrays_reused, petsc  # mpi4py and PETSc only once the command has checked
     from ..solvers.elasticity import elasticity_system
@@ -107,13 +108,15 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
         if fields_dir else None
     penalty = simp.penalty_schedule(penal, continuation)
     on_iteration = _IterationLog(system, mpi, lc, penalty, log, callback, writer, total=iterations)
-    hooks = RunCheckpoint(checkpoint, system, on_iteration, writer, log) if checkpoint is not None else None
+    hooks = RunCheckpoint(checkpoint, system, on_iteration, writer, log, optimizer) \
+        if checkpoint is not None else None
     try:
         with large_arrays_reused(), signals_deferred() if hooks is not None else contextlib.nullcontext():
             result = simp.run_simp(system, density_filter, volume_fraction, free, pinned, penal=penal,
                                    max_iterations=iterations, tolerance=tolerance, move_limit=move,
                                    initial=initial, callback=on_iteration, volume_sums="linear",
-                                   continuation=continuation, gather=False, checkpoint=hooks)
+                                   continuation=continuation, gather=False, checkpoint=hooks,
+                                   optimizer=optimizer)
         out = _outcome(problem, system, mpi, result, on_iteration.history, volume_fraction, setup_seconds)
         out["free_cells"] = int(free.sum())
         if writer is not None:

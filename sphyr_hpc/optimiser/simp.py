@@ -45,6 +45,7 @@ MAX_ITERATIONS = 500
 TOLERANCE = 1e-3
 MOVE_LIMIT = 0.2
 VOLUME_SUMS = ("scorer", "linear")
+OPTIMIZERS = ("oc", "mma")
 WARM_START_FLOOR = 1e-3
 OC_BOUNDS = (1e-9, 1e9)
 OC_RELATIVE_GAP = 1e-6
@@ -82,7 +83,7 @@ def free_budget(free, pinned, volume_fraction):
 def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PENAL,
              max_iterations=MAX_ITERATIONS, tolerance=TOLERANCE, move_limit=MOVE_LIMIT,
              initial=None, callback=None, volume_sums="scorer", continuation=None, gather=True,
-             checkpoint=None):
+             checkpoint=None, optimizer="oc"):
     """Minimise compliance; ``free``/``pinned`` as returned by :func:`design_space`.
 
     ``callback(iteration, compliance, physical, change)`` runs after every
@@ -90,6 +91,7 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
     leaves ``SimpResult.densities`` as this rank's slab (flattened) instead of
     the natural array on every rank.  ``checkpoint`` (:mod:`.checkpointing`, with ``volume_sums="linear"``)
     restores a saved run before the loop and saves the loop's state after its iterations.
+    ``optimizer="mma"`` (with ``volume_sums="linear"``) updates by MMA (:mod:`.mma`) instead of OC.
     """
     if volume_sums not in VOLUME_SUMS:
         raise ValueError(f"volume_sums must be one of {VOLUME_SUMS}, not {volume_sums!r}")
@@ -118,8 +120,8 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
     target = pinned_volume + budget
     serial = _SerialUpdate(dv, is_free, pinned_s, density_filter, target, move_limit) \
         if volume_sums == "scorer" and mpi.Get_size() == 1 else None
-    linear = _LinearUpdate(mpi, dv, is_free, pinned_s, density_filter, target, move_limit) \
-        if volume_sums == "linear" else None
+    linear = _collective_update(optimizer, volume_sums, mpi, dv, is_free, pinned_s, density_filter, target,
+                                move_limit)
 
     compliance = np.inf
     iteration = 0
@@ -157,6 +159,19 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
 
     compliance = system.solve(fe.simp_modulus(physical, penal))
     return SimpResult(system.gather(physical) if gather else physical, compliance, iteration, converged, history)
+
+
+def _collective_update(optimizer, volume_sums, *args):
+    """The update of ``volume_sums="linear"``: OC's (:class:`_LinearUpdate`) or MMA's, None otherwise."""
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, not {optimizer!r}")
+    if optimizer == "mma":
+        if volume_sums != "linear":
+            raise ValueError('optimizer="mma" needs volume_sums="linear"')
+        from .mma import MMAUpdate
+
+        return MMAUpdate(*args)
+    return _LinearUpdate(*args) if volume_sums == "linear" else None
 
 
 def penalty_schedule(penal, continuation):
