@@ -83,6 +83,9 @@ def build_parser():
                                     "--oversubscribe)")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds allowed a run before it is stopped")
     p.add_argument("--quiet", action="store_true", help="no line per run")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the finished runs of an earlier, interrupted study in --json (same settings) and "
+                        "run the rest; without one there yet, run them all")
     return p
 
 
@@ -107,7 +110,9 @@ def _run(args, context):
 # The runs are other processes: this one splits off the PETSc options for them and checks that they
 # will find mpi4py and petsc4py, but starts neither MPI nor PETSc itself.
 COMMAND = cli.Command(prog="python -m sphyr_hpc.scaling", build_parser=build_parser, run=_run, check=_check,
-                      outputs=_outputs, mpi=False, split_petsc=True, requires=True)
+                      outputs=_outputs, mpi=False, split_petsc=True, requires=True,
+                      interrupt_note=lambda args: f"; the finished runs are in {args.json}: run the same command "
+                                                  f"with --resume to run the rest")
 
 
 def main(argv=None):

@@ -224,3 +224,22 @@ def test_the_slurm_optimisation_job_resubmits_itself_until_the_run_is_done(tmp_p
     history = json.loads((tmp_path / "run-mbb" / "run.json").read_text())["history"]
     assert [h["iteration"] for h in history] == list(range(1, len(history) + 1))
     assert len((tmp_path / "sbatch.log").read_text().splitlines()) == 1
+
+
+def test_scaling_resume_keeps_the_finished_runs(tmp_path, capsys):
+    """A study cut short after its first run (what an interrupt or a kill leaves in --json), resumed:
+    the finished run is kept as it was (not run again), the rest is run; other settings are refused."""
+    from sphyr_hpc import scaling
+
+    out = tmp_path / "scaling.json"
+    argv = ["--sizes", "24x12,48x24", "--ranks", "1", "--iterations", "3", "--design-iterations", "0",
+            "--json", str(out), "--quiet", "--no-bandwidth"]
+    assert scaling.main(argv) == 0
+    first, second = json.loads(out.read_text())
+    out.write_text(json.dumps([first]))  # the study as it stood after its first run
+    assert scaling.main(argv + ["--resume"]) == 0
+    kept, rerun = json.loads(out.read_text())
+    assert kept == first  # the same wall time and load averages: not run again
+    assert (rerun["nelx"], rerun["ranks"]) == (48, 1) and rerun["wall_seconds"] != second["wall_seconds"]
+    assert scaling.main(argv[:5] + ["4"] + argv[6:] + ["--resume"]) == 2
+    assert "other settings (iterations)" in capsys.readouterr().err
