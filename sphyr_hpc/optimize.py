@@ -41,7 +41,8 @@ may be given anywhere on the command line.
 Exit status: 0 done (converged or not), 1 a solve failed (SolverError) or
 the design cannot carry its load, 2 a usage or problem error (before any
 work: also an output that cannot be written), 3 an unexpected error aborted
-every rank, 130/143 interrupted by SIGINT/SIGTERM.  The run itself is
+every rank, 130/143 interrupted by SIGINT/SIGTERM (with ``--checkpoint DIR``, the run is saved
+there first: ``--resume`` continues it).  The run itself is
 :mod:`sphyr_hpc.jobs.optimize`'s.
 """
 
@@ -58,6 +59,7 @@ def build_parser():
     from .io.field_files import FORMATS
     from .optimiser import problems, simp
     from .optimiser.filter import FILTERS
+    from .optimiser.checkpointing import DEFAULT_EVERY
     from .optimiser.driver import DEFAULT_CONTINUATION, DEFAULT_ITERATIONS, DEFAULT_RADIUS, DEFAULT_TOLERANCE
     from .solvers.elasticity import SOLVERS
 
@@ -94,11 +96,21 @@ def build_parser():
                      help="filter the densities (the 88-line code's ft=2) or the sensitivities (ft=1, with "
                           "the 88-line code's OC update); with --preset mbb88 --continuation none the 88-line "
                           "code's update and stopping rule run with either")
-    opt.add_argument("--move", type=float, default=simp.MOVE_LIMIT, help="OC move limit")
+    opt.add_argument("--optimizer", choices=simp.OPTIMIZERS, default="oc",
+                     help="the design update: optimality criteria, or Svanberg's method of moving asymptotes")
+    opt.add_argument("--move", type=float, default=simp.MOVE_LIMIT, help="move limit (OC and MMA)")
     opt.add_argument("--initial", help="warm start: a .npy density (resampled to the grid)")
     opt.add_argument("--solver", choices=SOLVERS, help="linear solver (default: direct up to 200k DOFs, else mg)")
     opt.add_argument("--force", action="store_true",
                      help="run even when the memory estimate per rank is over what the node has (docs/optimize.md)")
+    run = p.add_argument_group("checkpoint (a run that survives a time limit)")
+    run.add_argument("--checkpoint", metavar="DIR",
+                     help="save the run in DIR every --checkpoint-every iterations, at the end and on "
+                          "SIGTERM/SIGINT (written atomically; any number of ranks resumes it)")
+    run.add_argument("--checkpoint-every", type=int, default=DEFAULT_EVERY, help="iterations between checkpoints")
+    run.add_argument("--resume", action="store_true",
+                     help="with --checkpoint: continue the run saved in DIR (the same settings; --iterations "
+                          "may grow); without a checkpoint there yet, start it")
     out = p.add_argument_group("output")
     out.add_argument("--ground-truth", help="grid file to score the result against")
     out.add_argument("--png", help="write the final density as a PNG")
@@ -142,6 +154,14 @@ def _outputs(args):
         yield Output(density_path(args.save_density))
     if args.fields:
         yield Output(args.fields, folder=True)
+    if args.checkpoint:
+        yield Output(args.checkpoint, folder=True)
+
+
+def _interrupt_note(args):
+    if not args.checkpoint:
+        return ""
+    return (f"; the run is saved in {args.checkpoint}: run the same command with --resume to continue it")
 
 
 def _run(args, context):
@@ -154,7 +174,8 @@ def _run(args, context):
 
 
 COMMAND = cli.Command(prog=PROG, build_parser=build_parser, run=_run, check=_check, outputs=_outputs,
-                      probe=False, preflight=_memory, h5py=lambda args: args.fields is not None and args.fields_format != "vtu")
+                      probe=False, preflight=_memory, h5py=lambda args: args.fields is not None and args.fields_format != "vtu",
+                      interrupt_note=_interrupt_note)
 
 
 def main(argv=None):

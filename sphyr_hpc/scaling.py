@@ -85,6 +85,9 @@ def build_parser():
     p.add_argument("--force", action="store_true",
                    help="run even when a run's memory estimate is over what this node has (docs/optimize.md)")
     p.add_argument("--quiet", action="store_true", help="no line per run")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the finished runs of an earlier, interrupted study in --json (same settings) and "
+                        "run the rest; without one there yet, run them all")
     return p
 
 
@@ -109,7 +112,9 @@ def _run(args, context):
 # The runs are other processes: this one splits off the PETSc options for them and checks that they
 # will find mpi4py and petsc4py, but starts neither MPI nor PETSc itself.
 COMMAND = cli.Command(prog="python -m sphyr_hpc.scaling", build_parser=build_parser, run=_run, check=_check,
-                      outputs=_outputs, mpi=False, split_petsc=True, requires=True)
+                      outputs=_outputs, mpi=False, split_petsc=True, requires=True,
+                      interrupt_note=lambda args: f"; the finished runs are in {args.json}: run the same command "
+                                                  f"with --resume to run the rest")
 
 
 def main(argv=None):

@@ -23,7 +23,7 @@ SHELL_SCRIPTS = sorted(EXAMPLES.glob("*.sh"))
 def test_the_examples_folder_has_the_scripts_the_readme_names():
     names = {p.name for p in PYTHON_SCRIPTS + SHELL_SCRIPTS}
     assert {"fields_data.py", "fields_screenshots.py", "python_api.py", "report_screenshot.py",
-            "slurm_score.sh"} <= names
+            "slurm_score.sh", "slurm_optimize.sh"} <= names
 
 
 @pytest.mark.parametrize("script", PYTHON_SCRIPTS, ids=lambda p: p.name)

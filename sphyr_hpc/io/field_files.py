@@ -126,7 +126,9 @@ def _h5py_has_mpi():
 class H5Sink:
     """An HDF5 file receiving pieces of designs, collective on ``comm`` (mpi4py)."""
 
-    def __init__(self, path, comm, shape, flat, attrs=None):
+    def __init__(self, path, comm, shape, flat, attrs=None, keep=None):
+        """A new file at ``path``; with ``keep`` (group names), the existing file with only those
+        of its ``step_*`` groups (a resumed history)."""
         import h5py
 
         self.path = Path(path)
@@ -137,15 +139,20 @@ class H5Sink:
         size = comm.size if comm is not None else 1
         self.mode = "serial" if size == 1 else ("mpio" if _h5py_has_mpi() else "gather")
         self.file = None
+        mode = "a" if keep is not None and self.path.exists() else "w"
         if self.mode == "mpio":
-            self.file = h5py.File(self.path, "w", driver="mpio", comm=comm)
+            self.file = h5py.File(self.path, mode, driver="mpio", comm=comm)
         elif self.rank == 0:
-            self.file = h5py.File(self.path, "w")
+            self.file = h5py.File(self.path, mode)
+        if self.file is not None and mode == "a":
+            for name in sorted(set(self.file) - set(keep)):
+                if name.startswith("step_"):
+                    del self.file[name]
         if self.file is not None:
             self.file.attrs["nely"], self.file.attrs["nelx"] = self.shape
             for key, value in (attrs or {}).items():
                 self.file.attrs[key] = value
-            if flat:
+            if flat and mode == "w":
                 self._write_mesh()
 
     @property

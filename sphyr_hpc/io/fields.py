@@ -284,9 +284,14 @@ class HistoryWriter:
     final solve matches its result, and ``write_step(result.iterations,
     result.densities, result.compliance, force=True)`` replaces the last step
     with that consistent state (or adds it when ``every`` skipped it).
+
+    ``steps`` (a resumed run, :mod:`sphyr_hpc.io.checkpoint`): the :attr:`steps` of the run's
+    checkpoint; the existing collection keeps exactly those (a step written after the
+    checkpoint, by a run killed later, is dropped) and the run adds its own after them.
     """
 
-    def __init__(self, path_stem, system, every=1, masked=None, penal=fe.PENAL, fields_format="xdmf", nu=fe.NU):
+    def __init__(self, path_stem, system, every=1, masked=None, penal=fe.PENAL, fields_format="xdmf", nu=fe.NU,
+                 steps=None):
         if int(every) < 1:
             raise ValueError("every must be a positive number of iterations")
         self.system = system
@@ -297,13 +302,20 @@ class HistoryWriter:
         self.path = _with(self.stem, ff.index_suffix(fields_format, history=True))
         self._fields = _SystemFields(system, masked, penal, nu)
         self._flat = fields_format == "xdmf-quad"
-        self._steps = {}  # iteration -> serialised XDMF grid, or VTU file name
+        # iteration -> serialised XDMF grid, or VTU file name
+        self._steps = {int(it): entry for it, entry in (steps or {}).items()}
         self._spec = None
         self._sink = None
         if fields_format != "vtu":
             self.h5_path = _with(self.stem, ".h5")
+            keep = None if steps is None else [f"step_{it:06d}" for it in self._steps]
             self._sink = ff.H5Sink(self.h5_path, self.comm, system.loadcase.shape, self._flat,
-                                   attrs={"frame": "x right, y up; rows of the printed grid reversed"})
+                                   attrs={"frame": "x right, y up; rows of the printed grid reversed"}, keep=keep)
+
+    @property
+    def steps(self):
+        """``{iteration: index entry}`` of the steps written so far (what a checkpoint keeps)."""
+        return dict(self._steps)
 
     @property
     def iterations(self):

@@ -23,7 +23,8 @@ from ..solvers.base import SolverError
 from ..solvers.elasticity import default_solver
 from ..solvers.layout import PartitionError
 from ..solvers.probe import check_options, grid_for
-from .optimize_settings import check_settings, density_path, ground_truth_of, load_problem, oc88_settings
+from .optimize_settings import (check_settings, checkpoint_of, density_path, ground_truth_of, load_problem,
+                                oc88_settings)
 
 FAILED_STATUS = 1
 
@@ -37,6 +38,7 @@ def run(args, comm, petsc_args=()):
         problem = load_problem(args)
         truth = ground_truth_of(args, problem)
         initial = np.load(args.initial) if args.initial else None
+        checkpoint = checkpoint_of(args, problem, rank0_logger(mpi))
     except (ProblemError, OSError, ValueError) as err:
         raise UsageError(str(err)) from None
     solver = args.solver or default_solver(2 * (problem.nelx + 1) * (problem.nely + 1))
@@ -45,7 +47,7 @@ def run(args, comm, petsc_args=()):
     if mpi.rank == 0:
         print(f"load average at start: {' '.join(f'{v:.2f}' for v in load_start)}", flush=True)
     try:
-        out = _optimise(args, comm, problem, continuation, truth, initial, oc88)
+        out = _optimise(args, comm, problem, continuation, truth, initial, checkpoint, oc88)
     except PartitionError as err:
         raise UsageError(str(err)) from None
     except SolverError as err:
@@ -63,7 +65,7 @@ def run(args, comm, petsc_args=()):
     return 0 if ok else FAILED_STATUS
 
 
-def _optimise(args, comm, problem, continuation, truth, initial, oc88=None):
+def _optimise(args, comm, problem, continuation, truth, initial, checkpoint, oc88=None):
     """:func:`optimise` with the command's options; a PETSc error before the first iteration has
     ended is a value PETSc rejects, an :class:`OptionsError`."""
     mpi = comm.tompi4py()
@@ -71,7 +73,7 @@ def _optimise(args, comm, problem, continuation, truth, initial, oc88=None):
     quiet_log = rank0_logger(mpi, args.quiet)
 
     def iteration_log(line):
-        if line.startswith("it "):
+        if line.startswith(("it ", "checkpoint:")):
             quiet_log(line)
         else:
             log(line)
@@ -86,7 +88,8 @@ def _optimise(args, comm, problem, continuation, truth, initial, oc88=None):
                         tolerance=args.tolerance, penal=args.penal, continuation=continuation, radius=args.radius,
                         move=args.move, initial=initial, log=iteration_log, fields_dir=args.fields,
                         fields_every=args.fields_every, truth=truth, keep_system=args.bandwidth,
-                        fields_format=args.fields_format, callback=first_iteration_ended, oc88=oc88)
+                        fields_format=args.fields_format, callback=first_iteration_ended, checkpoint=checkpoint,
+                        optimizer=args.optimizer, oc88=oc88)
     except petsc().Error as err:
         if started:
             raise

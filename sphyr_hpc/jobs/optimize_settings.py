@@ -30,10 +30,16 @@ def oc88_settings(args, continuation):
 
     ``--preset mbb88`` with ``--continuation none`` runs the 88-line code's algorithm with the
     filter ``--filter`` names; ``--filter sensitivity`` runs its update on any problem (no other
-    update filters the sensitivities).
+    update filters the sensitivities).  ``--optimizer mma`` is MMA's run on any problem, with the
+    density filter (ProblemError with ``--filter sensitivity``).
     """
     from ..optimiser.simp import OC88
 
+    if getattr(args, "optimizer", "oc") == "mma":
+        if args.filter == "sensitivity":
+            raise ProblemError("--filter sensitivity is the 88-line code's, which updates by OC: give "
+                               "--optimizer oc, or --filter density for MMA")
+        return None
     if args.filter == "sensitivity" or (args.preset == "mbb88" and continuation is None):
         return OC88(args.filter)
     return None
@@ -57,6 +63,12 @@ def check_settings(args):
         raise ProblemError(f"--move {args.move} must be in (0, 1]")
     if not args.penal >= 1:
         raise ProblemError(f"--penal {args.penal} must be >= 1")
+    if args.checkpoint_every < 1:
+        raise ProblemError(f"--checkpoint-every {args.checkpoint_every} must be at least 1")
+    if args.resume and not args.checkpoint:
+        raise ProblemError("--resume needs --checkpoint DIR (the folder the run saved itself in)")
+    if args.checkpoint and os.path.exists(args.checkpoint) and not os.path.isdir(args.checkpoint):
+        raise ProblemError(f"--checkpoint {args.checkpoint} is a file; --checkpoint names a folder (new or existing)")
     if args.fields_every < 1:
         raise ProblemError(f"--fields-every {args.fields_every} must be at least 1")
     if args.fields and os.path.exists(args.fields) and not os.path.isdir(args.fields):
@@ -84,6 +96,42 @@ def check_memory(args, comm):
     extra = 2 * BANDWIDTH_BYTES if args.bandwidth else 0  # the copy's two arrays, with the system kept
     memory.check(f"{problem.name} {problem.nelx}x{problem.nely}", memory.grid_dofs(problem.nelx, problem.nely),
                  args.solver, comm, args.force, extra_bytes=extra)
+
+
+# The settings a resumed run must share with the checkpoint's (``--iterations`` may grow; ``--initial``
+# is what the checkpoint replaces; outputs other than the fields' history are the resumed run's own).
+RESUME_SETTINGS = ("penal", "continuation", "radius", "filter", "move", "tolerance", "optimizer", "solver", "fields",
+                   "fields_format", "fields_every")
+
+
+def checkpoint_of(args, problem, say=print):
+    """``--checkpoint DIR``'s :class:`CheckpointSettings` (its record with ``--resume``), None without
+    it; ProblemError for a folder that holds another run's checkpoint or none to resume."""
+    from ..io.checkpoint import CheckpointError, read_record
+    from ..optimiser.checkpointing import CheckpointSettings
+
+    if not args.checkpoint:
+        return None
+    settings = {"problem": problem.to_dict(), **{key: getattr(args, key, None) for key in RESUME_SETTINGS}}
+    try:
+        record = read_record(args.checkpoint)
+    except CheckpointError as err:
+        raise ProblemError(f"--checkpoint: {err}") from None
+    if record is not None and not args.resume:
+        raise ProblemError(f"--checkpoint {args.checkpoint} already holds a checkpoint (iteration "
+                           f"{record['iteration']}): add --resume to continue that run, or choose another folder")
+    if record is None:
+        if args.resume:
+            say(f"--resume: no checkpoint in {args.checkpoint} yet: the run starts at iteration 1")
+        return CheckpointSettings(args.checkpoint, args.checkpoint_every, settings)
+    from ..io.checkpoint import differences
+
+    changed = differences(record.get("settings", {}), settings)
+    if changed:
+        raise ProblemError(f"--resume: the checkpoint in {args.checkpoint} is of a run with other settings "
+                           f"({', '.join(changed)}); give the same ones, or drop --resume and choose another "
+                           f"--checkpoint folder to start over")
+    return CheckpointSettings(args.checkpoint, args.checkpoint_every, settings, record)
 
 
 def ground_truth_of(args, problem):

@@ -247,6 +247,32 @@ def check_memory(args, sizes, ranks):
     print(f"warning: {what}{more}; going on ({memory.FORCE})", file=sys.stderr, flush=True)
 
 
+# What --resume must find unchanged in the earlier study's .meta.json to keep its finished runs.
+RESUME_KEYS = ("preset", "iterations", "solver", "radius", "volfrac", "design", "design_iterations", "no_bandwidth")
+
+
+def study_settings(args, petsc_args):
+    return {**{key: getattr(args, key) for key in RESUME_KEYS}, "petsc_options": list(petsc_args)}
+
+
+def finished_runs(args, settings):
+    """``--resume``: the runs (entries without an error) the earlier study wrote to ``--json`` with the same
+    settings; [] when there is none yet.  UsageError for a study of other settings."""
+    meta_path = Path(args.json).with_suffix(".meta.json")
+    if not Path(args.json).exists() or not meta_path.exists():
+        return []
+    try:
+        entries = json.loads(Path(args.json).read_text())
+        earlier = json.loads(meta_path.read_text()).get("settings")
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--resume: cannot read the earlier study in {args.json} ({err}); drop --resume to start over")
+    changed = sorted(key for key in settings if (earlier or {}).get(key) != json.loads(json.dumps(settings))[key])
+    if changed:
+        raise UsageError(f"--resume: {args.json} holds a study with other settings ({', '.join(changed)}); give the "
+                         f"same ones, or drop --resume to start over")
+    return [entry for entry in entries if "error" not in entry]
+
+
 def output_paths(args):
     """Every file a study writes: the JSON, its .meta.json, the Markdown table and the plots."""
     prefix = plot_prefix(args)
@@ -294,16 +320,22 @@ def run_scaling(args, petsc_args):
             "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, Python "
                        f"{platform.python_version()}",
             "petsc_options": petsc_args, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "load_average_start": list(os.getloadavg())}
-    entries = []
+            "load_average_start": list(os.getloadavg()), "settings": study_settings(args, petsc_args)}
+    # --resume keeps the finished runs of the earlier study; every run is added to --json as it ends.
+    entries = finished_runs(args, meta["settings"]) if args.resume else []
+    finished = {(e["nelx"], e["nely"], e["ranks"]) for e in entries}
+    if entries:
+        log(f"resuming: {len(entries)} runs already in {args.json} are kept")
+    write_text_atomic(str(Path(args.json).with_suffix(".meta.json")), json.dumps(meta, indent=1) + "\n")
     with tempfile.TemporaryDirectory(prefix="sphyr_scaling_") as workdir:
         smallest = min(sizes, key=lambda s: s[0] * s[1])
-        design = make_design(args, smallest, workdir, env, log)
-        runs = [(size, r) for size in sizes for r in ranks]
+        runs = [(size, r) for size in sizes for r in ranks if (size[0], size[1], r) not in finished]
+        design = make_design(args, smallest, workdir, env, log) if runs else None
         eta = _Eta([size[0] * size[1] / r for size, r in runs])
         for number, (size, r) in enumerate(runs, 1):
             entry = run_one(args, size, r, design, mpirun, env, workdir, petsc_args, log)
             entries.append(entry)
+            write_text_atomic(args.json, json.dumps(entries, indent=1) + "\n")
             done = f"  [{number}/{len(runs)}, {eta.step()}]"
             if "error" in entry:
                 log(f"{done} {size[0]}x{size[1]} on {r}: FAILED {entry['error'][-300:]}")

@@ -13,6 +13,7 @@ measurement helpers (:func:`run_summary`, :func:`copy_bandwidth`,
 command's ``--json`` and the scaling study.
 """
 
+import contextlib
 import os
 import resource
 import time
@@ -23,7 +24,9 @@ from ..core import discretisation as fe
 from ..core.metrics import clipped_ratio, material_efficiency, raw_ratio
 from . import problems
 from ..runtime import events as timing
+from ..runtime.process import signals_deferred
 from . import simp
+from .checkpointing import RunCheckpoint
 from ..solvers.hierarchy import format_hierarchy, level_visits
 from .filter import DensityFilter, filter_reach
 
@@ -37,7 +40,7 @@ BANDWIDTH_PAUSE = 0.3           # ... seconds apart
 
 
 # -- the run --------------------------------------------------------------------------------------
-def _fields_writer(directory, problem, system, every, log, fields_format="xdmf"):
+def _fields_writer(directory, problem, system, every, log, fields_format="xdmf", steps=None):
     try:
         from ..io.fields import HistoryWriter, safe_name
     except ImportError as err:
@@ -48,7 +51,7 @@ def _fields_writer(directory, problem, system, every, log, fields_format="xdmf")
         os.makedirs(directory, exist_ok=True)
     comm.Barrier()
     stem = os.path.join(directory, f"{safe_name(problem.name)}_{problem.nelx}x{problem.nely}")
-    return HistoryWriter(stem, system, every=every, fields_format=fields_format)
+    return HistoryWriter(stem, system, every=every, fields_format=fields_format, steps=steps)
 
 
 def rank0_logger(comm, quiet=False):
@@ -61,7 +64,7 @@ def rank0_logger(comm, quiet=False):
 def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAULT_ITERATIONS,
              tolerance=DEFAULT_TOLERANCE, penal=fe.PENAL, continuation=None, radius=DEFAULT_RADIUS,
              move=simp.MOVE_LIMIT, initial=None, callback=None, log=None, fields_dir=None, fields_every=10,
-             truth=None, keep_system=False, fields_format="xdmf", oc88=None):
+             truth=None, keep_system=False, fields_format="xdmf", oc88=None, checkpoint=None, optimizer="oc"):
     """Run SIMP on ``problem`` over ``comm`` (default PETSc.COMM_WORLD); collective.
 
     Returns a dict (the same on every rank except ``density``, the natural
@@ -72,6 +75,12 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
     ``callback(iteration, system, physical_slab, compliance, change)`` runs
     every iteration.  ``oc88``: a :class:`~sphyr_hpc.optimiser.simp.OC88`, the 88-line code's
     update, stopping rule and reported compliance (its last analysis).
+    ``checkpoint``
+    (:class:`~sphyr_hpc.optimiser.checkpointing.CheckpointSettings`) saves the
+    run every few iterations and on SIGTERM/SIGINT, and resumes it from its
+    ``record``: the loop then runs with signals deferred to the end of an
+    iteration (:mod:`sphyr_hpc.optimiser.checkpointing`).  ``optimizer``:
+    ``"oc"`` (optimality criteria) or ``"mma"`` (:mod:`sphyr_hpc.optimiser.mma`).
     """
     from ..runtime.petsc import large_arrays_reused, petsc  # mpi4py and PETSc only once the command has checked
     from ..solvers.elasticity import elasticity_system
@@ -96,15 +105,21 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
         f"set-up {setup_seconds:.2f} s")
     if initial is not None:
         initial = problems.resize_nearest(initial, lc.shape)
-    writer = _fields_writer(fields_dir, problem, system, fields_every, log, fields_format) if fields_dir else None
+    resumed = checkpoint.record if checkpoint is not None else None
+    steps = resumed.get("fields_steps") or {} if resumed is not None else None
+    writer = _fields_writer(fields_dir, problem, system, fields_every, log, fields_format, steps) \
+        if fields_dir else None
     penalty = simp.penalty_schedule(penal, continuation)
     on_iteration = _IterationLog(system, mpi, lc, penalty, log, callback, writer, total=iterations)
+    hooks = RunCheckpoint(checkpoint, system, on_iteration, writer, log, optimizer) \
+        if checkpoint is not None else None
     try:
-        with large_arrays_reused():
+        with large_arrays_reused(), signals_deferred() if hooks is not None else contextlib.nullcontext():
             result = simp.run_simp(system, density_filter, volume_fraction, free, pinned, penal=penal,
                                    max_iterations=iterations, tolerance=tolerance, move_limit=move,
                                    initial=initial, callback=on_iteration, volume_sums="linear",
-                                   continuation=continuation, gather=False, oc88=oc88)
+                                   continuation=continuation, gather=False, oc88=oc88, checkpoint=hooks,
+                                   optimizer=optimizer)
         out = _outcome(problem, system, mpi, result, on_iteration.history, volume_fraction, setup_seconds)
         out["filter"] = oc88.filter if oc88 is not None else "density"
         out["update"] = "oc88" if oc88 is not None else "oc"
@@ -136,6 +151,7 @@ class _IterationLog:
         self.system, self.mpi, self.loadcase, self.penalty = system, mpi, loadcase, penalty
         self.log, self.callback, self.writer, self.total = log, callback, writer, total
         self.history = []
+        self.first = 0  # the iteration the run (or its resumption) started after
         self.last = self.started = time.perf_counter()
         self.events = {n: timing.seconds(n) for n in timing.EVENTS}
         self.passes = timing.count(timing.BISECTION_PASS)
@@ -153,7 +169,7 @@ class _IterationLog:
         row.update({f"{n}_seconds": events[n] - self.events[n] for n in timing.EVENTS})
         row["bisection_passes"] = timing.count(timing.BISECTION_PASS) - self.passes
         self.history.append(row)
-        if iteration == 1 and system.hierarchy:
+        if iteration == self.first + 1 and system.hierarchy:
             for line in format_hierarchy(*system.hierarchy, system.multigrid.levels if system.multigrid else None):
                 log(line)
         log(f"it {iteration:4d}{self._of_total(iteration, now)}  c {compliance:.6e}  vol {volume:.4f}  "
@@ -167,12 +183,17 @@ class _IterationLog:
         self.passes = timing.count(timing.BISECTION_PASS)
 
 
+    def resume(self, history):
+        """A resumed run: the rows of the iterations before it (as saved: rank 0's seconds)."""
+        self.history = list(history)
+        self.first = self.history[-1]["iteration"] if self.history else 0
+
     def _of_total(self, iteration, now):
         """``/300 (ETA <= 3:58)``: the iteration limit and the time left should the run reach it (it may
         converge sooner) at the mean pace so far; empty without a limit."""
         if not self.total:
             return ""
-        left = (now - self.started) / iteration * max(self.total - iteration, 0)
+        left = (now - self.started) / max(iteration - self.first, 1) * max(self.total - iteration, 0)
         return f"/{self.total} (ETA <= {int(left // 60)}:{int(left % 60):02d})"
 
 

@@ -52,6 +52,7 @@ MAX_ITERATIONS = 500
 TOLERANCE = 1e-3
 MOVE_LIMIT = 0.2
 VOLUME_SUMS = ("scorer", "linear")
+OPTIMIZERS = ("oc", "mma")
 WARM_START_FLOOR = 1e-3
 OC_BOUNDS = (1e-9, 1e9)
 OC_RELATIVE_GAP = 1e-6
@@ -88,13 +89,17 @@ def free_budget(free, pinned, volume_fraction):
 
 def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PENAL,
              max_iterations=MAX_ITERATIONS, tolerance=TOLERANCE, move_limit=MOVE_LIMIT,
-             initial=None, callback=None, volume_sums="scorer", continuation=None, gather=True, oc88=None):
+             initial=None, callback=None, volume_sums="scorer", continuation=None, gather=True, oc88=None,
+             checkpoint=None, optimizer="oc"):
     """Minimise compliance; ``free``/``pinned`` as returned by :func:`design_space`.
 
     ``callback(iteration, compliance, physical, change)`` runs after every
     iteration's update (``physical`` is this rank's slab).  ``gather=False``
     leaves ``SimpResult.densities`` as this rank's slab (flattened) instead of
     the natural array on every rank; ``oc88`` (an :class:`OC88`): the 88-line code's update and stopping rule.
+    ``checkpoint`` (:mod:`.checkpointing`, with ``volume_sums="linear"``) restores a saved run before
+    the loop and saves the loop's state after its iterations.  ``optimizer="mma"`` (with
+    ``volume_sums="linear"``) updates by MMA (:mod:`.mma`) instead of OC.
     """
     if volume_sums not in VOLUME_SUMS:
         raise ValueError(f"volume_sums must be one of {VOLUME_SUMS}, not {volume_sums!r}")
@@ -125,14 +130,17 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
         if oc88 is not None else None
     serial = _SerialUpdate(dv, is_free, pinned_s, density_filter, target, move_limit) \
         if listing is None and volume_sums == "scorer" and mpi.Get_size() == 1 else None
-    linear = _LinearUpdate(mpi, dv, is_free, pinned_s, density_filter, target, move_limit) \
-        if listing is None and volume_sums == "linear" else None
+    linear = _collective_update(optimizer, volume_sums, mpi, dv, is_free, pinned_s, density_filter, target,
+                                move_limit) if listing is None else None
 
     compliance = np.inf
     iteration = 0
     converged = False
     history = []
-    while iteration < max_iterations:
+    if checkpoint is not None:  # checkpoint: a resumed run starts from the loop's state as it was saved
+        design, physical, iteration, converged, history = checkpoint.restore(design, physical, listing or linear,
+                                                                             history)
+    while not converged and iteration < max_iterations:
         iteration += 1
         p = penalty(iteration)
         compliance = system.solve(fe.simp_modulus(physical, p))
@@ -159,13 +167,27 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
             callback(iteration, compliance, physical, change)
         history.append((iteration, compliance, change))
         stop = OC88.stops(change, tolerance) if listing is not None else change < tolerance
-        if stop and p == penal:
-            converged = True
-            break
+        converged = stop and p == penal
+        if checkpoint is not None:  # checkpoint: saved every few iterations, at the end, on SIGTERM/SIGINT
+            checkpoint.after_iteration(iteration, design, physical, listing or linear, converged,
+                                       iteration >= max_iterations)
 
     if listing is None:  # (the 88-line code's result is its last analysis: it does not analyse its final update)
         compliance = system.solve(fe.simp_modulus(physical, penal))
     return SimpResult(system.gather(physical) if gather else physical, compliance, iteration, converged, history)
+
+
+def _collective_update(optimizer, volume_sums, *args):
+    """The update of ``volume_sums="linear"``: OC's (:class:`_LinearUpdate`) or MMA's, None otherwise."""
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, not {optimizer!r}")
+    if optimizer == "mma":
+        if volume_sums != "linear":
+            raise ValueError('optimizer="mma" needs volume_sums="linear"')
+        from .mma import MMAUpdate
+
+        return MMAUpdate(*args)
+    return _LinearUpdate(*args) if volume_sums == "linear" else None
 
 
 def penalty_schedule(penal, continuation):
@@ -242,6 +264,14 @@ class _OC88Update:
         self.free_s = is_free.astype(float)
         self.dv = np.ones(int(is_free.sum())) if self.sensitivity else dv[is_free]  # ft = 1: dv = 1
         self.fixed_volume = float(pinned[~is_free].sum())
+
+    def state(self):
+        """What a checkpoint saves of this update: nothing (the listing's step depends on the design
+        and the sensitivities only)."""
+        return {}, {}
+
+    def load_state(self, arrays, scalars):
+        """A resumed run: nothing to restore (see :meth:`state`)."""
 
     def update(self, design, physical, energies, p):
         """(new design, new physical, change) from this iteration's unit energies at penalty ``p``."""
@@ -390,6 +420,15 @@ class _LinearUpdate:
         self.fixed = float(pinned[~is_free].sum() + np.dot(dv[~is_free], pinned[~is_free]))
         self._x = None  # the free cells' design the last step returned
         self._returned = None
+
+    def state(self):
+        """What a checkpoint saves of this update: nothing (``({}, {})``).  OC's step depends on the
+        design and the sensitivities only; the free cells kept between steps are the design's."""
+        return {}, {}
+
+    def load_state(self, arrays, scalars):
+        """A resumed run: nothing to restore (see :meth:`state`)."""
+        self._x = self._returned = None
 
     def _free_design(self, design):
         if self._returned is not None and design is self._returned:

@@ -316,9 +316,17 @@ def signals_deferred():
         yield
     finally:
         _held["depth"] -= 1
-        signum, _held["signum"] = _held["signum"], None
-        if signum is not None and _held["depth"] == 0:
-            raise Interrupted(signum)
+        if _held["depth"] == 0:  # an inner block leaves the signal to the outermost one
+            signum, _held["signum"] = _held["signum"], None
+            if signum is not None:
+                raise Interrupted(signum)
+
+
+def pending_interrupt():
+    """Inside :func:`signals_deferred`: the signal (number) that has arrived and waits for the block's
+    end, or None.  Code that can stop cleanly at a point of its own (an optimisation between two
+    iterations, which saves its checkpoint first) asks here and raises :class:`Interrupted` itself."""
+    return _held["signum"]
 
 
 @contextmanager

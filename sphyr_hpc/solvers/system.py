@@ -223,6 +223,20 @@ class GridSystem(SlabFields, LinearSystem):
         self.u.set(0.0)
         self._warm_solves = 0
 
+    def warm_state(self):
+        """What the next solve starts from: ``(solutions, {name: Vec})``, the number of solutions its
+        initial guess may use and the last two of them (a checkpoint saves both; a direct solve
+        has none).  :meth:`load_warm_state` puts them back, so that a resumed run's next solve
+        takes the same initial guess."""
+        vectors = {"solver_u": self.u}
+        if self._u_previous is not None:
+            vectors["solver_u_previous"] = self._u_previous
+        return self._warm_solves, vectors
+
+    def load_warm_state(self, solutions):
+        """After the vectors of :meth:`warm_state` were read back in place: their count."""
+        self._warm_solves = int(solutions) if self._u_previous is not None else 0
+
     # -- what the solution gives ----------------------------------------------------------------
     @property
     def in_place(self):
