@@ -130,3 +130,19 @@ def test_a_command_keeps_the_settings_it_finds_and_a_launchers_pml(monkeypatch):
     seen = _environment_seen_by_a_command()
     assert seen["OPENBLAS_NUM_THREADS"] == "4" and "OMPI_MCA_pml" not in seen
     assert os.environ["OPENBLAS_NUM_THREADS"] == "4"
+
+
+def test_bin_mpirun_started_by_a_process_that_has_started_mpi_runs_its_own_job():
+    # MPI_Init puts the process's launcher variables (PMIX_*, OMPI_MCA_ess, ...) into its C
+    # environment, which a child inherits: mpirun then ended at once with status 1 and no word.
+    code = ("import subprocess, sys\n"
+            "from mpi4py import MPI\n"
+            "MPI.COMM_WORLD.Barrier()\n"
+            "run = subprocess.run([sys.argv[1], '-n', '2', sys.executable, '-c',\n"
+            "                      'from mpi4py import MPI; print(MPI.COMM_WORLD.Get_size())'],\n"
+            "                     capture_output=True, text=True, timeout=120)\n"
+            "print(run.returncode, sorted(run.stdout.split()))\n")
+    run = subprocess.run([sys.executable, "-c", code, str(ROOT / "bin" / "mpirun")], capture_output=True,
+                         text=True, timeout=180)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "0 ['2', '2']"
