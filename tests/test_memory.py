@@ -184,3 +184,16 @@ def test_scaling_with_force_goes_on_past_the_refusal_and_its_runs_too(tmp_path, 
     assert "going on (--force)" in capsys.readouterr().err
     (entry,) = json.loads(out.read_text())
     assert "error" not in entry and entry["dofs"] == memory.grid_dofs(32, 16)
+
+
+def test_the_peak_a_run_reports_is_its_own_when_a_large_process_started_it(tmp_path):
+    # ru_maxrss is kept across fork and exec: a run started by a process holding 800 MB (a test
+    # session late in the suite, a notebook) reported that process's peak as its own.
+    code = ("import subprocess, sys, numpy as np\n"
+            "held = np.ones(100_000_000)\n"
+            "sys.exit(subprocess.run([sys.executable, '-m', 'sphyr_hpc.optimize', '--preset', 'mbb', '--size', '64x32',\n"
+            "                         '--iterations', '1', '--quiet', '--json', sys.argv[1]]).returncode)\n")
+    run = _run([sys.executable, "-c", code, str(tmp_path / "run.json")])
+    assert run.returncode == 0, run.stdout + run.stderr
+    measured = max(json.loads((tmp_path / "run.json").read_text())["summary"]["peak_memory_mb_per_rank"])
+    assert measured < 400, f"64x32 reported a peak of {measured:.0f} MB"

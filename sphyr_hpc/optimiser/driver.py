@@ -243,8 +243,19 @@ def score_against(system, slab, truth, penal, compliance):
 
 # -- measurements ------------------------------------------------------------------------------------
 def peak_memory_mb():
-    """This process's peak resident set size, MB (ru_maxrss is in kB on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    """This process's peak resident set size since it started its program, MB: Linux's VmHWM.
+
+    Not ru_maxrss where VmHWM can be read: ru_maxrss is kept across fork and exec, so a run
+    started by a large process (a notebook, a test session) would report that process's peak.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # kB on Linux
 
 
 def copy_bandwidth(mpi, nbytes=BANDWIDTH_BYTES, repeats=3, samples=BANDWIDTH_SAMPLES, pause=BANDWIDTH_PAUSE):

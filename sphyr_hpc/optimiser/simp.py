@@ -118,25 +118,15 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
     is_free = free_s > 0.5
     pinned_s = system.slab_of(pinned)
     design = pinned_s.copy()
-    if initial is None:
-        design[is_free] = budget / n_free
-    else:
-        warm = np.clip(system.slab_of(initial), WARM_START_FLOOR, 1.0)
-        design[is_free] = warm[is_free]
+    warm = None if initial is None else np.clip(system.slab_of(initial), WARM_START_FLOOR, 1.0)
+    design[is_free] = budget / n_free if warm is None else warm[is_free]
     physical = design.copy()
     dv = density_filter.chain(np.ones_like(design), free_s)
     target = pinned_volume + budget
-    listing = _OC88Update(oc88, mpi, dv, is_free, pinned_s, density_filter, target, move_limit) \
-        if oc88 is not None else None
-    serial = _SerialUpdate(dv, is_free, pinned_s, density_filter, target, move_limit) \
-        if listing is None and volume_sums == "scorer" and mpi.Get_size() == 1 else None
-    linear = _collective_update(optimizer, volume_sums, mpi, dv, is_free, pinned_s, density_filter, target,
-                                move_limit) if listing is None else None
+    listing, serial, linear = _updates(oc88, optimizer, volume_sums, mpi, dv, is_free, pinned_s, density_filter,
+                                       target, move_limit)
 
-    compliance = np.inf
-    iteration = 0
-    converged = False
-    history = []
+    compliance, iteration, converged, history = np.inf, 0, False, []
     if checkpoint is not None:  # checkpoint: a resumed run starts from the loop's state as it was saved
         design, physical, iteration, converged, history = checkpoint.restore(design, physical, listing or linear,
                                                                              history)
@@ -175,6 +165,15 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
     if listing is None:  # (the 88-line code's result is its last analysis: it does not analyse its final update)
         compliance = system.solve(fe.simp_modulus(physical, penal))
     return SimpResult(system.gather(physical) if gather else physical, compliance, iteration, converged, history)
+
+
+def _updates(oc88, optimizer, volume_sums, mpi, *args):
+    """(the 88-line code's update, the serial OC update, the collective update): the one a run uses
+    is not None (none of them: :func:`_oc_update` with collective bisection sums)."""
+    if oc88 is not None:
+        return _OC88Update(oc88, mpi, *args), None, None
+    serial = _SerialUpdate(*args) if volume_sums == "scorer" and mpi.Get_size() == 1 else None
+    return None, serial, _collective_update(optimizer, volume_sums, mpi, *args)
 
 
 def _collective_update(optimizer, volume_sums, *args):
