@@ -29,6 +29,9 @@ class SharedCounters:
     def __init__(self, comm):
         self.comm = comm
         item = MPI.INT64_T.Get_size()
+        # Allocating the window is a blocking collective: every rank first gets here asleep, in
+        # Python, where a signal that reaches them all is taken by each (see Interruptible).
+        wait_idle(comm)
         self.win = MPI.Win.Allocate(2 * item if comm.rank == 0 else 0, item, comm=comm)
         if comm.rank == 0:
             self.win.Lock(0, MPI.LOCK_EXCLUSIVE)
