@@ -134,6 +134,42 @@ def test_an_interrupt_inside_a_weakref_callback_is_raised_after_it(capsys):
     assert signal.getsignal(signal.SIGTERM) is not process._raise and sys.unraisablehook is hook
 
 
+def test_an_interrupt_lost_in_a_callback_is_raised_when_the_main_thread_is_slow_to_leave_the_hook(monkeypatch):
+    """A loaded machine: the main thread is still inside the hook, where the signal is held, when the
+    thread that sends it again would have sent it after a fixed delay.  It is raised all the same."""
+    import threading
+    import weakref
+
+    from sphyr_hpc.runtime import process
+
+    start = threading.Thread.start
+
+    def slow_start(thread):  # the main thread descheduled right after starting the sender
+        start(thread)
+        deadline = time.monotonic() + 0.2
+        while time.monotonic() < deadline:
+            pass
+
+    class Thing:
+        pass
+
+    def callback(_):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10_000):
+            pass
+
+    monkeypatch.setattr(threading.Thread, "start", slow_start)
+    with pytest.raises(process.Interrupted) as caught:
+        with process.interrupts():
+            thing = Thing()
+            ref = weakref.ref(thing, callback)
+            del thing
+            deadline = time.monotonic() + 10.0
+            while time.monotonic() < deadline:
+                pass
+    assert ref() is None and caught.value.signum == signal.SIGTERM
+
+
 def test_an_interrupt_that_a_library_swallowed_still_ends_the_command_as_interrupted(capsys):
     # NumPy's == between a string array and a string turns an exception raised inside it (the
     # Interrupted of a Ctrl-C too) into a scalar False, and the caller then fails on a bool: seen as

@@ -160,6 +160,15 @@ def _children(pid):
         return []
 
 
+def _comm(pid):
+    """A process's name, or None once it has ended (bin/mpirun's short-lived children end between
+    the listing of its children and this read)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+
+
 def _running(pids):
     alive = []
     for pid in pids:
@@ -188,8 +197,7 @@ def test_a_kill_of_mpiruns_process_group_stops_the_ranks_and_resume_at_once_fini
     deadline = time.time() + 300
     while time.time() < deadline and script.poll() is None:
         if mpirun is None:
-            mpirun = next((c for c in _children(script.pid)
-                           if Path(f"/proc/{c}/comm").read_text().strip() == "mpirun"), None)
+            mpirun = next((c for c in _children(script.pid) if _comm(c) == "mpirun"), None)
         else:
             ranks = _children(mpirun) or ranks
         if len(ranks) == 2 and log.exists() and len(log.read_text().splitlines()) >= 6:

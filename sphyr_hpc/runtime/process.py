@@ -46,7 +46,8 @@ PEERS_SECONDS = 3.0
 # The same before MPI has started, when rank 0 cannot abort the others: its launcher ends them once
 # it has noticed rank 0's exit, which takes longer.
 LAUNCHER_GRACE_SECONDS = 5.0
-# An interrupt lost inside a callback is sent again after this long (_redeliver).
+# An interrupt lost inside a callback is sent again this long after the hook that caught it returned
+# (_redeliver).
 REDELIVER_SECONDS = 0.001
 
 
@@ -111,6 +112,7 @@ def interrupted(err):
 
 _held = {"depth": 0, "signum": None,  # signals_deferred: how deep, and the signal that arrived meanwhile
          "raised": None,  # the signal an Interrupted was raised for inside interrupts()
+         "in_hook": False,  # _redeliver is running: the signal it sends again waits for its end
          "launcher_gone": None,  # the name of this rank's launcher once it has ended (launcher.py)
          "peers": None,  # the communicator interrupted ranks meet on (share_interrupts)
          "together": False}  # this rank ended an interrupt together with every other (end_interrupted)
@@ -193,23 +195,37 @@ def _redeliver(previous_hook, unraisable):
     """``sys.unraisablehook`` inside :func:`interrupts`: an :class:`Interrupted` raised where Python
     cannot raise it (a weakref callback or ``__del__`` run by a deallocation, such as matplotlib's
     transform caches while a report is drawn; a C callback) would be printed as "Exception ignored"
-    with a traceback and lost.  It is sent again instead, from another thread once this hook has
-    returned (sent from here, its handler would run inside the hook, where it cannot raise either):
-    the main thread raises it at its next bytecode outside such a callback."""
+    with a traceback and lost.  It is sent again instead, by another thread once this hook has
+    returned (:func:`_send_again`; sent while the hook runs, its handler would run inside the hook,
+    where it cannot raise either): the main thread raises it at its next bytecode outside such a
+    callback."""
     err = unraisable.exc_value
     if not isinstance(err, Interrupted):
         previous_hook(unraisable)
     elif signal.getsignal(err.signum) is _raise:  # not once the command is already ending
-        # Held while the timer's thread starts: Python 3.13 runs the signal's handler again in the
-        # lock wait of Thread.start, which would raise inside this hook and lose the signal; the
-        # one sent again stands for it.
+        # Held while the thread starts: Python 3.13 runs the signal's handler again in the lock wait
+        # of Thread.start, which would raise inside this hook and lose the signal; the one sent
+        # again stands for it.
         _held["depth"] += 1
+        _held["in_hook"] = True
         try:
-            threading.Timer(REDELIVER_SECONDS, os.kill, (os.getpid(), err.signum)).start()
+            threading.Thread(target=_send_again, args=(err.signum,), daemon=True,
+                             name="sphyr_hpc interrupt sent again").start()
         finally:
             _held["depth"] -= 1
             if _held["depth"] == 0:
                 _held["signum"] = None
+            _held["in_hook"] = False
+
+
+def _send_again(signum):
+    """The signal :func:`_redeliver` lost, sent once its hook has returned.  Waiting for the hook's
+    end, not for a fixed delay: on a loaded machine the main thread can still be inside the hook,
+    where the signal is held and then dropped, after any delay."""
+    while _held["in_hook"]:
+        time.sleep(REDELIVER_SECONDS)
+    time.sleep(REDELIVER_SECONDS)
+    os.kill(os.getpid(), signum)
 
 
 @contextmanager
