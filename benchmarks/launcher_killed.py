@@ -6,8 +6,9 @@ results, 11 easy and 16 hard subject files), ``bin/mpirun -n 2 ... score
 process group gets SIGKILL (``kill -9 -PGID``: what a user killing a hung mpirun,
 or a scheduler killing the launcher, does).  Open MPI starts the ranks in process
 groups of their own, so they are not in it.  Recorded: the rank processes alive
-2 s after the kill, the lines results.jsonl gained after it, and the ``--resume``
-started right after the kill (its exit status and first stderr lines); then the
+0.5, 1 and 2 s after the kill and when the last one ended, and the ``--resume``
+started right after the kill (refused or not, its exit status and first stderr
+lines); then the
 resumed results.jsonl is compared with an uninterrupted run's: every record once,
 none twice, and ``python -m sphyr_hpc.parity`` (SPEC 11) on the two.
 
@@ -29,6 +30,8 @@ from pathlib import Path
 from _common import ROOT, commit_of, machine, machine_line, now, write_results
 
 MODELS = 8
+# When the rank processes of the killed run are counted, in seconds after the kill.
+LOOKS = (0.5, 1.0, 2.0)
 
 
 def build_eight_models(examples, root):
@@ -107,22 +110,24 @@ def killed_and_resumed(tree, inputs, out, after):
     killed = time.monotonic()
     resume = subprocess.Popen(score_cmd(tree, inputs, out, "--resume"), cwd=tree, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
-    alive_2s = lines_2s = gone = None
-    while time.monotonic() - killed < 120 and (alive_2s is None or gone is None):
+    alive_at, gone, released = {}, None, None
+    while time.monotonic() - killed < 120 and (len(alive_at) < len(LOOKS) or gone is None):
         alive = _alive(ranks)
         if gone is None and not alive:
             gone = round(time.monotonic() - killed, 2)
             lock = out / ".sphyr_hpc.lock"
             released = not lock.exists() or not lock.read_text().strip()
-        if alive_2s is None and time.monotonic() - killed >= 2.0:
-            alive_2s, lines_2s = alive, len(_lines(log))
+        for look in LOOKS:
+            if look not in alive_at and time.monotonic() - killed >= look:
+                alive_at[look] = len(alive)
         time.sleep(0.02)
     _, err = resume.communicate(timeout=900)
     proc.wait(timeout=60)
-    return {"lines_at_kill": at_kill, "rank_pids": ranks, "ranks_alive_2s_after_kill": len(alive_2s),
-            "lines_2s_after_kill": lines_2s, "ranks_gone_after_s": gone,
+    return {"lines_at_kill": at_kill, "rank_pids": ranks,
+            "ranks_alive_after_kill": {f"{look} s": alive_at[look] for look in LOOKS},
+            "ranks_alive_2s_after_kill": alive_at[2.0], "ranks_gone_after_s": gone,
             "lock_emptied_by_the_ranks": released, "resume_status": resume.returncode,
-            "resume_stderr": err.strip().splitlines()[:12]}
+            "resume_refused": "another run is writing" in err, "resume_stderr": err.strip().splitlines()[:12]}
 
 
 def checked(tree, out, reference):
@@ -174,16 +179,21 @@ def main(argv=None):
              f"right after.  `/usr/bin/python3 benchmarks/launcher_killed.py --checkout OLD --checkout NEW`.", "",
              machine_line(report["machine"]), "",
              "(`+`: the checkout's uncommitted changes on top of the commit.)", "",
-             "| commit | lines at kill | ranks alive 2 s after | lines 2 s after | ranks gone after (s) | "
-             "lock emptied by the ranks | resume status | records | distinct | missing | parity status |",
+             "| commit | lines at kill | ranks alive 0.5 s / 1 s / 2 s after | ranks gone after (s) | "
+             "lock emptied by the ranks | resume refused | resume status | records | distinct | missing | parity status |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
-        lines.append(f"| {r['commit']} | {r['lines_at_kill']} | {r['ranks_alive_2s_after_kill']} | "
-                     f"{r['lines_2s_after_kill']} | {r['ranks_gone_after_s']} | {r['lock_emptied_by_the_ranks']} | {r['resume_status']} | {r['records']} | "
-                     f"{r['distinct']} | {r['missing']} | {r['parity_status']} |")
+        alive = " / ".join(str(n) for n in r["ranks_alive_after_kill"].values())
+        lines.append(f"| {r['commit']} | {r['lines_at_kill']} | {alive} | {r['ranks_gone_after_s']} | "
+                     f"{r['lock_emptied_by_the_ranks']} | {r['resume_refused']} | {r['resume_status']} | "
+                     f"{r['records']} | {r['distinct']} | {r['missing']} | {r['parity_status']} |")
     for r in runs:
         lines += ["", f"`--resume` of {r['commit']}, stderr:", "", "```", *r["resume_stderr"], "```",
                   "", f"parity of {r['commit']}:", "", "```", *r["parity"], "```"]
+    lines += ["", "Resumes refused (another run still held the folder), per commit:", ""]
+    for commit in dict.fromkeys(r["commit"] for r in runs):
+        mine = [r for r in runs if r["commit"] == commit]
+        lines.append(f"- {commit}: {sum(r['resume_refused'] for r in mine)} of {len(mine)}")
     write_results(args.out, report, "\n".join(lines) + "\n")
 
 
