@@ -60,8 +60,16 @@ def differences(saved, settings):
     return sorted(key for key in set(saved) | set(settings) if saved.get(key) != settings.get(key))
 
 
-def _viewer(PETSc, path, mode, comm):
-    return PETSc.Viewer().createHDF5(str(path), mode, comm=comm)
+def _through_viewer(PETSc, path, mode, comm, vectors, action):
+    """Each of ``vectors`` named by its key and, in key order, written (``action`` "view", ``mode``
+    "w") or read ("load", "r") through one HDF5 viewer of ``path`` (collective)."""
+    viewer = PETSc.Viewer().createHDF5(str(path), mode, comm=comm)
+    try:
+        for key in sorted(vectors):
+            vectors[key].setName(key)
+            getattr(vectors[key], action)(viewer)
+    finally:
+        viewer.destroy()
 
 
 def save(directory, comm, PETSc, iteration, vectors, record):
@@ -76,13 +84,7 @@ def save(directory, comm, PETSc, iteration, vectors, record):
     if mpi.rank == 0:
         directory.mkdir(parents=True, exist_ok=True)
     mpi.Barrier()
-    viewer = _viewer(PETSc, temporary, "w", comm)
-    try:
-        for key in sorted(vectors):
-            vectors[key].setName(key)
-            vectors[key].view(viewer)
-    finally:
-        viewer.destroy()
+    _through_viewer(PETSc, temporary, "w", comm, vectors, "view")
     mpi.Barrier()
     error = None
     if mpi.rank == 0:
@@ -107,10 +109,4 @@ def load(directory, record, comm, PETSc, vectors):
     missing = sorted(set(vectors) - set(record.get("vectors", ())))
     if missing:
         raise CheckpointError(f"{record_path(directory)}: no {', '.join(missing)} in {record['state']}")
-    viewer = _viewer(PETSc, Path(directory) / record["state"], "r", comm)
-    try:
-        for key in sorted(vectors):
-            vectors[key].setName(key)
-            vectors[key].load(viewer)
-    finally:
-        viewer.destroy()
+    _through_viewer(PETSc, Path(directory) / record["state"], "r", comm, vectors, "load")
