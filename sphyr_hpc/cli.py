@@ -44,7 +44,8 @@ from .io.limits import positive_int  # noqa: F401  (the commands' argparse type,
 from .runtime.launcher import watched
 from .runtime.petsc import OptionsError, command_options, require, split_petsc_args
 from .runtime.process import (USAGE_STATUS, UsageError, command_environment, end_interrupted, end_unexpected,
-                              interrupts, share_interrupts, swallowed_interrupt, world_rank)
+                              interrupts, share_interrupts, stdout_to_a_reader_that_may_go,
+                              swallowed_interrupt, world_rank)
 
 __all__ = ["Command", "Context", "Formatter", "Output", "Parser", "UsageError", "main", "positive_int",
            "report_usage_error", "world_rank", "USAGE_STATUS"]
@@ -226,7 +227,7 @@ def main(command, argv=None):
     """Run ``command`` on ``argv`` (default ``sys.argv[1:]``) and return its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     context, args = Context(), None
-    with command_environment(), interrupts(), watched():
+    with command_environment(), interrupts(), watched(), stdout_to_a_reader_that_may_go():
         try:
             args, context.petsc_args = _parse(command, argv)
             if command.requires:

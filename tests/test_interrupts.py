@@ -190,3 +190,20 @@ def test_an_interrupt_that_a_library_swallowed_still_ends_the_command_as_interru
     err = capsys.readouterr().err
     assert "swallowing: interrupted (SIGINT)" in err and "Traceback" not in err
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # pytest's handler back
+
+
+def test_a_pipe_whose_reader_has_gone_drops_the_rest_of_the_output_and_every_file_is_written(tmp_path):
+    """``score | head -1``: the reader goes after one line.  The command ends on its own path (PETSc
+    took the write for a crash: "Caught signal number 13 Broken Pipe", MPI_Abort, status 59), with
+    its results, summary and report all written."""
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "sphyr_hpc.score", "--no-store", "--out", str(out)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.readline()
+    proc.stdout.close()  # as head does once it has its line
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == 0, err[-3000:]
+    assert "PETSC ERROR" not in err and "Traceback" not in err and "Exception ignored" not in err, err[-3000:]
+    assert len((out / "results.jsonl").read_text().splitlines()) == 144
+    assert (out / "report.html").is_file() and (out / "leaderboard.png").is_file()
+    assert json.loads((out / "summary.json").read_text())

@@ -81,6 +81,45 @@ def command_environment():
                 del os.environ[name]
 
 
+class _ReaderGone:
+    """A command's ``sys.stdout`` (:func:`stdout_to_a_reader_that_may_go`)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _done(self, method, *args):
+        try:
+            return getattr(self._stream, method)(*args)
+        except BrokenPipeError:  # the reader is gone: from now on, and what is buffered, to /dev/null
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+            return getattr(self._stream, method)(*args)
+
+    def write(self, text):
+        return self._done("write", text)
+
+    def flush(self):
+        return self._done("flush")
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def stdout_to_a_reader_that_may_go():
+    """Inside the block, a pipe whose reader has gone (``score | head``) takes the rest of what the
+    command prints to /dev/null instead of ending it: its files are all still written, its exit
+    status is its own."""
+    stream = sys.stdout
+    sys.stdout = _ReaderGone(stream)
+    try:
+        yield
+    finally:
+        if isinstance(sys.stdout, _ReaderGone):
+            sys.stdout = stream
+
+
 class UsageError(Exception):
     """A mistake on the command line or in what it names: one line on stderr from rank 0, exit status 2."""
 
