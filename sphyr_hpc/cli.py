@@ -237,10 +237,17 @@ def main(command, argv=None):
             if command.mpi:
                 from mpi4py import MPI
 
+                from .runtime.tasks import wait_idle
+
                 context.comm = MPI.COMM_WORLD
                 share_interrupts(context.comm)
+                # The ranks meet asleep, in Python, before each blocking collective of the start (the
+                # preflight's, PETSc's start-up): a rank interrupted before one of them must not leave
+                # another inside it, where no signal handler runs, while it waits for it to end too.
                 if command.preflight is not None:
+                    wait_idle(context.comm)
                     command.preflight(args, context.comm)
+                wait_idle(context.comm)
             return _run(command, args, context.petsc_args, context)
         except (UsageError, OptionsError) as err:
             return report_usage_error(command.prog, err, context.comm.rank if context.comm else None)

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -77,6 +78,35 @@ def test_an_interrupt_on_two_ranks_ends_the_run_with_one_message_and_128_plus_th
         assert proc.returncode == status
     if (out / "run.json").exists():
         assert json.loads((out / "run.json").read_text())["finished"] is False
+
+
+def _ranks_of(proc):
+    """The rank processes bin/mpirun's mpirun has started (empty until it has)."""
+    def children(pid):
+        try:
+            return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        except OSError:
+            return []
+    return [rank for child in children(proc.pid) for rank in children(child)]
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.1, 0.2, 0.3])
+def test_an_interrupt_while_the_ranks_start_ends_the_run_with_one_message(delay, tmp_path):
+    """SIGINT to bin/mpirun while its ranks start Python, then MPI: one message, status 130, no banner
+    (a rank in Python's own start-up died in it with a "Fatal Python error"; one before MPI started
+    waited 5 s for a launcher that would not end it and printed the message too)."""
+    out = tmp_path / "out"
+    proc = subprocess.Popen([MPIRUN, "-n", "2", sys.executable, "-m", "sphyr_hpc.score", str(EXAMPLE_RESULTS),
+                             "--out", str(out), "--quiet", "--no-store"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    _wait_for(lambda: len(_ranks_of(proc)) == 2, proc, timeout=60)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    assert err.count("python -m sphyr_hpc.score: interrupted (SIGINT)") == 1, err[-3000:]
+    assert [line for line in err.splitlines() if line.strip()] == [
+        line for line in err.splitlines() if line.startswith("python -m sphyr_hpc.score: interrupted (SIGINT)")]
 
 
 def test_an_interrupt_under_a_bare_mpirun_prints_one_message_and_no_abort_banner(tmp_path):

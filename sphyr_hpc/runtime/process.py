@@ -20,7 +20,8 @@ is interrupted waits for the others on a communicator of its own
 kill, a bare ``mpirun`` ending its ranks) rank 0 prints the one message and
 every rank ends with 128 + the signal, without MPI_Abort and its banner.  A
 rank that does not arrive in time (the signal reached one rank only, or a rank
-is inside a long call) is ended by MPI_Abort, as before any rank knew.
+is inside a long call) is ended by MPI_Abort, as before any rank knew.  A rank
+interrupted before its command started MPI starts it then, and ends the same way.
 """
 
 import functools
@@ -43,9 +44,6 @@ PEER_GRACE_SECONDS = 1.0
 # How long an interrupted rank waits for the others to be interrupted too (end_interrupted): they
 # are when the signal reached every rank, once each is back in Python from the call it was in.
 PEERS_SECONDS = 3.0
-# The same before MPI has started, when rank 0 cannot abort the others: its launcher ends them once
-# it has noticed rank 0's exit, which takes longer.
-LAUNCHER_GRACE_SECONDS = 5.0
 # An interrupt lost inside a callback is sent again this long after the hook that caught it returned
 # (_redeliver).
 REDELIVER_SECONDS = 0.001
@@ -124,6 +122,14 @@ class UsageError(Exception):
     """A mistake on the command line or in what it names: one line on stderr from rank 0, exit status 2."""
 
 
+def _launched_size():
+    """How many ranks the launcher started, from its environment (1 when no launcher says)."""
+    for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE"):
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return 1
+
+
 def world_rank():
     """This process's rank from the launcher's environment (mpi4py may not be importable yet)."""
     for name in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"):
@@ -188,7 +194,10 @@ def launcher_gone(name):
 def share_interrupts(comm):
     """Prepare ``comm``'s ranks to end an interrupt together (collective, once MPI has started): a
     duplicate of it that only :func:`end_interrupted` uses.  Returns that duplicate."""
-    _held["peers"] = comm.Dup() if comm.size > 1 else None
+    # Deferred: an interrupt raised between the Dup's return and the assignment would leave this rank
+    # without the duplicate the others have, and its end would make another, which no rank matches.
+    with signals_deferred():
+        _held["peers"] = comm.Dup() if comm.size > 1 else None
     return _held["peers"]
 
 
@@ -315,12 +324,19 @@ def end_interrupted(prog, err, comm, note=""):
     if _held["launcher_gone"]:
         _say_interrupted(prog, err, note)
         os._exit(err.status)
-    if comm is None:  # before MPI started: when rank 0 exits, the launcher ends the others
-        if world_rank() != 0:
-            time.sleep(LAUNCHER_GRACE_SECONDS)
+    if comm is None and _launched_size() > 1:
+        # Before MPI started, on one of several ranks: MPI is started now, so that the ranks end
+        # together as they do later on (the launcher would end the others only once rank 0 exits
+        # with a status of its own, and under bin/mpirun it hands its status over and exits 0).
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+    if comm is None:
         _say_interrupted(prog, err, note)
         return err.status
     rank, size = comm.rank, comm.size
+    if size > 1 and _held["peers"] is None:  # the duplicate every rank makes first, in cli.main or here
+        share_interrupts(comm)
     if size > 1 and _held["peers"] is not None:
         if _peers_interrupted(PEERS_SECONDS + (PEER_GRACE_SECONDS if rank != 0 else 0.0)):
             _held["together"] = True
