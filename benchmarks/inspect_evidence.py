@@ -407,7 +407,8 @@ def markdown(report):
             f"the METADATA table: "
             + ", ".join(f"{k} {json.dumps(score['metadata'][k])}" for k in METADATA)
             + " (the viewer rounds structural_efficiency to 5 digits). The ground truth scores below 1 here: "
-            "the yardstick, SIMP at the ground truth's volume, is stiffer than it.", "",
+            "the yardstick (the masked cells optimised at the ground truth's volume) is stiffer than it, and "
+            "structural_efficiency is the yardstick's compliance over the answer's (docs/scoring.md).", "",
             "## numpy, petsc4py and mpi4py", "",
             "| where | numpy | petsc4py | mpi4py | inspect_ai importable |", "|---|---|---|---|---|"]
     for label, key in (("a venv with no extras (before)", "venv_without_extras"),
