@@ -13,7 +13,7 @@ example data (``examples/results``) is scored.  ``--dataset``/``--completions``
 pair dataset records (index, input_grid, ground_truth) with completions (index,
 completion as text or grid) by index; a completions line may also be a line of the
 prompts file with ``completion`` added, or an OpenAI batch output line (docs/harness.md).
-``--inspect-log`` scores the answers of an Inspect AI log of ``sphyr_hpc/inspect/task.py``
+``--inspect-log`` scores the answers of an Inspect AI log of the task ``sphyr_hpc/sphyr``
 against the dataset it names (``--dataset`` when it moved), as the completions file would be.
 
 Work: records are grouped by sample (ground truth, mask, gravity); each group's
@@ -111,7 +111,7 @@ def build_parser():
                         help="completions JSONL (index, completion) of --dataset's records; the model is the "
                              "file's name")
     parser.add_argument("--inspect-log", nargs="+", default=[], metavar="LOG",
-                        help="Inspect AI logs of sphyr_hpc/inspect/task.py (or folders of them), scored against "
+                        help="Inspect AI logs of the task sphyr_hpc/sphyr (or folders of them), scored against "
                              "the dataset each names (or --dataset); the model is the log's")
     parser.add_argument("--model", help="model name for one --completions file (instead of the file's name)")
     parser.add_argument("--out", default="out", help="output folder, outside every input folder: results.jsonl, "

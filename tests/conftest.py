@@ -26,6 +26,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+# Inspect AI's mockllm/model counts each prompt's tokens with tiktoken's o200k_base encoding, which
+# tiktoken downloads on first use: the tests' `inspect` runs read the copy bin/setup --test keeps
+# (TIKTOKEN_CACHE is tiktoken's cache folder; O200K the encoding's file in it, named by its cache key).
+TIKTOKEN_CACHE = ROOT / ".venv" / "share" / "tiktoken"
+O200K = "fb374d419588a4632f3f557e76b4b70aebbca790"
+if (TIKTOKEN_CACHE / O200K).is_file():
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_CACHE))
+
 EXAMPLE_RESULTS = ROOT / "examples" / "results"
 DATA = Path(__file__).resolve().parent / "data"
 

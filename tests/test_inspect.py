@@ -1,11 +1,12 @@
 """The Inspect AI task (docs/harness.md, "Inspect AI"), run for real with Inspect's ``mockllm/model``.
 
 The mock model answers v1/full_easy with the ground truth, an empty grid (every masked cell 0) or
-prose with no grid, by sample.  Every sample's score must be ``score``'s ``topology_score`` of the
+prose with no grid, by sample (through Inspect's ``eval()``: only there can mockllm be given answers).  Every sample's score must be ``score``'s ``topology_score`` of the
 same completion (to 1e-12), its metadata ``score``'s metrics and failure category; the metrics the
 mean and its standard error; the log, scored with ``--inspect-log``, the same results.jsonl and
 leaderboard as the completions file, on 1 and 2 ranks; and the Inspect scorer's yardsticks are the
-store's, so ``score`` after it computes none.
+store's, so ``score`` after it computes none.  The ``inspect`` command itself runs the task by its
+registry name from a folder outside the checkout, with mockllm's one default answer.
 """
 
 import contextlib
@@ -15,10 +16,11 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import O200K, ROOT
 
 inspect_ai = pytest.importorskip(
     "inspect_ai", reason="inspect-ai is not installed: .venv/bin/python -m pip install -c constraints/debian12.txt --no-build-isolation "
@@ -30,6 +32,7 @@ DATASET = ROOT / "examples" / "data" / "v1" / "full_easy.jsonl"
 TASK = "sphyr_hpc/inspect/task.py"
 PROSE = "The load should travel down to the supports through a solid column of material."
 MODEL = "mockllm/model"
+MOCK_ANSWER = "Default output from mockllm/model"  # what mockllm/model answers unless given answers
 
 
 def grid_text(grid):
@@ -161,3 +164,63 @@ def test_a_log_that_cannot_be_read_is_one_line_and_usage_errors_come_first(evalu
                          "--inspect-log and --completions are two runs")):
         run = score(tmp_path / "usage", *args, store=store)
         assert run.returncode == 2 and words in run.stderr and "Traceback" not in run.stderr
+
+
+def inspect_eval_command(cwd, dataset, limit, log_dir):
+    """The ``inspect`` command run as a user types it: the task by its registry name, mockllm/model
+    (skips where tiktoken's o200k_base, which mockllm counts tokens with, would be downloaded)."""
+    if not (Path(os.environ.get("TIKTOKEN_CACHE_DIR", "/nonexistent")) / O200K).is_file():
+        pytest.skip("mockllm/model counts tokens with tiktoken's o200k_base, which is not in a TIKTOKEN_CACHE_DIR "
+                    "(bin/setup --test puts it in .venv/share/tiktoken) and would be downloaded")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_COMM", "PMIX_RANK"))}
+    run = subprocess.run([str(Path(sys.executable).with_name("inspect")), "eval", "sphyr_hpc/sphyr", "--model", MODEL,
+                          "--limit", str(limit), "--log-dir", str(log_dir), "-T", f"dataset={dataset}", "-T", "store=none",
+                          "--display", "none"], cwd=cwd, env={**env, "PWD": str(cwd)}, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    (log_file,) = (cwd / log_dir).glob("*.eval")
+    return log_file, read_eval_log(str(log_file))
+
+
+def test_the_inspect_command_runs_the_task_by_its_registry_name_outside_the_checkout_and_its_log_scores_as_its_completions(
+        tmp_path):
+    """``inspect eval sphyr_hpc/sphyr`` (the entry point of setup.cfg) from a folder outside the
+    checkout, with an absolute ``-T dataset=``: each sample's score, and ``score --inspect-log`` on the
+    log, are ``score --completions``'s ``topology_score`` of the same answer, record by record."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    log_file, log = inspect_eval_command(elsewhere, DATASET, 5, tmp_path / "logs")
+    assert log.status == "success" and log.eval.task == "sphyr_hpc/sphyr"
+    assert log.eval.dataset.location == str(DATASET)
+    assert [sample.output.completion for sample in log.samples] == [MOCK_ANSWER] * 5
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text("".join(json.dumps({"index": sample.id, "completion": sample.output.completion}) + "\n"
+                                   for sample in log.samples))
+    from_completions = score(tmp_path / "scored", "--dataset", DATASET, "--completions", completions, "--model", MODEL,
+                             store=None)
+    from_log = score(tmp_path / "from_log", "--inspect-log", log_file, store=None)
+    # exit status 1: the other 24 records have no completion, in both runs
+    assert from_completions.returncode == from_log.returncode == 1, from_completions.stderr + from_log.stderr
+    expected = {row["index"]: row for row in rows_of(tmp_path / "scored")}
+    scored = {row["index"]: row for row in rows_of(tmp_path / "from_log")}
+    for sample in log.samples:  # the other records' rows say they have no completion, no score
+        value = expected[sample.id]["topology_score"]
+        assert math.isclose(sample.scores["topology_score"].value, value, rel_tol=0, abs_tol=1e-12)
+        assert math.isclose(scored[sample.id]["topology_score"], value, rel_tol=0, abs_tol=1e-12)
+    # the same rows, but that a record with no answer names the file it is missing from
+    assert [{key: value for key, value in row.items() if key != "error"} for row in rows_of(tmp_path / "from_log")] \
+        == [{key: value for key, value in row.items() if key != "error"} for row in rows_of(tmp_path / "scored")]
+    assert sum("has no completion in" in row.get("error", "") for row in rows_of(tmp_path / "from_log")) == 24
+
+
+def test_a_log_of_a_relative_dataset_path_is_scored_from_another_folder(tmp_path):
+    """Inspect writes the dataset's location relative to the folder it ran in; the task's metadata
+    names the file absolutely, so ``score --inspect-log`` finds it from anywhere."""
+    (tmp_path / "data").mkdir()
+    copy = tmp_path / "data" / DATASET.name
+    copy.write_bytes(DATASET.read_bytes())
+    log_file, log = inspect_eval_command(tmp_path, f"data/{DATASET.name}", 2, "logs")
+    assert log.eval.dataset.location == f"data/{DATASET.name}" and log.eval.metadata["sphyr_hpc_dataset"] == str(copy)
+    scored = score(tmp_path / "out", "--inspect-log", log_file, store=None)  # from the checkout's folder
+    assert scored.returncode == 1 and "its dataset" not in scored.stderr, scored.stderr  # 27 records unanswered
+    assert sum("topology_score" in row for row in rows_of(tmp_path / "out")) == 2

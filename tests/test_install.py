@@ -124,3 +124,28 @@ def test_without_its_extension_module_optimize_says_so_once_and_finishes(install
     assert lines[0].startswith("sphyr_hpc: warning: the compiled kernels (sphyr_hpc.runtime._kernels) are not "
                                "installed") and "the multigrid operators are stored as PETSc matrices" in lines[0]
     assert "stopped after 5 iterations" in done.stdout
+
+
+def test_the_installed_packages_inspect_task_runs_by_its_registry_name(installed):
+    """``inspect eval sphyr_hpc/sphyr`` finds the task of a non-editable install through its entry point
+    (setup.cfg), from a folder outside the repository, with an absolute dataset path."""
+    inspect_ai = pytest.importorskip("inspect_ai", reason="inspect-ai is not installed (bin/setup --test installs it)")
+    if "TIKTOKEN_CACHE_DIR" not in os.environ:
+        pytest.skip("mockllm/model counts tokens with tiktoken's o200k_base, which would be downloaded "
+                    "(bin/setup --test keeps it in .venv/share/tiktoken)")
+    python, package, env, work = installed
+    # inspect-ai and its dependencies from the test's venv, for this test only (a path file of the new venv)
+    (site,) = {Path(p) for p in python.parent.parent.glob("lib/python3*/site-packages")}
+    reach = site / "inspect_ai_of_the_tests.pth"
+    reach.write_text(str(Path(inspect_ai.__file__).parent.parent) + "\n")
+    try:
+        _run([python, "-m", "inspect_ai", "eval", "sphyr_hpc/sphyr", "--model", "mockllm/model", "--limit", "2",
+              "--log-dir", "inspect-logs", "-T", f"dataset={package / '_examples' / 'data' / 'v1' / 'full_easy.jsonl'}",
+              "-T", "store=none", "--display", "none"], env, work)
+        (log,) = (work / "inspect-logs").glob("*.eval")
+        task = _run([python, "-c", "import sys; from inspect_ai.log import read_eval_log; log = read_eval_log(sys.argv[1]); "
+                     "import sphyr_hpc.inspect._registry as r; print(log.status, log.eval.task, len(log.samples), r.__file__)",
+                     log], env, work)
+    finally:
+        reach.unlink()
+    assert task.stdout.split() == ["success", "sphyr_hpc/sphyr", "2", str(package / "inspect" / "_registry.py")]

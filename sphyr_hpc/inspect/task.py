@@ -1,17 +1,22 @@
-"""SPhyR as an Inspect AI task (docs/harness.md, "Inspect AI").
+"""SPhyR as an Inspect AI task (docs/harness.md, "Inspect AI"), registered as ``sphyr_hpc/sphyr``.
 
-    inspect eval sphyr_hpc/inspect/task.py --model openai/gpt-4o-mini -T dataset=examples/data/v1/full_easy.jsonl
+    inspect eval sphyr_hpc/sphyr --model openai/gpt-4o-mini -T dataset=examples/data/v1/full_easy.jsonl
 
-One sample per dataset record: the input is SPhyR's prompt (:func:`sphyr_hpc.core.prompt.prompt_of`,
-the prompt ``python -m sphyr_hpc.prompts`` writes), the target the ground truth as text, and the
-metadata the record's index, subject, dataset file and input grid.  The model answers once
-(``generate()``); :func:`sphyr_hpc.inspect.scorer.topology_score` scores the answer.  Task
-options (``-T``): ``dataset`` (a dataset JSONL file, relative to the folder ``inspect eval`` starts in;
-default the bundled v1 ``full_easy``),
-``hard`` (true/false: the fill instruction, default by the subject's name) and ``store`` (the
-yardstick store: default ``score``'s, a folder, or ``none``).  A record no sample can be made of
-is named on stderr (``FILE:LINE: skipped, reason``) and left out.  The log names the dataset,
-so ``python -m sphyr_hpc.score --inspect-log LOG`` scores it like a completions file.
+The registry name works from any folder wherever the package is installed (site-packages, or an
+editable PEP 660 install: the ``inspect_ai`` entry point, :mod:`sphyr_hpc.inspect._registry`); from
+a checkout, ``inspect eval sphyr_hpc/inspect/task.py`` runs the same task (Inspect takes a task file
+only as a path relative to the working folder).  One sample per dataset record: the input is
+SPhyR's prompt (:func:`sphyr_hpc.core.prompt.prompt_of`, the prompt ``python -m sphyr_hpc.prompts``
+writes), the target the ground truth as text, and the metadata the record's index, subject, dataset
+file and input grid.  The model answers once (``generate()``);
+:func:`sphyr_hpc.inspect.scorer.topology_score` scores the answer.  Task options (``-T``):
+``dataset`` (a dataset JSONL file, absolute or relative to the folder ``inspect eval`` starts in;
+default the bundled v1 ``full_easy``), ``hard`` (true/false: the fill instruction, default by the
+subject's name) and ``store`` (the yardstick store: default ``score``'s, a folder, or ``none``).
+A record no sample can be made of is named on stderr (``FILE:LINE: skipped, reason``) and left out.
+The log names the dataset (the task's metadata ``sphyr_hpc_dataset``, its absolute path: Inspect
+writes the dataset's location relative to the folder it ran in), so
+``python -m sphyr_hpc.score --inspect-log LOG`` scores it like a completions file, from any folder.
 """
 
 import os
@@ -25,6 +30,7 @@ from inspect_ai.solver import generate
 from sphyr_hpc.core import grid as grids
 from sphyr_hpc.core.loadcase import gravity_from_folder
 from sphyr_hpc.inspect.scorer import topology_score
+from sphyr_hpc.io.inspect_log import DATASET_KEY
 from sphyr_hpc.io.jsonl import read_jsonl
 from sphyr_hpc.io.limits import InputLimits
 from sphyr_hpc.jobs.prompts import prompt_rows, subject_of
@@ -92,4 +98,5 @@ def sphyr(dataset: str = str(DEFAULT_DATASET), hard: bool | None = None, store: 
     path = dataset_path(dataset)
     samples = samples_of(path, hard)
     return Task(dataset=MemoryDataset(samples, name=subject_of(path), location=str(path.resolve())),
-                solver=generate(), scorer=topology_score(store=_store(store)))
+                solver=generate(), scorer=topology_score(store=_store(store)),
+                metadata={DATASET_KEY: str(path.resolve())})

@@ -1,7 +1,8 @@
 """An Inspect AI log read as completions: what ``python -m sphyr_hpc.score --inspect-log LOG`` scores.
 
-The log of ``inspect eval sphyr_hpc/inspect/task.py`` names its dataset (the task's dataset
-location) and its model, and holds each sample's answer: sample ``i`` of the log becomes the line
+The log of ``inspect eval sphyr_hpc/sphyr`` names its dataset (the task's metadata
+``sphyr_hpc_dataset``, its absolute path; else the dataset's location, which Inspect writes relative
+to the folder it ran in) and its model, and holds each sample's answer: sample ``i`` of the log becomes the line
 ``{"index", "completion"}`` of a completions file (a sample that failed in Inspect, one with
 ``error`` instead of ``completion``), so the log is scored like the completions file the same
 answers would make.  Read with Inspect's own reader (:func:`inspect_ai.log.read_eval_log`); the
@@ -12,6 +13,7 @@ from pathlib import Path
 
 NEEDS_INSPECT = "reading an Inspect log needs inspect-ai: pip install 'sphyr_hpc[inspect]'"
 LOG_SUFFIXES = (".eval", ".json")
+DATASET_KEY = "sphyr_hpc_dataset"  # the task's metadata: the dataset file's absolute path
 
 
 def inspect_available():
@@ -44,9 +46,9 @@ def read_inspect_log(path):
         log = read_eval_log(str(path))
     except Exception as err:  # noqa: BLE001  (any fault of an untrusted file is its own line)
         return None, None, None, f"not a readable Inspect log: {type(err).__name__}: {str(err)[:200]}"
-    dataset = getattr(log.eval.dataset, "location", None)
+    dataset = (log.eval.metadata or {}).get(DATASET_KEY) or getattr(log.eval.dataset, "location", None)
     if not dataset:
-        return None, None, None, "the log names no dataset (a log of sphyr_hpc/inspect/task.py names it): give --dataset"
+        return None, None, None, "the log names no dataset (a log of the task sphyr_hpc/sphyr names it): give --dataset"
     lines = []
     for number, sample in enumerate(log.samples or [], start=1):
         if sample.epoch != 1:
