@@ -45,6 +45,22 @@ def commit_of(checkout=ROOT):
                           text=True).stdout.strip()
 
 
+def children(pid):
+    """The process ids of ``pid``'s children (none once it has ended)."""
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def process_name(pid):
+    """The command name of process ``pid``, or None once it has ended."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+
+
 def now():
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 

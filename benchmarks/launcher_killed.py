@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, commit_of, machine, machine_line, now, write_results
+from _common import ROOT, children, commit_of, machine, machine_line, now, process_name, write_results
 
 MODELS = 8
 # When the rank processes of the killed run are counted, in seconds after the kill.
@@ -70,20 +70,6 @@ def _alive(pids):
     return alive
 
 
-def _children(pid):
-    try:
-        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
-def _comm(pid):
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return None
-
-
 def score_cmd(tree, inputs, out, *extra):
     return [str(tree / "bin" / "mpirun"), "-n", "2", str(tree / ".venv" / "bin" / "python"), "-m",
             "sphyr_hpc.score", str(inputs), "--no-store", "--quiet", "--out", str(out), *extra]
@@ -98,13 +84,13 @@ def killed_and_resumed(tree, inputs, out, after):
     mpirun = ranks = None
     while time.time() < deadline and proc.poll() is None:
         if mpirun is None:
-            mpirun = next((c for c in _children(proc.pid) if _comm(c) == "mpirun"), None)
+            mpirun = next((c for c in children(proc.pid) if process_name(c) == "mpirun"), None)
         elif not ranks:
-            ranks = _children(mpirun)
+            ranks = children(mpirun)
         if len(_lines(log)) >= after:
             break
         time.sleep(0.01)
-    ranks = _children(mpirun) or ranks
+    ranks = children(mpirun) or ranks
     at_kill = len(_lines(log))
     os.killpg(os.getpgid(mpirun), signal.SIGKILL)
     killed = time.monotonic()
