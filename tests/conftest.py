@@ -3,6 +3,7 @@
 import atexit
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import traceback
@@ -33,6 +34,11 @@ TIKTOKEN_CACHE = ROOT / ".venv" / "share" / "tiktoken"
 O200K = "fb374d419588a4632f3f557e76b4b70aebbca790"
 if (TIKTOKEN_CACHE / O200K).is_file():
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_CACHE))
+
+# A suite started with SIGINT ignored (a background job of a script, where the shell ignores it)
+# would hand that on to every process it starts, and the interrupt tests' Ctrl-C would do nothing.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 EXAMPLE_RESULTS = ROOT / "examples" / "results"
 DATA = Path(__file__).resolve().parent / "data"
