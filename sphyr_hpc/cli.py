@@ -19,7 +19,8 @@ in this order and the same way for every command:
    ``optimize``'s memory estimate against the node's), PETSc's options inserted and
    checked (a small solve with them in a probe process,
    :func:`~sphyr_hpc.solvers.probe.check_options`), the job run;
-5. one interrupt path: SIGINT or SIGTERM on any rank, at any point, or the end
+5. one interrupt path: SIGINT or SIGTERM on any rank, at any point (one that
+   comes during 2-4 is taken once they are done on every rank), or the end
    of the launcher that started the ranks (:func:`~sphyr_hpc.runtime.launcher.watched`),
    prints the same message once and ends every rank with 130 or 143
    (:func:`~sphyr_hpc.runtime.process.end_interrupted`); one abort path: an
@@ -36,6 +37,7 @@ import difflib
 import os
 import sys
 import tempfile
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -44,8 +46,8 @@ from .io.limits import positive_int  # noqa: F401  (the commands' argparse type,
 from .runtime.launcher import watched
 from .runtime.petsc import OptionsError, command_options, require, split_petsc_args
 from .runtime.process import (USAGE_STATUS, UsageError, command_environment, end_interrupted, end_unexpected,
-                              interrupts, share_interrupts, stdout_to_a_reader_that_may_go,
-                              swallowed_interrupt, world_rank)
+                              interrupts, share_interrupts, signals_deferred,
+                              stdout_to_a_reader_that_may_go, swallowed_interrupt, world_rank)
 
 __all__ = ["Command", "Context", "Formatter", "Output", "Parser", "UsageError", "main", "positive_int",
            "report_usage_error", "world_rank", "USAGE_STATUS"]
@@ -212,43 +214,38 @@ def _parse(command, argv):
     return args, petsc_args
 
 
-def _run(command, args, petsc_args, context):
-    if not command.mpi:
-        return command.run(args, context)
-    with command_options(petsc_args):
-        if command.probe:
-            from .solvers.probe import check_options
-
-            check_options(comm=context.comm)
-        return command.run(args, context)
-
-
 def main(command, argv=None):
     """Run ``command`` on ``argv`` (default ``sys.argv[1:]``) and return its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     context, args = Context(), None
     with command_environment(), interrupts(), watched(), stdout_to_a_reader_that_may_go():
         try:
-            args, context.petsc_args = _parse(command, argv)
-            if command.requires:
-                require(command.prog, h5py=command.h5py(args))
-            for output in command.outputs(args):
-                check_writable(output)
-            if command.mpi:
-                from mpi4py import MPI
+            with ExitStack() as stack:
+                # The start, from the arguments to PETSc's options checked, is made whole on every
+                # rank before a signal is taken: a rank that left it for the interrupt path would leave
+                # another inside one of its blocking collectives (MPI's start, the interrupt
+                # communicator's, the preflight's, PETSc's start, the options probe's), where no
+                # signal handler runs, waiting for it until MPI_Abort.  It takes a fraction of a
+                # second, a few seconds with solver options (their probe solve).
+                with signals_deferred():
+                    args, context.petsc_args = _parse(command, argv)
+                    if command.requires:
+                        require(command.prog, h5py=command.h5py(args))
+                    for output in command.outputs(args):
+                        check_writable(output)
+                    if command.mpi:
+                        from mpi4py import MPI
 
-                from .runtime.tasks import wait_idle
+                        context.comm = MPI.COMM_WORLD
+                        share_interrupts(context.comm)
+                        if command.preflight is not None:
+                            command.preflight(args, context.comm)
+                        stack.enter_context(command_options(context.petsc_args))
+                        if command.probe:
+                            from .solvers.probe import check_options
 
-                context.comm = MPI.COMM_WORLD
-                share_interrupts(context.comm)
-                # The ranks meet asleep, in Python, before each blocking collective of the start (the
-                # preflight's, PETSc's start-up): a rank interrupted before one of them must not leave
-                # another inside it, where no signal handler runs, while it waits for it to end too.
-                if command.preflight is not None:
-                    wait_idle(context.comm)
-                    command.preflight(args, context.comm)
-                wait_idle(context.comm)
-            return _run(command, args, context.petsc_args, context)
+                            check_options(comm=context.comm)
+                return command.run(args, context)
         except (UsageError, OptionsError) as err:
             return report_usage_error(command.prog, err, context.comm.rank if context.comm else None)
         except (KeyboardInterrupt, Exception) as err:
