@@ -10,6 +10,7 @@ serial suite.
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -30,9 +31,10 @@ def _wait_for(condition, proc, timeout=300):
 
 
 def _documented(launcher):
-    """(message, status) that docs/score.md shows for ``timeout ... -s INT 4 <launcher> -n 2 ...``."""
+    """(message, status) that docs/score.md shows for ``timeout ... -s INT SECONDS <launcher> -n 2 ...``."""
     lines = (ROOT / "docs" / "score.md").read_text().splitlines()
-    at = next(i for i, line in enumerate(lines) if line.startswith(f"$ timeout --preserve-status -s INT 4 {launcher} -n 2"))
+    shown = re.compile(rf"\$ timeout --preserve-status -s INT [0-9.]+ {launcher} -n 2")
+    at = next(i for i, line in enumerate(lines) if shown.match(line))
     assert lines[at + 2] == "$ echo $?"
     return lines[at + 1], int(lines[at + 3])
 
