@@ -35,6 +35,14 @@ O200K = "fb374d419588a4632f3f557e76b4b70aebbca790"
 if (TIKTOKEN_CACHE / O200K).is_file():
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_CACHE))
 
+
+def needs_o200k():
+    """Skip a test of the ``inspect`` command where mockllm/model's token count would download
+    tiktoken's o200k_base (it is in no ``TIKTOKEN_CACHE_DIR``)."""
+    if not (Path(os.environ.get("TIKTOKEN_CACHE_DIR", "/nonexistent")) / O200K).is_file():
+        pytest.skip("mockllm/model counts tokens with tiktoken's o200k_base, which is not in a TIKTOKEN_CACHE_DIR "
+                    "(bin/setup --test puts it in .venv/share/tiktoken) and would be downloaded")
+
 # A suite started with SIGINT ignored (a background job of a script, where the shell ignores it)
 # would hand that on to every process it starts, and the interrupt tests' Ctrl-C would do nothing.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
@@ -105,3 +113,32 @@ def collective(compute):
     if failures:
         pytest.fail("\n".join(failures))
     return [payload for _, payload in outcomes]
+
+
+def children(pid):
+    """The process ids ``pid`` has started (none once it has ended)."""
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def process_name(pid):
+    """A process's name, or None once it has ended (bin/mpirun's short-lived children end between
+    the listing of its children and this read)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+
+
+def running(pids):
+    """Those of ``pids`` that still run (not ended, not zombies)."""
+    alive = []
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                alive.append(pid)
+        except OSError:
+            pass
+    return alive

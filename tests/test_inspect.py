@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import O200K, ROOT
+from conftest import ROOT, needs_o200k
 
 inspect_ai = pytest.importorskip(
     "inspect_ai", reason="inspect-ai is not installed: .venv/bin/python -m pip install -c constraints/debian12.txt --no-build-isolation "
@@ -169,9 +169,7 @@ def test_a_log_that_cannot_be_read_is_one_line_and_usage_errors_come_first(evalu
 def inspect_eval_command(cwd, dataset, limit, log_dir):
     """The ``inspect`` command run as a user types it: the task by its registry name, mockllm/model
     (skips where tiktoken's o200k_base, which mockllm counts tokens with, would be downloaded)."""
-    if not (Path(os.environ.get("TIKTOKEN_CACHE_DIR", "/nonexistent")) / O200K).is_file():
-        pytest.skip("mockllm/model counts tokens with tiktoken's o200k_base, which is not in a TIKTOKEN_CACHE_DIR "
-                    "(bin/setup --test puts it in .venv/share/tiktoken) and would be downloaded")
+    needs_o200k()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_COMM", "PMIX_RANK"))}
     run = subprocess.run([str(Path(sys.executable).with_name("inspect")), "eval", "sphyr_hpc/sphyr", "--model", MODEL,
                           "--limit", str(limit), "--log-dir", str(log_dir), "-T", f"dataset={dataset}", "-T", "store=none",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, needs_o200k
 
 # What the runs call by name: bin/mpirun's tools and Open MPI's (its launcher wants ssh on PATH even on
 # one node; Open MPI 5's mpirun is prterun, with prted).  No compiler, no python: the venv's python is called by its path.
@@ -130,9 +130,7 @@ def test_the_installed_packages_inspect_task_runs_by_its_registry_name(installed
     """``inspect eval sphyr_hpc/sphyr`` finds the task of a non-editable install through its entry point
     (setup.cfg), from a folder outside the repository, with an absolute dataset path."""
     inspect_ai = pytest.importorskip("inspect_ai", reason="inspect-ai is not installed (bin/setup --test installs it)")
-    if "TIKTOKEN_CACHE_DIR" not in os.environ:
-        pytest.skip("mockllm/model counts tokens with tiktoken's o200k_base, which would be downloaded "
-                    "(bin/setup --test keeps it in .venv/share/tiktoken)")
+    needs_o200k()
     python, package, env, work = installed
     # inspect-ai and its dependencies from the test's venv, for this test only (a path file of the new venv)
     (site,) = {Path(p) for p in python.parent.parent.glob("lib/python3*/site-packages")}

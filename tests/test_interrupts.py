@@ -15,11 +15,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE_RESULTS, ROOT
+from conftest import EXAMPLE_RESULTS, ROOT, children
 
 MPIRUN = str(ROOT / "bin" / "mpirun")
 
@@ -84,11 +83,6 @@ def test_an_interrupt_on_two_ranks_ends_the_run_with_one_message_and_128_plus_th
 
 def _ranks_of(proc):
     """The rank processes bin/mpirun's mpirun has started (empty until it has)."""
-    def children(pid):
-        try:
-            return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-        except OSError:
-            return []
     return [rank for child in children(proc.pid) for rank in children(child)]
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE_RESULTS, ROOT
+from conftest import EXAMPLE_RESULTS, ROOT, children, process_name, running
 from sphyr_hpc.scoring.summary import leaderboard, summarise
 from sphyr_hpc.score import main
 
@@ -153,33 +153,6 @@ def test_killed_run_resumes_to_each_record_exactly_once(reference, tmp_path):
     assert _by_key(final) == _by_key(rows)
 
 
-def _children(pid):
-    try:
-        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
-def _comm(pid):
-    """A process's name, or None once it has ended (bin/mpirun's short-lived children end between
-    the listing of its children and this read)."""
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return None
-
-
-def _running(pids):
-    alive = []
-    for pid in pids:
-        try:
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-                alive.append(pid)
-        except OSError:
-            pass
-    return alive
-
-
 def test_a_kill_of_mpiruns_process_group_stops_the_ranks_and_resume_at_once_finishes_the_run(reference, tmp_path):
     """kill -9 of mpirun's process group only (a user killing a hung launcher, a scheduler that kills
     the launcher): Open MPI's ranks live in process groups of their own, so they must notice the end of
@@ -197,9 +170,9 @@ def test_a_kill_of_mpiruns_process_group_stops_the_ranks_and_resume_at_once_fini
     deadline = time.time() + 300
     while time.time() < deadline and script.poll() is None:
         if mpirun is None:
-            mpirun = next((c for c in _children(script.pid) if _comm(c) == "mpirun"), None)
+            mpirun = next((c for c in children(script.pid) if process_name(c) == "mpirun"), None)
         else:
-            ranks = _children(mpirun) or ranks
+            ranks = children(mpirun) or ranks
         if len(ranks) == 2 and log.exists() and len(log.read_text().splitlines()) >= 6:
             break
         time.sleep(0.01)
@@ -208,7 +181,7 @@ def test_a_kill_of_mpiruns_process_group_stops_the_ranks_and_resume_at_once_fini
     assert len(log.read_text().splitlines()) < len(rows), "the kill should land mid-run"
     resumed = _mpirun(2, str(root), "--out", str(out), "--resume", "--no-store")
     script.wait(timeout=60)
-    assert not _running(ranks), "a rank of the killed run outlived the --resume"
+    assert not running(ranks), "a rank of the killed run outlived the --resume"
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "another run is writing" not in resumed.stderr
     final = _rows(out)

@@ -193,11 +193,10 @@ def launcher_gone(name):
 
 def share_interrupts(comm):
     """Prepare ``comm``'s ranks to end an interrupt together (collective, once MPI has started): a
-    duplicate of it that only :func:`end_interrupted` uses.  Returns that duplicate."""
-    # Deferred: an interrupt raised between the Dup's return and the assignment would leave this rank
-    # without the duplicate the others have, and its end would make another, which no rank matches.
-    with signals_deferred():
-        _held["peers"] = comm.Dup() if comm.size > 1 else None
+    duplicate of it that only :func:`end_interrupted` uses.  Returns that duplicate.  Called where
+    no interrupt can cut the Dup off: inside a command's start, whose signals wait for its end
+    (``cli.main``), or on the interrupt path itself."""
+    _held["peers"] = comm.Dup() if comm.size > 1 else None
     return _held["peers"]
 
 
