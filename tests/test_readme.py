@@ -6,6 +6,7 @@ commands run; every ```python block runs as a script from the folder's root. A f
 too long or need what a test machine lacks: EXPENSIVE names them, each with its reason.
 """
 
+import json
 import os
 import re
 import shutil
@@ -127,3 +128,15 @@ def test_readme_python_runs_as_printed(number, fresh_checkout):
     run = _run([str(python) if python.exists() else sys.executable, script.name], fresh_checkout)
     assert run.returncode == 0, f"README python block {number}\n{run.stdout[-2000:]}\n{run.stderr[-3000:]}"
     assert run.stdout.strip(), "a README python block prints nothing"
+
+
+def test_the_quick_starts_bin_setup_leaves_the_venvs_install_the_checkouts(fresh_checkout):
+    """The quick start runs bin/setup in the folder of links, whose .venv is the checkout's: the
+    package is the same folder, so nothing is installed again (it was, and the venv's install then
+    named the temporary folder, its console scripts gone while pip reinstalled them)."""
+    run = _run(["bin/setup"], fresh_checkout)
+    assert run.returncode == 0, run.stderr[-3000:]
+    python = ROOT / ".venv" / "bin" / "python"
+    where = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.distribution('sphyr_hpc')"
+                            ".read_text('direct_url.json'))"], cwd="/", capture_output=True, text=True, timeout=60)
+    assert json.loads(where.stdout)["url"] == ROOT.resolve().as_uri(), where.stdout
