@@ -219,6 +219,63 @@ def test_an_interrupt_that_a_library_swallowed_still_ends_the_command_as_interru
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # pytest's handler back
 
 
+@pytest.mark.parametrize("cells", [[["0", "S"], ["L", "V"]], [[0.0, 1.0]]], ids=["strings", "numbers"])
+def test_an_interrupt_that_numpy_swallowed_where_nothing_fails_afterwards_still_ends_the_command(cells, capsys):
+    # NumPy before 1.25 turns an exception raised inside ``array == x`` (the Interrupted of a signal
+    # whose handler ran there too) into a scalar False with a Future- or DeprecationWarning.  Where
+    # that False breaks nothing (``markers[cells == "S"] = ...`` in reporting/grids.py) the command
+    # carried on as if no signal had come: one rank of a 2-rank run went on drawing the report while
+    # the other waited for it, and the run ended in MPI_Abort with the message twice.  Here the
+    # handler runs inside the comparison: NumPy asks the other operand for its array interface.
+    import numpy as np
+
+    from sphyr_hpc import cli
+
+    class Operand:
+        @property
+        def __array_interface__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10_000):  # the handler runs here, inside NumPy's comparison
+                pass
+            raise AttributeError("no array interface")
+
+    def run(args, context):
+        np.array(cells) == Operand()  # noqa: B015  (the comparison is the point)
+        return 0  # the signal gone
+
+    command = cli.Command(prog="comparing", build_parser=lambda: cli.Parser(prog="comparing"), run=run, mpi=False)
+    assert cli.main(command, []) == 128 + signal.SIGINT
+    err = capsys.readouterr().err
+    assert "comparing: interrupted (SIGINT)" in err and "Traceback" not in err, err
+    assert "elementwise comparison failed" not in err, err
+
+
+def test_an_interrupt_swallowed_inside_a_task_on_several_ranks_ends_interrupted_not_aborted():
+    """A scoring task on one of several ranks (``guarded``) that fails after something caught its
+    signal's Interrupted ends the command as interrupted, not by MPI_Abort as an unexpected error."""
+    from sphyr_hpc.runtime import process
+
+    class Comm:  # rank 1 of 2
+        size, rank = 2, 1
+
+        def Abort(self, status):  # noqa: N802  (MPI's name)
+            raise AssertionError(f"aborted with status {status}")
+
+    def task():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(10_000):  # the handler raises here
+                pass
+        except KeyboardInterrupt:
+            pass  # swallowed, as NumPy's failed comparison does
+        return False.setflags(write=False)  # AttributeError: the swallower's result breaks later
+
+    with pytest.raises(process.Interrupted) as caught:
+        with process.interrupts():
+            process.guarded(Comm(), task, "scoring")
+    assert caught.value.signum == signal.SIGTERM
+
+
 def test_a_pipe_whose_reader_has_gone_drops_the_rest_of_the_output_and_every_file_is_written(tmp_path):
     """``score | head -1``: the reader goes after one line.  The command ends on its own path (PETSc
     took the write for a crash: "Caught signal number 13 Broken Pipe", MPI_Abort, status 59), with

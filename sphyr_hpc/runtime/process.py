@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 from contextlib import contextmanager
 
 PROCESS_STARTED = time.perf_counter()  # imported first thing by sphyr_hpc: before MPI and PETSc start
@@ -47,6 +48,11 @@ PEERS_SECONDS = 3.0
 # An interrupt lost inside a callback is sent again this long after the hook that caught it returned
 # (_redeliver).
 REDELIVER_SECONDS = 0.001
+# The warning (Future- or DeprecationWarning) with which NumPy before 1.25 turns any exception raised
+# inside an elementwise comparison (``string_array == "S"``), an interrupt whose handler ran there too,
+# into a scalar False: once a signal has arrived inside :func:`interrupts` it is an error instead
+# (:func:`swallowed_interrupt`).
+NUMPY_SWALLOWED = "elementwise comparison failed"
 
 
 # What a command's process runs with, unless its environment already says.  One BLAS thread: MPI
@@ -224,6 +230,8 @@ def _raise(signum, frame):
     if _held["depth"]:
         _held["signum"] = _held["signum"] or signum
         return
+    if _held["raised"] is None:  # from now on NumPy's swallowing of it raises (interrupts() undoes it)
+        warnings.filterwarnings("error", message=NUMPY_SWALLOWED)
     _held["raised"] = signum
     raise Interrupted(signum)
 
@@ -232,9 +240,11 @@ def swallowed_interrupt():
     """An :class:`Interrupted` for the signal that raised one inside :func:`interrupts`, or None.
 
     Code that catches every exception can take an interrupt for its own failure: NumPy's ``==``
-    between a string array and a string turns any exception raised inside it, a KeyboardInterrupt
-    too, into a scalar ``False`` (with a warning), and the caller then fails on a bool.  A command
-    that ends in an unexpected error after a signal arrived ends as interrupted instead."""
+    between a string array and a string (before NumPy 1.25) turns any exception raised inside it, a
+    KeyboardInterrupt too, into a scalar ``False`` with a warning, and the command would carry
+    on as if no signal had come.  Once a signal has arrived that warning is an error
+    (:data:`NUMPY_SWALLOWED`), and a command that ends in an unexpected error after a signal arrived
+    ends as interrupted instead (``cli.main``, :func:`guarded`)."""
     return None if _held["raised"] is None else Interrupted(_held["raised"])
 
 
@@ -284,7 +294,8 @@ def interrupts():
     previous_hook = sys.unraisablehook
     sys.unraisablehook = functools.partial(_redeliver, previous_hook)
     try:
-        yield
+        with warnings.catch_warnings():  # the filter _raise adds ends with the block
+            yield
     finally:
         _unshare_interrupts()
         sys.unraisablehook = previous_hook
@@ -363,12 +374,16 @@ def end_unexpected(prog, comm, note=""):
 
 def guarded(comm, compute, prog):
     """``compute()``; an unexpected exception on one of several ranks aborts them all (status 3)
-    instead of leaving the others waiting (the abort path of :func:`end_unexpected`)."""
+    instead of leaving the others waiting (the abort path of :func:`end_unexpected`); after a signal
+    whose :class:`Interrupted` something caught (:func:`swallowed_interrupt`) it raises that instead."""
     try:
         return compute()
-    except Exception:
+    except Exception as err:
         if comm.size == 1:
             raise
+        interrupt = swallowed_interrupt()
+        if interrupt is not None:  # a signal that something caught: the command ends interrupted
+            raise interrupt from err
         end_unexpected(prog, comm)
         raise
 
