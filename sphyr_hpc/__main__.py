@@ -44,7 +44,19 @@ def main(argv=None):
     return importlib.import_module(f"sphyr_hpc.{argv[0]}").main(argv[1:])
 
 
-if __name__ == "__main__":
-    from .runtime.launcher import exit_status  # bin/mpirun: the status without OpenMPI's banner
+def script():
+    """The console script ``sphyr-<command>``: the command its name says, ended as ``python -m
+    sphyr_hpc.<command>`` ends (:func:`~sphyr_hpc.runtime.launcher.run_as_process`: its status handed
+    to ``bin/mpirun``, ranks interrupted together ending through MPI_Finalize)."""
+    from pathlib import Path
 
-    sys.exit(exit_status(main()))
+    from .runtime.launcher import run_as_process
+
+    command = Path(sys.argv[0]).name.removeprefix("sphyr-")
+    return run_as_process(lambda: main([command, *sys.argv[1:]]))
+
+
+if __name__ == "__main__":
+    from .runtime.launcher import run_as_process  # bin/mpirun: the status without OpenMPI's banner
+
+    sys.exit(run_as_process(main))

@@ -45,8 +45,8 @@ from typing import Callable, Optional
 from .io.limits import positive_int  # noqa: F401  (the commands' argparse type, one definition)
 from .runtime.launcher import watched
 from .runtime.petsc import OptionsError, command_options, require, split_petsc_args
-from .runtime.process import (USAGE_STATUS, UsageError, command_environment, end_interrupted, end_unexpected,
-                              interrupts, share_interrupts, signals_deferred,
+from .runtime.process import (USAGE_STATUS, UsageError, command_ended, command_environment, end_interrupted,
+                              end_unexpected, interrupts, share_interrupts, signals_deferred,
                               stdout_to_a_reader_that_may_go, swallowed_interrupt, world_rank)
 
 __all__ = ["Command", "Context", "Formatter", "Output", "Parser", "UsageError", "main", "positive_int",
@@ -245,7 +245,9 @@ def main(command, argv=None):
                             from .solvers.probe import check_options
 
                             check_options(comm=context.comm)
-                return command.run(args, context)
+                status = command.run(args, context)
+                command_ended()
+                return status
         except (UsageError, OptionsError) as err:
             return report_usage_error(command.prog, err, context.comm.rank if context.comm else None)
         except (KeyboardInterrupt, Exception) as err:

@@ -77,6 +77,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from .runtime.launcher import exit_status  # bin/mpirun: the status without OpenMPI's banner
+    from .runtime.launcher import run_as_process  # bin/mpirun: the status without OpenMPI's banner
 
-    sys.exit(exit_status(main()))
+    sys.exit(run_as_process(main))

@@ -15,10 +15,11 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE_RESULTS, ROOT, children
+from conftest import EXAMPLE_RESULTS, ROOT, children, process_name
 
 MPIRUN = str(ROOT / "bin" / "mpirun")
 
@@ -130,6 +131,64 @@ def test_an_interrupt_under_a_bare_mpirun_prints_one_message_and_no_abort_banner
     message, status = _documented("mpirun")  # what docs/score.md shows
     assert [line.replace(str(out), "o") for line in err.strip().splitlines()] == [message]
     assert proc.returncode == status
+
+
+SCRIPT = Path(sys.executable).parent / "sphyr-score"
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="the console scripts are not installed (bin/setup installs them)")
+def test_the_console_script_on_two_ranks_ends_an_interrupt_as_python_m_does(tmp_path):
+    """``bin/mpirun -n 2 .venv/bin/sphyr-score``: one message, 130, no banner, at once (the console
+    script called the command's main alone: OpenMPI's "non-zero exit code" banner, 1.5 s)."""
+    out = tmp_path / "out"
+    proc = subprocess.Popen([MPIRUN, "-n", "2", str(SCRIPT), str(EXAMPLE_RESULTS), "--out", str(out), "--quiet"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    PHASES["mid-run"](out, proc)
+    if proc.poll() is not None:
+        pytest.skip("the run ended before the signal: a machine this fast needs a larger input")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    assert err.count("interrupted (SIGINT)") == 1 and "MPI_ABORT" not in err and "mpirun" not in err, err[-3000:]
+
+
+def _catches_sigterm(pid):
+    try:
+        caught = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return None
+    return bool(int(caught.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_once_the_command_has_ended_leaves_the_finished_runs_status(sig, tmp_path):
+    """Ctrl-C just as a 2-rank run ends: its command has returned and its ranks close down (MPI's
+    and PETSc's finalisation).  The finished run keeps its status and nothing is printed (a rank
+    ended by the signal: 130/143 and OpenMPI's "exited on signal" banner, 8 of 8 times)."""
+    out = tmp_path / "out"
+    proc = subprocess.Popen([MPIRUN, "-n", "2", sys.executable, "-m", "sphyr_hpc.score", str(EXAMPLE_RESULTS),
+                             "--out", str(out), "--quiet", "--no-report", "--no-store"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    took_over, sent = set(), False
+    while proc.poll() is None and not sent:
+        # A rank running the command catches SIGTERM (its interrupts); once it no longer does while it
+        # still runs, its command has ended.  mpirun's fork before it runs the command catches it too.
+        for rank in (r for launcher in children(proc.pid) for r in children(launcher)):
+            catches, name = _catches_sigterm(rank), process_name(rank)
+            if name is None or name == "mpirun" or catches is None:
+                continue
+            if catches:
+                took_over.add(rank)
+            elif rank in took_over:
+                proc.send_signal(sig)
+                sent = True
+                break
+        time.sleep(0.0005)
+    _, err = proc.communicate(timeout=120)
+    if not sent:
+        pytest.skip("no rank was seen closing down: the signal was not sent")
+    assert proc.returncode == 0 and err.strip() == "", err[-3000:]
+    assert json.loads((out / "run.json").read_text())["finished"]
 
 
 def test_an_interrupt_inside_a_weakref_callback_is_raised_after_it(capsys):

@@ -56,7 +56,7 @@ def test_every_command_is_a_thin_module_with_a_main_and_a_console_script():
     for name in COMMANDS:
         source = (PACKAGE / f"{name}.py").read_text()
         assert "def main(argv=None" in source and "cli.main(" in source, name
-        assert f"sphyr-{name} = sphyr_hpc.{name}:main" in setup, name
+        assert f"sphyr-{name} = sphyr_hpc.__main__:script" in setup, name  # ends as python -m does
 
 
 def test_python_m_sphyr_hpc_lists_every_command():
@@ -70,9 +70,13 @@ SCRIPT = shutil.which("sphyr-score", path=f"{Path(sys.executable).parent}{os.pat
 
 
 @pytest.mark.skipif(SCRIPT is None, reason="the console scripts are not installed (pip install -e . installs them)")
-def test_a_console_script_is_the_command():
-    run = subprocess.run([SCRIPT, "--help"], capture_output=True, text=True, timeout=60)
-    assert run.returncode == 0 and "python -m sphyr_hpc.score" in run.stdout
+def test_every_console_script_is_its_command():
+    from sphyr_hpc.__main__ import COMMANDS as LISTED
+
+    for name, _ in LISTED:
+        run = subprocess.run([str(Path(SCRIPT).with_name(f"sphyr-{name}")), "--help"], capture_output=True,
+                             text=True, timeout=60)
+        assert run.returncode == 0 and f"python -m sphyr_hpc.{name}" in run.stdout, (name, run.stderr[-2000:])
 
 
 def _documented_modules():

@@ -470,9 +470,9 @@ FULL_DISK = ("import errno, os, sys\n"
              "    written.append(row)\n"
              "    return append(self, row, text)\n"
              "results_log.ResultsLog.append = full_after_some\n"
-             "from sphyr_hpc.runtime.launcher import exit_status\n"
+             "from sphyr_hpc.runtime.launcher import run_as_process\n"
              "from sphyr_hpc.score import main\n"
-             "sys.exit(exit_status(main(sys.argv[1:])))  # as python -m sphyr_hpc.score ends\n")
+             "sys.exit(run_as_process(main))  # as python -m sphyr_hpc.score ends\n")
 
 
 @pytest.mark.parametrize("ranks", [1, 2])

@@ -29,7 +29,9 @@ is not used.  Instead ``bin/mpirun`` names a file in
 :data:`STATUS_FILE_VARIABLE`; a rank that mpirun started itself (its parent
 process is mpirun) and that ends with a status the command returned (not an
 abort, not a signal) has rank 0 write that status there and exits 0, and
-``bin/mpirun`` exits with it.  Anything else is left alone: a process under
+``bin/mpirun`` exits with it.  The file holds 0 too: a signal that reaches ``bin/mpirun`` once the
+command has ended, while mpirun closes down (where OpenMPI 4.1's mpirun can die of a segmentation
+fault when signalled), is then not passed on.  Anything else is left alone: a process under
 plain ``mpirun``, ``srun`` or no launcher, a process a rank started (a test,
 a subprocess), a command called in-process (``main()`` returns its status).
 """
@@ -39,7 +41,7 @@ import signal
 import threading
 from contextlib import contextmanager
 
-from .process import LAUNCHER_VARIABLES, ended_together, launcher_gone, world_rank
+from .process import LAUNCHER_VARIABLES, ended_together, launcher_gone, own_process, world_rank
 
 # How often the watchdog looks at the parent, and how long after the launcher's end it lets the main
 # thread take the interrupt path before it ends the process itself: within 2 s of the launcher's end.
@@ -94,6 +96,14 @@ def _started_by_mpirun():
         return False
 
 
+def run_as_process(main):
+    """What ``python -m sphyr_hpc.<command>`` and the console script ``sphyr-<command>`` run: ``main()``
+    as this process's own command (once it has ended, signals are ignored while the process closes
+    down: :func:`~.process.own_process`), and the status it exits with (:func:`exit_status`)."""
+    own_process()
+    return exit_status(main())
+
+
 def exit_status(status):
     """The status this process exits with (see the module's docstring): ``status``, or 0 once it is
     written for ``bin/mpirun``.  A rank that ended an interrupt together with the others
@@ -116,7 +126,7 @@ def exit_status(status):
 
 def _handed(status):
     path = os.environ.get(STATUS_FILE_VARIABLE)
-    if not status or not path or "OMPI_COMM_WORLD_SIZE" not in os.environ or not _started_by_mpirun():
+    if not path or "OMPI_COMM_WORLD_SIZE" not in os.environ or not _started_by_mpirun():
         return status
     if world_rank() == 0:
         try:

@@ -166,7 +166,9 @@ _held = {"depth": 0, "signum": None,  # signals_deferred: how deep, and the sign
          "in_hook": False,  # _redeliver is running: the signal it sends again waits for its end
          "launcher_gone": None,  # the name of this rank's launcher once it has ended (launcher.py)
          "peers": None,  # the communicator interrupted ranks meet on (share_interrupts)
-         "together": False}  # this rank ended an interrupt together with every other (end_interrupted)
+         "together": False,  # this rank ended an interrupt together with every other (end_interrupted)
+         "own_process": False,  # the command is this process's own (own_process)
+         "ended": False}  # the command has returned its status (command_ended)
 
 
 def ended_together():
@@ -226,7 +228,25 @@ def _peers_interrupted(seconds):
     return True
 
 
+def own_process():
+    """This process runs one command and ends with it (``python -m sphyr_hpc.<command>``, a console
+    script: :func:`sphyr_hpc.runtime.launcher.run_as_process`).  Once its command has returned
+    (:func:`command_ended`), :func:`interrupts` leaves SIGINT and SIGTERM ignored instead of giving
+    the previous handlers back: the work is done and the status decided, and a Ctrl-C that lands
+    while the process closes down (MPI's and PETSc's finalisation) would only turn a finished run
+    into a crash report (a rank ended by the signal, OpenMPI's "exited on signal" banner)."""
+    _held["own_process"] = True
+
+
+def command_ended():
+    """The command inside :func:`interrupts` has returned its status: a signal from now on is
+    ignored (it has nothing left to stop)."""
+    _held["ended"] = True
+
+
 def _raise(signum, frame):
+    if _held["ended"]:
+        return
     if _held["depth"]:
         _held["signum"] = _held["signum"] or signum
         return
@@ -289,7 +309,7 @@ def _send_again(signum):
 def interrupts():
     """SIGINT and SIGTERM raise :class:`Interrupted` inside the block (main thread only), also
     when they arrive inside a callback that cannot raise (:func:`_redeliver`)."""
-    _held["raised"] = None
+    _held["raised"], _held["ended"] = None, False
     previous = {s: signal.signal(s, _raise) for s in (signal.SIGINT, signal.SIGTERM)}
     previous_hook = sys.unraisablehook
     sys.unraisablehook = functools.partial(_redeliver, previous_hook)
@@ -297,10 +317,11 @@ def interrupts():
         with warnings.catch_warnings():  # the filter _raise adds ends with the block
             yield
     finally:
+        closing = _held["own_process"] and _held["ended"]  # own_process: ignored while it closes down
+        for s, handler in previous.items():
+            signal.signal(s, signal.SIG_IGN if closing else handler)
         _unshare_interrupts()
         sys.unraisablehook = previous_hook
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def _quiet_end():
