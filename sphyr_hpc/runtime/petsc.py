@@ -23,9 +23,7 @@ exit status 2, no traceback.
 import glob
 import importlib
 import os
-import signal
 import sys
-import threading
 from contextlib import contextmanager
 
 from .process import USAGE_STATUS
@@ -111,15 +109,13 @@ def petsc(argv=None):
 
         if argv is None:  # python -c's argv[0] is "-c", which petsc4py would take for an option
             argv = [sys.argv[0] if sys.argv and not sys.argv[0].startswith("-") else sys.executable]
-        pipe = signal.getsignal(signal.SIGPIPE)
-        petsc4py.init(argv)
+        # Without PETSc's signal handlers (-no_signal_handler): the process's signals stay Python's.
+        # PETSc's handler took a write to a pipe whose reader has gone (`score | head`) for a crash
+        # ("Caught signal number 13 Broken Pipe", MPI_Abort), and its finalisation set SIGTERM and
+        # ten more back to their defaults, where a command that has ended ignores them while its
+        # process closes down (sphyr_hpc.runtime.process.own_process).
+        petsc4py.init([argv[0], "-no_signal_handler", *argv[1:]])
         from petsc4py import PETSc
-
-        # PETSc's signal handler takes a write to a pipe whose reader has gone (`score | head`) for a
-        # crash ("Caught signal number 13 Broken Pipe", MPI_Abort); Python's own disposition, under
-        # which the write raises BrokenPipeError, is put back.
-        if pipe is not None and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGPIPE, pipe)
 
         _PETSc = PETSc
         return_freed_memory()
