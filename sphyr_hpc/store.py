@@ -72,4 +72,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .runtime.launcher import run_as_process  # bin/mpirun: the status without OpenMPI's banner
+
+    sys.exit(run_as_process(main))

@@ -19,7 +19,7 @@ PACKAGE = ROOT / "sphyr_hpc"
 TOOL = ROOT / "tests" / "tools" / "import_cycles.py"  # also the check of the layers in docs
 MAX_FUNCTION_LINES = 80
 MAX_CLASS_LINES = 300
-COMMANDS = ("prompts", "score", "validate", "certify", "report", "optimize", "generate", "scaling", "parity")
+COMMANDS = ("prompts", "score", "validate", "certify", "report", "optimize", "generate", "scaling", "parity", "store")
 
 
 def _sources():
@@ -57,6 +57,7 @@ def test_every_command_is_a_thin_module_with_a_main_and_a_console_script():
         source = (PACKAGE / f"{name}.py").read_text()
         assert "def main(argv=None" in source and "cli.main(" in source, name
         assert f"sphyr-{name} = sphyr_hpc.__main__:script" in setup, name  # ends as python -m does
+        assert "sys.exit(run_as_process(main))" in source, name  # python -m: signals, status to bin/mpirun
 
 
 def test_python_m_sphyr_hpc_lists_every_command():
