@@ -46,11 +46,18 @@ def commit_of(checkout=ROOT):
 
 
 def children(pid):
-    """The process ids of ``pid``'s children (none once it has ended)."""
+    """The process ids ``pid`` has started, from any of its threads (none once it has ended)."""
+    started = []
     try:
-        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return []
+        return started
+    for task in tasks:
+        try:
+            started += [int(p) for p in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+        except OSError:
+            pass
+    return started
 
 
 def process_name(pid):

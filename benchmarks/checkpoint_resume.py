@@ -27,23 +27,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, commit_of, machine, machine_line, now, write_results  # noqa: E402
+from _common import ROOT, children, commit_of, machine, machine_line, now, write_results  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
 MPIRUN = str(ROOT / "bin" / "mpirun")
 PETSC_OPTIONS = ["-sphyr_ksp_rtol", "1e-12"]
-
-
-def children(pid):
-    out = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            out += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
-        except OSError:
-            pass
-    return out
 
 
 def command(args, ranks, *extra):

@@ -116,11 +116,23 @@ def collective(compute):
 
 
 def children(pid):
-    """The process ids ``pid`` has started (none once it has ended)."""
+    """The process ids ``pid`` has started, from any of its threads (none once it has ended)."""
+    started = []
     try:
-        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return []
+        return started
+    for task in tasks:
+        try:
+            started += [int(p) for p in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+        except OSError:
+            pass
+    return started
+
+
+def console_script(name):
+    """The path of the console script ``sphyr-<name>`` beside this Python (else on PATH), or None."""
+    return shutil.which(f"sphyr-{name}", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
 def process_name(pid):

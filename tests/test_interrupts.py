@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE_RESULTS, ROOT, children, process_name
+from conftest import EXAMPLE_RESULTS, ROOT, children, console_script, process_name
 
 MPIRUN = str(ROOT / "bin" / "mpirun")
 
@@ -133,15 +133,15 @@ def test_an_interrupt_under_a_bare_mpirun_prints_one_message_and_no_abort_banner
     assert proc.returncode == status
 
 
-SCRIPT = Path(sys.executable).parent / "sphyr-score"
+SCRIPT = console_script("score")
 
 
-@pytest.mark.skipif(not SCRIPT.exists(), reason="the console scripts are not installed (bin/setup installs them)")
+@pytest.mark.skipif(SCRIPT is None, reason="the console scripts are not installed (bin/setup installs them)")
 def test_the_console_script_on_two_ranks_ends_an_interrupt_as_python_m_does(tmp_path):
     """``bin/mpirun -n 2 .venv/bin/sphyr-score``: one message, 130, no banner, at once (the console
     script called the command's main alone: OpenMPI's "non-zero exit code" banner, 1.5 s)."""
     out = tmp_path / "out"
-    proc = subprocess.Popen([MPIRUN, "-n", "2", str(SCRIPT), str(EXAMPLE_RESULTS), "--out", str(out), "--quiet"],
+    proc = subprocess.Popen([MPIRUN, "-n", "2", SCRIPT, str(EXAMPLE_RESULTS), "--out", str(out), "--quiet"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
     PHASES["mid-run"](out, proc)
     if proc.poll() is not None:
@@ -175,7 +175,7 @@ def test_a_signal_once_the_command_has_ended_leaves_the_finished_runs_status(sig
     while proc.poll() is None and not sent:
         # A rank running the command catches SIGTERM (its interrupts); once it no longer does while it
         # still runs, its command has ended.  mpirun's fork before it runs the command catches it too.
-        for rank in (r for launcher in children(proc.pid) for r in children(launcher)):
+        for rank in _ranks_of(proc):
             catches, name = _catches_sigterm(rank), process_name(rank)
             if name is None or name == "mpirun" or catches is None:
                 continue

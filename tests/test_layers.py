@@ -6,13 +6,13 @@ import-cycle tool, which counts every import, also one inside a function.
 """
 
 import ast
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import console_script
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "sphyr_hpc"
@@ -67,7 +67,7 @@ def test_python_m_sphyr_hpc_lists_every_command():
         assert f"\n  {name} " in run.stdout
 
 
-SCRIPT = shutil.which("sphyr-score", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+SCRIPT = console_script("score")
 
 
 @pytest.mark.skipif(SCRIPT is None, reason="the console scripts are not installed (pip install -e . installs them)")
@@ -75,7 +75,7 @@ def test_every_console_script_is_its_command():
     from sphyr_hpc.__main__ import COMMANDS as LISTED
 
     for name, _ in LISTED:
-        run = subprocess.run([str(Path(SCRIPT).with_name(f"sphyr-{name}")), "--help"], capture_output=True,
+        run = subprocess.run([console_script(name), "--help"], capture_output=True,
                              text=True, timeout=60)
         assert run.returncode == 0 and f"python -m sphyr_hpc.{name}" in run.stdout, (name, run.stderr[-2000:])
 
