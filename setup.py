@@ -138,4 +138,7 @@ class build_kernels(build_ext):
             return "no cffi (Debian: python3-cffi)"
         return None
 
-setup(ext_modules=[kernels_extension()], cmdclass={"build_ext": build_kernels})
+
+# pip and setuptools run this file as __main__; tests/test_kernel_contract.py reads its functions.
+if __name__ == "__main__":
+    setup(ext_modules=[kernels_extension()], cmdclass={"build_ext": build_kernels})
