@@ -5,10 +5,11 @@
  * from the declarations below: Python calls each kernel through them and nothing else
  * (sphyr_hpc/runtime/native.py).  The build holds both sides to them: a definition that differs
  * from its declaration is a compile error (conflicting types), so is an exported function that is
- * not declared here (-Werror=missing-prototypes), and so is a call from the module that does not
- * fit (-Werror=incompatible-pointer-types, -Werror=int-conversion).  A Python call with the wrong
- * number or kind of arguments raises TypeError.  Pointers are passed from Python as addresses
- * (numpy's array.ctypes.data; 0 for NULL).
+ * not declared here (-Werror=missing-prototypes), and so is a call from the module with other
+ * arguments; setup.py's -Werror= flags make errors of what GCC only warns about (incompatible
+ * pointer types, integer-pointer conversions).  A Python call with the wrong number or kind of
+ * arguments raises TypeError.  Pointers are passed from Python as addresses (numpy's
+ * array.ctypes.data; 0 for NULL).
  *
  * The declarations are plain C that cffi reads: one per function, integers int64_t, reals double,
  * arrays pointers to double or int64_t, results void, double or int64_t; no macro in them.
