@@ -83,7 +83,7 @@ def installed(tmp_path_factory):
 
 def test_the_installed_package_has_its_compiled_kernels_and_runs_every_command(installed):
     python, package, env, work = installed
-    loaded = _run([python, "-c", "from sphyr_hpc.runtime import native; print(native.library()._name)"], env, work)
+    loaded = _run([python, "-c", "from sphyr_hpc.runtime import native; print(native.library().__file__)"], env, work)
     assert Path(loaded.stdout.strip()).parent == package / "runtime"
     examples = package / "_examples"
     runs = [

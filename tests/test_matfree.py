@@ -233,7 +233,7 @@ def test_the_installed_kernels_are_loaded_and_built_from_these_sources():
 @ONE_RANK
 def test_without_the_extension_every_kernel_is_unavailable_with_a_one_line_reason(monkeypatch):
     monkeypatch.setattr(native, "EXTENSION", MISSING)
-    for attempt in (native.library, lambda: native.native_function("q4_apply", None), matfree.kernel):
+    for attempt in (native.library, lambda: native.native_function("q4_apply"), matfree.kernel):
         with pytest.raises(native.NativeUnavailable) as caught:
             attempt()
         reason = str(caught.value)
@@ -244,7 +244,7 @@ def test_without_the_extension_every_kernel_is_unavailable_with_a_one_line_reaso
 @ONE_RANK
 def test_a_kernel_missing_from_the_library_is_unavailable_not_an_attribute_error():
     with pytest.raises(native.NativeUnavailable, match="the compiled kernels have no no_such_kernel: "):
-        native.native_function("no_such_kernel", None)
+        native.native_function("no_such_kernel")
 
 
 @ONE_RANK

@@ -8,7 +8,6 @@ columns live on the element DMDA of an
 parallel MatMult and no field is ever gathered.
 """
 
-import ctypes
 import math
 
 import numpy as np
@@ -21,10 +20,8 @@ FILTER_RADIUS = 1.2
 def _stencil_kernel():
     """The compiled ``filter_stencil`` (the stencil kind's sum in one pass), or None without the
     compiled kernels (the numpy passes, the same sums)."""
-    pointer, size = ctypes.c_void_p, ctypes.c_int64
     try:
-        return native.native_function("filter_stencil", None, size, size, size, pointer, size, pointer,
-                               pointer, pointer, pointer)
+        return native.native_function("filter_stencil")
     except native.NativeUnavailable:
         return None
 

@@ -36,7 +36,6 @@ code's (Andreassen et al. 2011, :class:`OC88`): its sensitivity filter
 result's compliance is then the listing's, the last iteration's analysis.
 """
 
-import ctypes
 import functools
 import math
 from dataclasses import dataclass, field
@@ -393,10 +392,8 @@ def _oc_kernels():
     arrays), or None without the compiled kernels (numpy's passes)."""
     from ..runtime import native
 
-    pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
     try:
-        return (native.native_function("oc_volume", real, size, pointer, pointer, pointer, real, real),
-                native.native_function("oc_candidate", None, size, pointer, pointer, real, real, pointer))
+        return native.native_function("oc_volume"), native.native_function("oc_candidate")
     except native.NativeUnavailable:
         return None
 

@@ -1,22 +1,26 @@
-"""The package's C kernels: one extension module built by the install, called through ctypes.
+"""The package's C kernels: one extension module built by the install, made by cffi from their header.
 
 The kernels (``q4_apply.c`` and ``stencil_apply.c`` beside the solvers that call them,
-``oc_volume.c`` and ``filter_stencil.c`` beside the optimiser's) are compiled when the package is
-installed, into the extension module ``sphyr_hpc.runtime._kernels`` (``setup.py``;
-docs/install.md).  Nothing is compiled at run time, so no C compiler is needed to run.  The module
-has no Python functions: it is imported only to find its file, which :func:`library` opens with
-ctypes, and each kernel is a plain C function over NumPy buffers (:func:`native_function`).
+``oc_volume.c`` and ``filter_stencil.c`` beside the optimiser's) are declared in one header,
+``sphyr_hpc/runtime/kernels.h``, and compiled when the package is installed into the extension
+module ``sphyr_hpc.runtime._kernels`` (``setup.py``; docs/install.md), whose functions cffi made
+from the header's declarations.  So no prototype is typed here or at a call site: the header is the
+interface, and the build checks the kernels against it.  :func:`native_function` gives a kernel by
+its name in the header, called with its parameters in the header's order, each pointer as an
+address (``array.ctypes.data``, 0 for NULL); a call with the wrong number or kind of arguments
+raises TypeError.  Nothing is compiled at run time, so no C compiler is needed to run.
 
-Without the extension (a build without a C compiler, a pure-Python install, a module that does not
-load), :func:`library` raises :class:`NativeUnavailable` with a one-line reason; its callers fall
-back to PETSc or NumPy.
+Without the extension (a build without a C compiler or cffi, a pure-Python install, a module that
+does not load), :func:`library` raises :class:`NativeUnavailable` with a one-line reason; its
+callers fall back to PETSc or NumPy.
 """
 
-import ctypes
 import functools
 import importlib
 
 EXTENSION = "sphyr_hpc.runtime._kernels"
+# The module's function for kernel f is CALL + f (setup.py: it takes each pointer as an address).
+CALL = "call_"
 
 
 class NativeUnavailable(RuntimeError):
@@ -25,49 +29,45 @@ class NativeUnavailable(RuntimeError):
 
 @functools.lru_cache(maxsize=4)
 def _opened(name):
-    """``(module, library, None)`` of the extension module ``name``, or ``(None, None, reason)``."""
+    """``(module, None)`` of the extension module ``name``, or ``(None, reason)``."""
     try:
-        module = importlib.import_module(name)
+        return importlib.import_module(name), None
     except ImportError as err:
         if isinstance(err, ModuleNotFoundError) and err.name == name:
-            return None, None, (f"the compiled kernels ({name}) are not installed (the install builds "
-                                f"them where it finds a C compiler: docs/install.md)")
+            return None, (f"the compiled kernels ({name}) are not installed (the install builds them where it "
+                          f"finds a C compiler and cffi: docs/install.md)")
         first = (str(err).strip().splitlines() or ["no message"])[0]
-        return None, None, f"the compiled kernels ({name}) cannot be imported: {first}"
-    path = getattr(module, "__file__", None)
-    if not path:
-        return None, None, f"{name} is not a compiled module"
-    try:
-        return module, ctypes.CDLL(path), None
-    except OSError as err:
-        return None, None, f"cannot load the compiled kernels {path}: {err}"
+        return None, f"the compiled kernels ({name}) cannot be imported: {first}"
 
 
 def library():
-    """The ctypes library of the compiled kernels (raises :class:`NativeUnavailable`)."""
-    _, found, reason = _opened(EXTENSION)
+    """The extension module of the compiled kernels (raises :class:`NativeUnavailable`); its
+    ``__file__`` is the compiled library."""
+    found, reason = _opened(EXTENSION)
     if found is None:
         raise NativeUnavailable(reason)
     return found
 
 
+def kernels():
+    """The names of the kernels the installed extension declares (kernels.h), sorted."""
+    return sorted(name[len(CALL):] for name in dir(library().lib) if name.startswith(CALL))
+
+
 def source_digest():
     """SHA-256 (64 hex digits) of the kernels' sources the installed extension was built from, or
     None without it."""
-    module, _, _ = _opened(EXTENSION)
-    return getattr(module, "SOURCE_DIGEST", None)
+    module, _ = _opened(EXTENSION)
+    return None if module is None else module.ffi.string(module.lib.SOURCE_DIGEST).decode("ascii")
 
 
-def native_function(name, restype, *argtypes):
-    """The compiled kernel ``name`` with its ctypes signature (raises :class:`NativeUnavailable`)."""
+def native_function(name):
+    """The compiled kernel ``name``, as its header declares it (raises :class:`NativeUnavailable`)."""
     try:
-        function = getattr(library(), name)
+        return getattr(library().lib, CALL + name)
     except AttributeError:
         raise NativeUnavailable(f"the compiled kernels have no {name}: they are older than the package; "
                                 f"reinstall sphyr_hpc to build them again") from None
-    function.argtypes = list(argtypes)
-    function.restype = restype
-    return function
 
 
-__all__ = ["EXTENSION", "NativeUnavailable", "library", "native_function", "source_digest"]
+__all__ = ["CALL", "EXTENSION", "NativeUnavailable", "kernels", "library", "native_function", "source_digest"]

@@ -14,8 +14,6 @@ matrix :attr:`mat`.  :class:`ChebyshevSmoother` is the KSPPYTHON smoothing
 with any of them.
 """
 
-import ctypes
-
 import numpy as np
 
 from ..runtime.native import native_function
@@ -24,10 +22,7 @@ from ..runtime.petsc import petsc
 def vector_kernels():
     """The compiled ``chebyshev_first``, ``cg_residual`` and ``cg_direction`` (raises
     :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
-    pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
-    return (native_function("chebyshev_first", None, size, pointer, pointer, real, pointer, pointer),
-            native_function("cg_residual", real, size, real, pointer, pointer, pointer),
-            native_function("cg_direction", None, size, real, pointer, pointer, pointer))
+    return native_function("chebyshev_first"), native_function("cg_residual"), native_function("cg_direction")
 
 
 def ring_plan(PETSc, da, dof):
@@ -143,7 +138,7 @@ class FusedOperator:
             # From zero the first step's d and x are equal: only x is written, and the next step reads
             # x for d (one pass less over memory, the same values).
             if zero_guess:
-                self._first(d.size, ba.ctypes.data, self._inverse_diagonal.ctypes.data, 1.0 / theta, None,
+                self._first(d.size, ba.ctypes.data, self._inverse_diagonal.ctypes.data, 1.0 / theta, 0,
                             xa.ctypes.data)
                 first = 1
             else:

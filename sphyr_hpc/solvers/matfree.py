@@ -17,7 +17,6 @@ coarse operators come from the moduli as before
 (:mod:`sphyr_hpc.solvers.grid_galerkin`).
 """
 
-import ctypes
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,9 +29,7 @@ from .stencil import STENCIL
 
 def kernel():
     """The compiled ``q4_apply`` (raises :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
-    pointer, size = ctypes.c_void_p, ctypes.c_int64
-    return native_function("q4_apply", ctypes.c_double, size, size, *[pointer] * 6, size, pointer, pointer, size,
-                           pointer)
+    return native_function("q4_apply")
 
 
 def modal_constants(ke):
@@ -57,17 +54,10 @@ def modal_constants(ke):
     return np.array([c11, c12, c33, hu, hv])
 
 
-def _function(name, *argtypes):
-    return native_function(name, None, *argtypes)
-
-
 def kernels():
     """The compiled ``chebyshev_step``, ``q4_diagonal`` and ``q4_energies`` (raises
     :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
-    pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
-    return (_function("chebyshev_step", size, size, *[pointer] * 6, size, *[pointer] * 4, real, real, size, pointer),
-            _function("q4_diagonal", size, size, pointer, size, pointer, pointer, pointer),
-            _function("q4_energies", size, size, pointer, size, size, size, pointer, pointer))
+    return native_function("chebyshev_step"), native_function("q4_diagonal"), native_function("q4_energies")
 
 
 def stencil_nonzeros(shape, storage="aij"):
@@ -127,7 +117,7 @@ class FineOperator(FusedOperator):
         self._E = None
         self._diagonal = np.zeros(2 * self._box[0] * self._box[1])
         self._inverse_diagonal = np.zeros_like(self._diagonal)
-        self._work = np.zeros(native_function("q4_work_size", ctypes.c_int64, ctypes.c_int64)(nx))
+        self._work = np.zeros(native_function("q4_work_size")(nx))
         self.nnz = stencil_nonzeros(shape, storage)
         # What one product reads of the operator, all ranks: the moduli (sphyr_hpc.optimiser.measure).
         self.stored_bytes = 8.0 * comm.tompi4py().allreduce(self._moduli.box_array.size)

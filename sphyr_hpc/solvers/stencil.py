@@ -24,8 +24,6 @@ them.  A product reads x where it lies and its ring by the same kind of scatter
 (:func:`~sphyr_hpc.solvers.fused.ring_plan`), as the finest level does.
 """
 
-import ctypes
-
 import numpy as np
 
 from ..runtime.native import NativeUnavailable, native_function
@@ -41,24 +39,14 @@ def kernels():
     """The compiled ``stencil_apply``, ``stencil_chebyshev_step``, ``stencil_diagonal``,
     ``stencil_add_elements``, ``stencil_add_listed``, ``stencil_pack``, ``stencil_packed_size`` and
     ``stencil_work_size`` (raises :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
-    pointer, size, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
-    return (native_function("stencil_apply", real, size, size, *[pointer] * 4, size, pointer),
-            native_function("stencil_chebyshev_step", None, size, size, *[pointer] * 6, real, real, size,
-                            pointer),
-            native_function("stencil_diagonal", None, size, size, pointer, pointer, pointer),
-            native_function("stencil_add_elements", None, size, size, pointer, size, size, size, size,
-                            pointer, pointer),
-            native_function("stencil_add_listed", None, size, pointer, pointer, size, size, pointer, pointer),
-            native_function("stencil_pack", None, size, size, pointer, pointer, pointer),
-            native_function("stencil_packed_size", size, size, size),
-            native_function("stencil_work_size", size, size))
+    return tuple(map(native_function, ("stencil_apply", "stencil_chebyshev_step", "stencil_diagonal",
+                                       "stencil_add_elements", "stencil_add_listed", "stencil_pack",
+                                       "stencil_packed_size", "stencil_work_size")))
 
 
 def from_moduli_kernel():
     """The compiled ``stencil_from_moduli`` (:class:`ModuliSum`)."""
-    pointer, size = ctypes.c_void_p, ctypes.c_int64
-    return native_function("stencil_from_moduli", None, size, size, *[pointer] * 4, size, pointer, size,
-                           pointer, size, size, size, size, pointer, pointer, pointer)
+    return native_function("stencil_from_moduli")
 
 
 # The element's node pairs (a, b) whose block G[a][b] a stencil keeps (stencil_apply.c's PAIR), in its order.
@@ -109,7 +97,7 @@ class ModuliSum:
         if out.shape != self.shape + (64,) or not out.flags.c_contiguous:
             raise ValueError("elements need a contiguous (rows, columns, 64) out")
         if self._kernel is not None:
-            self._run(moduli, (0, 0, None, None), (0, 0), out.ctypes.data)
+            self._run(moduli, (0, 0, 0, 0), (0, 0), out.ctypes.data)
             return
         order = upper_order()
         x0, x1 = self.xstart[0], self.xstart[-1]
@@ -181,7 +169,7 @@ class StencilOperator(FusedOperator):
         r0, c0 = self._element_origin(moduli_sum.shape, first_row, first_col)
         if moduli_sum.shape[0] and moduli_sum.shape[1]:
             moduli_sum._run(moduli, (*self._box, self._stencils.ctypes.data, self._s_ring.ctypes.data), (r0, c0),
-                            None)
+                            0)
 
     def add_listed(self, rows, cols, upper):
         """Add elements one by one: element k's first node (rows[k], cols[k]) of the level's grid, its

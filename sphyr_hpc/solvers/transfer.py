@@ -21,8 +21,6 @@ sums for the ring into their owners afterwards, by the ring scatter of the
 stencil levels (:func:`~sphyr_hpc.solvers.fused.ring_plan`).
 """
 
-import ctypes
-
 import numpy as np
 
 from ..runtime.native import native_function
@@ -32,10 +30,7 @@ from .fused import ring_plan
 def kernels():
     """The compiled ``grid_prolong`` and ``grid_restrict`` (raises
     :class:`~sphyr_hpc.runtime.native.NativeUnavailable`)."""
-    pointer, size = ctypes.c_void_p, ctypes.c_int64
-    return (native_function("grid_prolong", None, size, size, *[pointer] * 4, size, size, *[pointer] * 3,
-                            size, pointer),
-            native_function("grid_restrict", None, size, size, *[pointer] * 4, size, size, *[pointer] * 4))
+    return native_function("grid_prolong"), native_function("grid_restrict")
 
 
 def _axis(weights_of, fine_pos, coarse_pos, coarse_start):
