@@ -30,7 +30,8 @@ from inspect_ai.solver import generate
 from sphyr_hpc.core import grid as grids
 from sphyr_hpc.core.loadcase import gravity_from_folder
 from sphyr_hpc.inspect.scorer import topology_score
-from sphyr_hpc.io.inspect_log import DATASET_KEY
+from sphyr_hpc.inspect.tools import MAX_TOOL_CALLS, answer_with_tools, default_sandbox, parse_tools, prompt_with_tools
+from sphyr_hpc.io.inspect_log import DATASET_KEY, TOOLS_KEY
 from sphyr_hpc.io.jsonl import read_jsonl
 from sphyr_hpc.io.limits import InputLimits
 from sphyr_hpc.jobs.prompts import prompt_rows, subject_of
@@ -56,8 +57,9 @@ def ground_truths(path, errors=None):
     return truths
 
 
-def samples_of(path, hard=None):
-    """The Inspect samples of one dataset file, in file order."""
+def samples_of(path, hard=None, tools=(), max_tool_calls=MAX_TOOL_CALLS):
+    """The Inspect samples of one dataset file, in file order (with ``tools``, the prompt says what
+    each does: :func:`sphyr_hpc.inspect.tools.prompt_with_tools`)."""
     gravity = list(gravity_from_folder(Path(path).resolve().parent.name))
     truths = ground_truths(path)
     samples = []
@@ -65,7 +67,7 @@ def samples_of(path, hard=None):
         if row["index"] not in truths:
             continue
         samples.append(Sample(
-            id=row["index"], input=row["prompt"], target=truths[row["index"]],
+            id=row["index"], input=prompt_with_tools(row["prompt"], tools, max_tool_calls), target=truths[row["index"]],
             metadata={"index": row["index"], "subject": row["subject"], "dataset": row["dataset"],
                       "input_grid": grids.grid_to_text(grids.prompt_input_grid(row["prompt"])),
                       "gravity": gravity}))
@@ -93,10 +95,18 @@ def _store(store):
 
 
 @task
-def sphyr(dataset: str = str(DEFAULT_DATASET), hard: bool | None = None, store: str | bool | None = True):
-    """SPhyR on one dataset file: its prompts, answered once, scored by sphyr_hpc (module docstring)."""
+def sphyr(dataset: str = str(DEFAULT_DATASET), hard: bool | None = None, store: str | bool | None = True,
+          tools: str | None = None, max_tool_calls: int = MAX_TOOL_CALLS, sandbox: str | None = None):
+    """SPhyR on one dataset file: its prompts, answered once (or with tools), scored by sphyr_hpc
+    (module docstring)."""
     path = dataset_path(dataset)
-    samples = samples_of(path, hard)
+    names = parse_tools(tools)
+    samples = samples_of(path, hard, names, max_tool_calls)
+    extra, solve = {}, generate()
+    if names:  # the run records its tools; the no-tools run is the one it always was
+        extra = {TOOLS_KEY: list(names), "sphyr_hpc_max_tool_calls": int(max_tool_calls)}
+        solve = answer_with_tools(names, int(max_tool_calls), _store(store))
     return Task(dataset=MemoryDataset(samples, name=subject_of(path), location=str(path.resolve())),
-                solver=generate(), scorer=topology_score(store=_store(store)),
-                metadata={DATASET_KEY: str(path.resolve())})
+                solver=solve, scorer=topology_score(store=_store(store)),
+                sandbox=(sandbox or default_sandbox()) if "python" in names else None,
+                metadata={DATASET_KEY: str(path.resolve()), **extra})
