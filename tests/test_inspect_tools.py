@@ -124,7 +124,8 @@ def test_each_simulate_result_is_scores_analysis_of_the_same_grid(runs):
             finite += 1
         expected = row["failure"] if row["failure"] in TOLD else "sound"
         assert result["failure"] == expected, (sample.id, result, row["failure"])
-        assert result["checks"]["overspent_material"] == result["checks"]["weaker_than_yardstick"] == "not told"
+        if "checks" in result:  # an analysed grid: the checks of the answer and the yardstick are not run
+            assert result["checks"]["overspent_material"] == result["checks"]["weaker_than_yardstick"] == "not told"
     assert finite >= 6
 
 
@@ -184,3 +185,45 @@ def test_the_python_tool_runs_in_the_local_sandbox(tmp_path):
     assert log.status == "success", log.error
     assert log.eval.sandbox.type == "local" and log.eval.metadata["sphyr_hpc_tools"] == ["python"]
     assert [sample.output.completion for sample in log.samples] == ["42", "42"]
+
+
+def test_the_docs_quote_each_tools_paragraph():
+    page = (ROOT / "docs" / "harness.md").read_text()
+    for paragraph in PARAGRAPHS.values():
+        assert f"```text\n{paragraph}\n```" in page
+
+
+def test_simulate_on_a_subject_whose_mask_hides_loads_and_supports(tmp_path):
+    """v1/3_random_column_easy masks L or S cells in all 29 records: the ground truth, which puts them
+    back, gets score's compliance; the same grid with the hidden L and S cells left 0 loses them."""
+    from sphyr_hpc.jobs.simulate import simulate_grid
+
+    dataset = ROOT / "examples" / "data" / "v1" / "3_random_column_easy.jsonl"
+    records = [json.loads(line) for line in dataset.read_text().splitlines()]
+    completions = tmp_path / "truth.jsonl"
+    completions.write_text("".join(json.dumps({"index": r["index"], "completion": grid_text(r["ground_truth"])}) + "\n"
+                                   for r in records))
+    run = score(tmp_path / "out", "--dataset", dataset, "--completions", completions, "--model", "truth", "--no-report")
+    assert run.returncode == 0, run.stderr
+    rows = {row["index"]: row for row in rows_of(tmp_path / "out")}
+    hidden = 0
+    for record in records:
+        truth, masked = record["ground_truth"], record["input_grid"]
+        result = simulate_grid(grid_text(truth), masked, store=None)
+        assert math.isclose(result["compliance"], rows[record["index"]]["compliance"], rel_tol=1e-9, abs_tol=0)
+        assert result["failure"] in ("sound", "floating_material") and result["load_carrying"]
+        lost = [[("0" if t in "LS" and m == "V" else t) for t, m in zip(tr, mr)] for tr, mr in zip(truth, masked)]
+        if lost != truth:
+            hidden += 1
+            assert simulate_grid(grid_text(lost), masked, store=None)["compliance"] != result["compliance"]
+    assert hidden == 29
+
+
+def test_a_bad_tool_option_is_one_line_naming_it():
+    from sphyr_hpc.inspect.tools import parse_max_tool_calls, parse_tools
+
+    assert parse_tools("simulate,python") == ("simulate", "python") and parse_tools("none") == parse_tools(None) == ()
+    assert parse_max_tool_calls("3") == 3 and parse_max_tool_calls(0) == 0
+    for bad, call in (("simulator", parse_tools), ("-1", parse_max_tool_calls), ("2.5", parse_max_tool_calls)):
+        with pytest.raises(ValueError, match=f"={bad}: "):
+            call(bad)

@@ -15,10 +15,14 @@ byte for byte.
 
 import json
 import shutil
+import time
 
 from inspect_ai.solver import Generate, TaskState, solver
 from inspect_ai.tool import python, tool
+from inspect_ai.util import store as sample_store
 
+from sphyr_hpc.io.inspect_log import SIMULATE_SECONDS
+from sphyr_hpc.jobs.answer import scorer_of
 from sphyr_hpc.jobs.simulate import simulate_grid
 
 TOOLS = ("simulate", "python")
@@ -29,10 +33,10 @@ PARAGRAPHS = {
     "simulate": (
         "You may call the tool simulate(grid) before you answer, up to {N} times. It runs the benchmark's "
         "finite-element analysis on a completed grid, written as you would answer (one row per line, cells "
-        "separated by spaces), under this grid's loads and supports, and returns JSON: compliance (lower is "
-        "stiffer; null when the design does not carry the load), load_carrying, volume_fraction (the share of "
-        "material), and failure, the first check the design fails (no_grid, wrong_shape, unfilled_or_unparsable, "
-        "severed_load_path, floating_material) or sound. It does not tell you the expected answer."),
+        "separated by spaces; its L and S cells are the loads and supports), and returns JSON: compliance (lower is "
+        "stiffer; null when infinite), load_carrying, volume_fraction (the share of "
+        "material), and failure, the first check the design fails (no_grid, wrong_shape, no_load_or_support, "
+        "unfilled_or_unparsable, severed_load_path, floating_material) or sound. It does not tell you the expected answer."),
     "python": (
         "You may call the tool python(code) before you answer, up to {N} times. It runs a Python script and "
         "returns what the script prints (each call is a fresh process; print what you want to see)."),
@@ -50,6 +54,17 @@ def parse_tools(tools):
     if unknown:
         raise ValueError(f"-T tools={tools}: unknown tool {', '.join(unknown)} (give simulate, python or none)")
     return tuple(dict.fromkeys(names))
+
+
+def parse_max_tool_calls(value):
+    """``-T max_tool_calls=`` as a whole number >= 0; ValueError naming the option."""
+    try:
+        calls = int(value)
+    except (TypeError, ValueError):
+        calls = -1
+    if calls < 0 or str(calls) != str(value).strip():
+        raise ValueError(f"-T max_tool_calls={value}: give a whole number of calls, 0 or more")
+    return calls
 
 
 def prompt_with_tools(prompt, tools, max_tool_calls):
@@ -76,7 +91,12 @@ def simulate(input_grid: str, gravity: list, store=True):
         Returns:
           JSON with compliance (null where infinite), load_carrying, volume_fraction and failure.
         """
-        return json.dumps(simulate_grid(grid, input_grid, tuple(gravity), store))
+        started = time.perf_counter()
+        result = json.dumps(simulate_grid(grid, input_grid, tuple(gravity), store))
+        # the call's own time, kept in the sample's store: Inspect's working time of a call also holds
+        # the time other samples held the event loop (their scoring computes yardsticks)
+        sample_store().set(SIMULATE_SECONDS, sample_store().get(SIMULATE_SECONDS, []) + [time.perf_counter() - started])
+        return result
 
     return execute
 
@@ -92,6 +112,8 @@ def tools_of(names, metadata, store=True):
 def answer_with_tools(names, max_tool_calls=MAX_TOOL_CALLS, store=True):
     """Generate with the tools ``names`` until the model answers; after ``max_tool_calls`` calls the
     tools are withheld and the model must answer."""
+    if "simulate" in names:  # PETSc and the scorer started now: no call's working time holds their start
+        scorer_of(store)
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         state.tools = tools_of(names, state.metadata, store)

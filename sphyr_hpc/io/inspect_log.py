@@ -7,7 +7,7 @@ to the folder it ran in) and its model, and holds each sample's answer: sample `
 ``error`` instead of ``completion``), so the log is scored like the completions file the same
 answers would make.  A run with tools (the task's metadata ``sphyr_hpc_tools``) is another model's
 run: its model is named ``MODEL+TOOL`` (:func:`with_tools`) and each line also holds ``tools``, the
-run's tools and that sample's calls and the seconds they took (Inspect's tool events), which
+run's tools and that sample's calls and the seconds they took (:func:`tool_calls`), which
 ``score`` keeps in the sample's row.  Read with Inspect's own reader (:func:`inspect_ai.log.read_eval_log`); the
 first epoch's samples are read.  Needs ``inspect-ai`` (``pip install 'sphyr_hpc[inspect]'``).
 """
@@ -25,10 +25,17 @@ def with_tools(model, tools):
     return "+".join([model, *tools])
 
 
+SIMULATE_SECONDS = "sphyr_hpc_simulate_seconds"  # a sample's store: each simulate call's own seconds
+
+
 def tool_calls(sample, names):
-    """A sample's ``tools`` entry: the run's tool ``names``, its calls and their seconds (working time)."""
+    """A sample's ``tools`` entry: the run's tool ``names``, its calls and their seconds: each simulate
+    call's own time (the tool keeps it in the sample's store), any other call's working time as
+    Inspect timed it."""
     events = [event for event in sample.events or () if getattr(event, "event", None) == "tool"]
-    seconds = sum(float(event.working_time or 0.0) for event in events)
+    timed = (sample.store or {}).get(SIMULATE_SECONDS)
+    seconds = sum(float(event.working_time or 0.0) for event in events
+                  if timed is None or event.function != "simulate") + sum(timed or ())
     return {"names": list(names), "calls": len(events), "seconds": round(seconds, 6)}
 
 

@@ -35,8 +35,8 @@ def tools_section(summary):
             f"<b>95 % interval</b>: paired bootstrap over samples, stratified by subject ({stats['resamples']} "
             f"resamples, seed {stats['seed']}).</p>")
     calls_note = ("<p class='note'><b>calls per sample</b>: the mean number of tool calls; <b>share calling</b>: "
-                  "samples with at least one call; <b>ms per call</b>: a call's mean working time as Inspect "
-                  "timed it.</p>")
+                  "samples with at least one call; <b>ms per call</b>: a call's mean time (simulate's as the tool "
+                  "timed it, python's as Inspect did).</p>")
     return ("<h2 id='tools'>With tools</h2>" + note
             + table(["model", "tools", "subject", "tools minus no tools", "95 % interval", "interval", "samples"],
                     rows, classes)

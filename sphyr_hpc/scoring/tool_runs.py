@@ -15,7 +15,7 @@ some record was made with tools) holds, per run with tools:
   seed); None when the run without tools is not there;
 * ``calls``: ``samples`` (the run's records), ``mean`` (tool calls per sample), ``share_calling``
   (the share of samples with at least one call), ``total`` and ``ms_per_call`` (the calls' mean
-  working time, as Inspect measured it).
+  time: :func:`sphyr_hpc.io.inspect_log.tool_calls`).
 """
 
 from collections import defaultdict
