@@ -81,10 +81,12 @@ def run_task(folder, name, **task_args):
     return read_eval_log(logs[0].location)
 
 
-def score(out, *args):
+def score(out, *args, ranks=1):
+    prefix = [str(ROOT / "bin" / "mpirun"), "-n", str(ranks)] if ranks > 1 else []
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_COMM", "PMIX_RANK"))}
-    return subprocess.run([sys.executable, "-m", "sphyr_hpc.score", *map(str, args), "--out", str(out), "--no-store",
-                           "--quiet"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run(prefix + [sys.executable, "-m", "sphyr_hpc.score", *map(str, args), "--out", str(out),
+                                    "--no-store", "--quiet"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=900)
 
 
 def rows_of(out):
@@ -169,6 +171,18 @@ def test_the_runs_with_and_without_tools_give_the_paired_delta(runs, tmp_path):
     assert f"{delta['difference']:+.3f}" in run.stdout and "tools minus no tools" in run.stdout
     page = (tmp_path / "both" / "report.html").read_text()
     assert "<h2 id='tools'>With tools</h2>" in page and f"{delta['difference']:+.3f}" in page
+
+
+def test_two_ranks_give_the_records_and_the_delta_of_one(runs, tmp_path):
+    _, with_tools, without, _ = runs
+    outs = []
+    for ranks in (1, 2):
+        run = score(tmp_path / f"n{ranks}", "--inspect-log", with_tools.location, without.location, "--no-report",
+                    ranks=ranks)
+        assert run.returncode == 0, run.stderr
+        outs.append(tmp_path / f"n{ranks}")
+    assert (outs[0] / "results.jsonl").read_bytes() == (outs[1] / "results.jsonl").read_bytes()
+    assert (outs[0] / "summary.json").read_bytes() == (outs[1] / "summary.json").read_bytes()
 
 
 def test_the_python_tool_runs_in_the_local_sandbox(tmp_path):

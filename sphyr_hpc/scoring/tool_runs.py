@@ -75,13 +75,20 @@ class ToolRuns:
                 "level": uncertainty.LEVEL, "runs": entries}
 
     def _calls(self, model):
-        per_sample = list(self.calls[model].values())
+        # in record order: the sums must not depend on the order the ranks' rows were merged in
+        calls = self.calls[model]
+        per_sample = [calls[key] for key in sorted(calls, key=_record_order)]
         total = sum(calls for calls, _ in per_sample)
         seconds = sum(s for _, s in per_sample)
         n = len(per_sample)
         return {"samples": n, "mean": total / n if n else None,
                 "share_calling": sum(calls > 0 for calls, _ in per_sample) / n if n else None,
                 "total": total, "ms_per_call": 1e3 * seconds / total if total else None}
+
+
+def _record_order(key):
+    subject, index = key
+    return (subject, 0, index, "") if isinstance(index, (int, float)) else (subject, 1, 0, str(index))
 
 
 def _signed(value):
