@@ -161,6 +161,7 @@ def main():
     # 3. together
     both = score(ROOT, OUT / "both", tools_log.location, plain_new)
     (OUT / "both" / "score_stdout.txt").write_text(both.stdout)
+    (OUT / "both" / ".sphyr_hpc.lock").unlink(missing_ok=True)  # the output folder's lock: not a result
     summary = json.loads((OUT / "both" / "summary.json").read_text())
     report["together"] = summary["tools"]
     screenshot(OUT / "both" / "report.html", OUT / "report_tools.png", height=1500)
