@@ -8,11 +8,14 @@ a checkout, ``inspect eval sphyr_hpc/inspect/task.py`` runs the same task (Inspe
 only as a path relative to the working folder).  One sample per dataset record: the input is
 SPhyR's prompt (:func:`sphyr_hpc.core.prompt.prompt_of`, the prompt ``python -m sphyr_hpc.prompts``
 writes), the target the ground truth as text, and the metadata the record's index, subject, dataset
-file and input grid.  The model answers once (``generate()``);
+file and input grid.  The model answers once (``generate()``), or with tools;
 :func:`sphyr_hpc.inspect.scorer.topology_score` scores the answer.  Task options (``-T``):
 ``dataset`` (a dataset JSONL file, absolute or relative to the folder ``inspect eval`` starts in;
 default the bundled v1 ``full_easy``), ``hard`` (true/false: the fill instruction, default by the
-subject's name) and ``store`` (the yardstick store: default ``score``'s, a folder, or ``none``).
+subject's name), ``store`` (the yardstick store: default ``score``'s, a folder, or ``none``), and
+for a run with tools ``tools`` (``simulate``, ``python``; the prompt gets a paragraph per tool and the
+solver is :func:`sphyr_hpc.inspect.tools.answer_with_tools`), ``max_tool_calls`` and ``sandbox`` (the
+python tool's: default ``docker`` where it is on PATH, else Inspect's ``local``).
 A record no sample can be made of is named on stderr (``FILE:LINE: skipped, reason``) and left out.
 The log names the dataset (the task's metadata ``sphyr_hpc_dataset``, its absolute path: Inspect
 writes the dataset's location relative to the folder it ran in), so
@@ -30,7 +33,9 @@ from inspect_ai.solver import generate
 from sphyr_hpc.core import grid as grids
 from sphyr_hpc.core.loadcase import gravity_from_folder
 from sphyr_hpc.inspect.scorer import topology_score
-from sphyr_hpc.io.inspect_log import DATASET_KEY
+from sphyr_hpc.inspect.tools import (MAX_TOOL_CALLS, answer_with_tools, default_sandbox, parse_max_tool_calls,
+                                     parse_tools, prompt_with_tools)
+from sphyr_hpc.io.inspect_log import DATASET_KEY, TOOLS_KEY
 from sphyr_hpc.io.jsonl import read_jsonl
 from sphyr_hpc.io.limits import InputLimits
 from sphyr_hpc.jobs.prompts import prompt_rows, subject_of
@@ -56,8 +61,9 @@ def ground_truths(path, errors=None):
     return truths
 
 
-def samples_of(path, hard=None):
-    """The Inspect samples of one dataset file, in file order."""
+def samples_of(path, hard=None, tools=(), max_tool_calls=MAX_TOOL_CALLS):
+    """The Inspect samples of one dataset file, in file order (with ``tools``, the prompt says what
+    each does: :func:`sphyr_hpc.inspect.tools.prompt_with_tools`)."""
     gravity = list(gravity_from_folder(Path(path).resolve().parent.name))
     truths = ground_truths(path)
     samples = []
@@ -65,7 +71,7 @@ def samples_of(path, hard=None):
         if row["index"] not in truths:
             continue
         samples.append(Sample(
-            id=row["index"], input=row["prompt"], target=truths[row["index"]],
+            id=row["index"], input=prompt_with_tools(row["prompt"], tools, max_tool_calls), target=truths[row["index"]],
             metadata={"index": row["index"], "subject": row["subject"], "dataset": row["dataset"],
                       "input_grid": grids.grid_to_text(grids.prompt_input_grid(row["prompt"])),
                       "gravity": gravity}))
@@ -93,10 +99,18 @@ def _store(store):
 
 
 @task
-def sphyr(dataset: str = str(DEFAULT_DATASET), hard: bool | None = None, store: str | bool | None = True):
-    """SPhyR on one dataset file: its prompts, answered once, scored by sphyr_hpc (module docstring)."""
+def sphyr(dataset: str = str(DEFAULT_DATASET), hard: bool | None = None, store: str | bool | None = True,
+          tools: str | None = None, max_tool_calls: int = MAX_TOOL_CALLS, sandbox: str | None = None):
+    """SPhyR on one dataset file: its prompts, answered once (or with tools), scored by sphyr_hpc
+    (module docstring)."""
     path = dataset_path(dataset)
-    samples = samples_of(path, hard)
+    names, max_tool_calls = parse_tools(tools), parse_max_tool_calls(max_tool_calls)
+    samples = samples_of(path, hard, names, max_tool_calls)
+    extra, solve = {}, generate()
+    if names:  # the run records its tools; the no-tools run is the one it always was
+        extra = {TOOLS_KEY: list(names), "sphyr_hpc_max_tool_calls": max_tool_calls}
+        solve = answer_with_tools(names, max_tool_calls, _store(store))
     return Task(dataset=MemoryDataset(samples, name=subject_of(path), location=str(path.resolve())),
-                solver=generate(), scorer=topology_score(store=_store(store)),
-                metadata={DATASET_KEY: str(path.resolve())})
+                solver=solve, scorer=topology_score(store=_store(store)),
+                sandbox=(sandbox or default_sandbox()) if "python" in names else None,
+                metadata={DATASET_KEY: str(path.resolve()), **extra})

@@ -75,6 +75,7 @@ class Sample:
     invalid_reason: str = None
     completion_status: str = None  # "missing" / "unreadable": the model's fault, counts 0
     deferred: tuple = None  # (raw completion, where) of a completion read with defer_completion
+    tools: dict = None  # a run with tools: its tools and this sample's calls (io/inspect_log.py), kept in the row
 
     def fail(self, error, completion_status=None):
         """Mark the sample unusable; ``completion_status`` when the completion is at fault."""

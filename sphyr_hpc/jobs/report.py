@@ -19,6 +19,7 @@ from ..reporting import figures
 from ..reporting.collect import ReportData
 from ..reporting.compare import render_comparison
 from ..reporting.html import PICTURES, REPORT_NAME, plural, render_report
+from ..reporting.tools_delta import tools_section
 from ..reporting.model_page import render_model_page
 from ..scoring import diagnosis as failures
 from ..scoring.summary import leaderboard
@@ -138,7 +139,8 @@ class Report:
             write_bytes_atomic(self.out_dir / PICTURES / name, png, fsync=False)
             paths.append(self.out_dir / PICTURES / name)
         page = render_report(self.title, self.data, summary, self.board, charts,
-                             {m: f"{PICTURES}/{self.pages[m]}" for m in models}, self.yardsticks)
+                             {m: f"{PICTURES}/{self.pages[m]}" for m in models}, self.yardsticks,
+                             tools_section(summary))
         return page, paths
 
     def write_main(self, rendered=None):

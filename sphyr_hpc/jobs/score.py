@@ -34,6 +34,7 @@ from ..scoring.scorer import Scorer, ScoringConfig
 from ..reporting.collect import ReportData
 from ..scoring.summary import format_leaderboard, leaderboard
 from ..scoring.tasks import make_tasks, score_record, sorted_places
+from ..scoring.tool_runs import TOOLS_KEY, format_tool_runs
 from ..scoring.yardstick_store import StoredYardsticks, format_counts, merged, summed
 from .report import Report
 from .score_inputs import check_resume, input_paths, inputs_of, load_inputs
@@ -301,6 +302,8 @@ class ScoringRun:
                 print(f"not scored: {self.problems_count} of the inputs' files or lines (each named above)")
             print(format_counts(self.yardsticks, self.stored.store, self.completions))
             print("\n".join(format_leaderboard(board)))
+            if TOOLS_KEY in summary:  # runs with tools: their delta against the runs without, and calls
+                print("\n" + "\n".join(format_tool_runs(summary[TOOLS_KEY])))
             print("\n" + "\n".join(format_failures(summary[SUMMARY_KEY])))
             if self.args.certified:
                 say(PROG, certified_count(self.args.certified, certified, scored))

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from ..io import limits as input_limits
-from ..io.inspect_log import NEEDS_INSPECT, inspect_available, log_files, read_inspect_log
+from ..io.inspect_log import NEEDS_INSPECT, inspect_available, log_files, read_inspect_log, with_tools
 from ..io.records import FileProblem, find_result_files, read_dataset_completions, read_result_file
 from ..io.records import holds_dataset_records
 from ..runtime.messages import (array_given_as_jsonl, dataset_given_as_path, existing_results, jsonl_given_as_path,
@@ -83,8 +83,13 @@ def _inspect_log_inputs(args, limits):
         if reason:
             problems.append(FileProblem(str(log), reason))
             continue
-        read, trouble = read_dataset_completions(args.dataset or dataset, log, args.model or model, args.gravity,
+        tools = {line["index"]: line["tools"] for _, line, _ in lines if "tools" in line}  # a run with tools
+        if args.model:
+            model = with_tools(args.model, next(iter(tools.values()))["names"] if tools else ())
+        read, trouble = read_dataset_completions(args.dataset or dataset, log, model, args.gravity,
                                                  limits, defer_completion=True, lines=lines)
+        for sample in read:  # its row keeps the run's tools and the sample's calls
+            sample.tools = tools.get(sample.index)
         samples += read
         problems += trouble
     return samples, problems

@@ -234,9 +234,10 @@ def _exact(names, tallies, classes):
                      for n, t in zip(names, tallies)], classes))
 
 
-def render_report(title, data, summary, board, charts, model_pages, yardsticks=None):
+def render_report(title, data, summary, board, charts, model_pages, yardsticks=None, sections=""):
     """The main page.  ``charts``: ``[(file name, PNG bytes, caption)]`` (heat map, failure bars);
-    ``model_pages``: {model: relative link of its page}."""
+    ``model_pages``: {model: relative link of its page}; ``sections``: HTML put after the leaderboard
+    (runs with tools, :mod:`sphyr_hpc.reporting.tools_delta`)."""
     fsum = summary[failures.SUMMARY_KEY]
     subjects = sorted(data.subjects)
     models = [e["model"] for e in board]
@@ -245,7 +246,7 @@ def render_report(title, data, summary, board, charts, model_pages, yardsticks=N
     tallies = [fsum["models"][m] for m in models] + [fsum[failures.OVERALL]]
     classes = [""] * len(models) + ["all"]
     body = [_overview(data, board, subjects, yardsticks), "<h2>Leaderboard</h2>",
-            _leaderboard(board, model_pages, summary.get("uncertainty") or {}), heat,
+            _leaderboard(board, model_pages, summary.get("uncertainty") or {}), sections, heat,
             _why(fsum, names, tallies, classes), bars, _exact(names, tallies, classes),
             "<h2>Per model</h2><p class='note'>Each model's page holds its per-subject means (with coverage and "
             "intervals), categories, and the best and worst completion of every subject, drawn with the "

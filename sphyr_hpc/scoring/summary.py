@@ -17,6 +17,10 @@ and per subject, with its standard error and 95 % bootstrap interval, and the
 paired comparison of every two models adjacent on the leaderboard
 (:mod:`sphyr_hpc.scoring.uncertainty`); the running summary keeps each
 counted record's topology_score for it (a float per record, not the rows).
+
+``tools`` (not a model; only when a record was made with tools) holds each
+run with tools against the same model's run without: the paired delta of
+topology_score and the tool calls (:mod:`sphyr_hpc.scoring.tool_runs`).
 """
 
 import math
@@ -24,11 +28,12 @@ from collections import defaultdict
 
 from . import uncertainty
 from .diagnosis import SUMMARY_KEY, FailureTally, failure_summary
+from .tool_runs import TOOLS_KEY, ToolRuns
 from ..core.grid import TokenTable
 from ..core.metrics import STRUCTURAL_METRIC_KEYS
 
 UNCERTAINTY_KEY = "uncertainty"  # summary.json's top-level entry (not a model)
-NOT_MODELS = (SUMMARY_KEY, UNCERTAINTY_KEY)
+NOT_MODELS = (SUMMARY_KEY, UNCERTAINTY_KEY, TOOLS_KEY)
 
 COMPLETION_STATUSES = ("missing", "unreadable")
 _SHORT = {"topology_score": "topo", "structural_efficiency": "struct", "material_efficiency": "material",
@@ -130,10 +135,12 @@ class RunningSummary:
         self.failures = defaultdict(FailureTally)
         # {model: {subject: {index: (topology_score, answered)}}} of the counted records: the bootstrap's
         self.scores = defaultdict(lambda: defaultdict(dict))
+        self.tool_runs = ToolRuns()  # the runs with tools and their calls (summary.json's "tools")
         self.records = self.scored = 0
 
     def add(self, row):
         self.groups[row["model"]][row["subject"]].add(row)
+        self.tool_runs.add(row)
         self.failures[row["model"]].add(row)
         answered = "error" not in row
         if answered or row.get("completion_status") in COMPLETION_STATUSES:
@@ -150,13 +157,14 @@ class RunningSummary:
         for model, subjects in other.scores.items():
             for subject, scores in subjects.items():
                 self.scores[model][subject].update(scores)
+        self.tool_runs.merge(other.tool_runs)
         self.records += other.records
         self.scored += other.scored
         return self
 
     def __getstate__(self):  # picklable (comm.gather): plain dicts instead of defaultdicts of lambdas
         return {"groups": {m: dict(s) for m, s in self.groups.items()}, "failures": dict(self.failures),
-                "scores": {m: dict(s) for m, s in self.scores.items()},
+                "scores": {m: dict(s) for m, s in self.scores.items()}, "tool_runs": self.tool_runs,
                 "records": self.records, "scored": self.scored}
 
     def __setstate__(self, state):
@@ -166,6 +174,7 @@ class RunningSummary:
         self.failures.update(state["failures"])
         for model, subjects in state["scores"].items():
             self.scores[model].update(subjects)
+        self.tool_runs = state["tool_runs"]
         self.records, self.scored = state["records"], state["scored"]
 
     def result(self):
@@ -173,6 +182,8 @@ class RunningSummary:
                    for model in sorted(self.groups)}
         summary[SUMMARY_KEY] = failure_summary(self.failures)  # per model and overall (sphyr_hpc.scoring.diagnosis)
         summary[UNCERTAINTY_KEY] = self.uncertainty([e["model"] for e in leaderboard(summary)])
+        if self.tool_runs:
+            summary[TOOLS_KEY] = self.tool_runs.result(self.scores)
         return summary
 
     def uncertainty(self, ranked):

@@ -89,6 +89,8 @@ def score_record(sample, scorer, fields=None, fields_format="xdmf", sample_score
     """
     sample = sample.parsed()  # a completion read with defer_completion is parsed here, by its rank
     row = {"model": sample.model, "subject": sample.subject, "index": sample.index}
+    if sample.tools is not None:  # a run with tools (io/inspect_log.py): its tools and this sample's calls
+        row["tools"] = sample.tools
     if sample.error:
         row["error"] = sample.error
         if sample.completion_status:
