@@ -27,6 +27,7 @@ from sphyr_hpc.optimiser import driver, simp
 from sphyr_hpc.optimiser.filter import DensityFilter
 from sphyr_hpc.optimiser.problems import ProblemError
 from sphyr_hpc.solvers import assembly, elasticity, hierarchy, multigrid, sizing
+from sphyr_hpc.solvers import plan as mgplan
 from sphyr_hpc.solvers.base import SolverError
 from sphyr_hpc.solvers.elasticity import elasticity_system
 from sphyr_hpc.solvers.layout import PartitionError
@@ -686,7 +687,7 @@ def _transfer_differences(nely, nelx, seed, monkeypatch):
     PETSc = petsc()
     lc = problems.preset("mbb", nelx, nely).loadcase()
     rng = np.random.default_rng(seed + WORLD.rank)
-    monkeypatch.setattr(multigrid, "STENCIL_MIN_DOFS", 0)  # every interpolation from the grids
+    monkeypatch.setattr(mgplan, "STENCIL_MIN_DOFS", 0)  # every interpolation from the grids
     clear = _options("large_transfer_")
     try:
         with elasticity_system(lc, prefix="large_transfer_", solver="mg", coarse_max_dofs=100) as mg:
@@ -809,15 +810,15 @@ def test_the_coarse_levels_are_set_up_for_each_new_design():
     assert after[0] == pytest.approx(fresh[0], rel=1e-13)
 
 
-def test_a_level_cap_given_as_a_solver_option_is_the_hierarchy_built():
-    # The caller's options reach the hierarchy's build as they reach PCMG: a cap of 3 levels on a
-    # grid that coarsens to 4 builds 3, with the same compliance (the solve's tolerance apart).
+def test_a_level_cap_is_the_plan_s_input_and_the_hierarchy_built():
+    # The level count is the plan's: a cap of 3 levels (max_levels) on a grid that coarsens to 4
+    # builds 3, with the same compliance (the solve's tolerance apart).
     lc = problems.preset("mbb", 256, 128).loadcase()
     compliances = {}
-    for options in ({"pc_mg_levels": 3}, {}):
-        with elasticity_system(lc, comm=petsc().COMM_SELF, solver="mg", options=options) as system:
+    for cap in (3, hierarchy.MAX_LEVELS):
+        with elasticity_system(lc, comm=petsc().COMM_SELF, solver="mg", max_levels=cap) as system:
             compliances[len(system.levels)] = system.solve(system.slab_of(np.ones(lc.shape)))
-            assert system.ksp.getPC().getMGLevels() == len(system.levels)
+            assert system.ksp.getPC().getMGLevels() == len(system.levels) == len(system.plan.levels)
     assert sorted(compliances) == [3, 4]
     assert compliances[3] == pytest.approx(compliances[4], rel=1e-6)
 
@@ -826,5 +827,5 @@ def test_more_levels_than_the_grid_has_is_a_usage_error_naming_the_limit(capsys)
     status = optimize.main(["--preset", "mbb", "--size", "256x128", "--solver", "mg", "--iterations", "1",
                             "--quiet", "-sphyr_pc_mg_levels", "20"])
     err = capsys.readouterr().err
-    assert status == 2 and "-sphyr_pc_mg_levels 20" in err and "at most 4" in err
+    assert status == 2 and "-sphyr_pc_mg_levels 20" in err and "plan has 4 levels" in err
     assert len(err.strip().splitlines()) == 1

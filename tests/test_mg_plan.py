@@ -112,3 +112,11 @@ def test_bad_inputs_are_clear_errors():
         mgplan.make_plan((100, 300), smoother="jacobi")
     with pytest.raises(ValueError, match="ownership"):
         mgplan.make_plan((100, 300), ranks=2)
+
+
+def test_the_plan_printed_in_docs_optimize_md_is_the_plan_made():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "optimize.md").read_text(encoding="utf-8")
+    block = page.split("```text\nmultigrid plan: 6 levels", 1)[1].split("```", 1)[0]
+    assert "multigrid plan: 6 levels" + block.rstrip("\n") == str(mgplan.ways()[0][1])

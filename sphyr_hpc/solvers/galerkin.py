@@ -158,7 +158,13 @@ class ElementGalerkin:
         return (np.concatenate(rows).astype(np.int64), np.concatenate(cols).astype(np.int64),
                 np.concatenate(vals))
 
-    def update(self, moduli):
+    @property
+    def nbytes(self):
+        """What the coarse operators hold: their CSR matrices and the maps from the moduli."""
+        return float(sum(A.getInfo(A.InfoType.LOCAL)["memory"] for A in self.mats)
+                     + sum(c.nbytes for c in self.constants))
+
+    def assemble(self, moduli):
         """The coarse operators for element moduli (natural order), written in place."""
         moduli = np.ascontiguousarray(moduli, dtype=float).ravel()
         for (regular, irregular), constant, values, A in zip(self.maps, self.constants, self.values, self.mats):

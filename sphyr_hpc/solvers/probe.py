@@ -144,6 +144,9 @@ def main(argv=None):
     except PETSc.Error as err:
         print(json.dumps({"rejected": explain_petsc_error(err)}), flush=True)
         return 0
+    except OptionsError as err:  # options that contradict each other (the fused smoother's PC)
+        print(json.dumps({"rejected": str(err)}), flush=True)
+        return 0
     print(json.dumps({"levels": levels}), flush=True)
     return 0
 

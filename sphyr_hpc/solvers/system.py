@@ -34,7 +34,7 @@ solutions.
 import numpy as np
 
 from ..core import discretisation as fe
-from ..runtime import events as timing
+from ..runtime import events
 from ..runtime.petsc import inserted_options, petsc, view_once
 from .base import RESIDUAL_TOLERANCE, LinearSystem, SolverError, residual_acceptable
 from .layout import ElementLayout, SlabFields, node_dmda
@@ -143,7 +143,7 @@ class GridSystem(SlabFields, LinearSystem):
         return ksp
 
     def _set_up(self):
-        with timing.timed(timing.SETUP):
+        with events.timed(events.SETUP):
             if self._defaults is None:  # set up before: the options were read then
                 self.ksp.setUp()
                 self._after_setup(first=False)
@@ -172,7 +172,7 @@ class GridSystem(SlabFields, LinearSystem):
             self._initial_guess()
         try:
             self._set_up()
-            with timing.timed(timing.SOLVE):
+            with events.timed(events.SOLVE):
                 self.ksp.solve(self.f, self.u)
         except self.PETSc.Error as err:
             self.reset()
