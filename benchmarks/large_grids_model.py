@@ -69,7 +69,7 @@ def levels_for(n_ranks, nelx, nely):
     px, py, xc, yc = split(n_ranks, nelx, nely)
     if min(xc) < 2 or min(yc) < 2:
         return px, py, None
-    return px, py, hierarchy(nelx, nely, xc, yc)
+    return px, py, hierarchy((nely, nelx), (xc, yc))
 
 
 def project(fit, nelx, nely, n_ranks, alpha=2e-6, beta_link=10e9, coarse_flops=1e9, beta_core=None):

@@ -251,21 +251,21 @@ def test_the_element_block_assembly_equals_the_element_assembly_on_2_ranks(monke
 @pytest.mark.parametrize("size, levels, coarse", [((300, 100), 4, (38, 13)), ((1000, 500), 6, (32, 16)),
                                                   ((1024, 512), 6, (32, 16)), ((2048, 1024), 7, (32, 16))])
 def test_hierarchy_coarsens_any_size_to_a_small_coarse_grid(size, levels, coarse):
-    levels_of = hierarchy.hierarchy(*size)
+    levels_of = hierarchy.hierarchy(size[::-1])
     assert len(levels_of) == levels
     assert (levels_of[-1].nelx, levels_of[-1].nely) == coarse
     assert levels_of[-1].n_dofs <= hierarchy.COARSE_MAX_DOFS
     for fine, coarser in zip(levels_of[:-1], levels_of[1:]):
         assert set(coarser.x_pos) <= set(fine.x_pos) and set(coarser.y_pos) <= set(fine.y_pos)  # nested
     # On 2 processes every level keeps a part for each.
-    two = hierarchy.hierarchy(*size, x_counts=[size[0] // 2, size[0] + 1 - size[0] // 2])
+    two = hierarchy.hierarchy(size[::-1], ([size[0] // 2, size[0] + 1 - size[0] // 2], None))
     assert len(two) == levels and all(min(np.diff(lv.x_starts)) >= 1 for lv in two)
 
 
 @ONE_RANK
 @pytest.mark.parametrize("size", [(13, 7), (37, 21), (40, 20)])
 def test_interpolation_reproduces_linear_fields(size):
-    fine, coarse = hierarchy.hierarchy(*size, coarse_max_dofs=10)[:2]
+    fine, coarse = hierarchy.hierarchy(size[::-1], coarse_max_dofs=10)[:2]
     indptr, cols, vals = hierarchy.interpolation_csr(fine, coarse, 0)
     import scipy.sparse as sp
 

@@ -47,7 +47,7 @@ def _coarse_max_dofs(n):
 
 def _finest(nelx, nely, coarse_max_dofs=COARSE):
     """PCMG's number of the finest level of a nelx x nely grid's hierarchy (one rank's levels)."""
-    return hierarchy.mg_levels(nelx, nely, coarse_max_dofs=coarse_max_dofs) - 1
+    return hierarchy.mg_levels((nely, nelx), coarse_max_dofs=coarse_max_dofs) - 1
 # What setup.py digests into the extension's SOURCE_DIGEST, in its order.
 KERNEL_SOURCES = ("sphyr_hpc/solvers/q4_apply.c", "sphyr_hpc/solvers/stencil_apply.c",
                   "sphyr_hpc/optimiser/oc_volume.c", "sphyr_hpc/optimiser/filter_stencil.c",

@@ -37,7 +37,7 @@ def test_the_default_plan_of_a_large_grid_on_2_ranks():
 
 
 def test_the_plan_follows_the_hierarchy_and_its_sizes():
-    levels = hierarchy(300, 100)
+    levels = hierarchy((100, 300))
     plan = mgplan.make_plan((100, 300))
     assert [lv.dofs for lv in plan.levels] == [lv.n_dofs for lv in levels]
     assert [lv.grid for lv in plan.levels] == [(300, 100), (150, 50), (75, 25), (38, 13)]
@@ -100,11 +100,15 @@ def test_every_way_a_solve_can_go_is_a_distinct_plan():
 
 
 def test_the_dimension_comes_from_the_grid():
-    assert mgplan.grid_dimension((4, 8)) == 2
-    with pytest.raises(NotImplementedError, match="3D"):
-        mgplan.make_plan((8, 8, 8))
+    from sphyr_hpc.core import discretisation as fe
+
+    assert fe.grid_dimension((4, 8)) == 2 and fe.grid_dimension((2, 4, 8)) == 3
+    for make in (mgplan.make_plan, hierarchy, lambda shape: fe.element_stiffness(dim=len(shape))):
+        with pytest.raises(NotImplementedError, match="3D"):
+            make((8, 8, 8))
     with pytest.raises(ValueError, match="expected 2 axes"):
         mgplan.make_plan((8,))
+    assert fe.element_stiffness(dim=2).shape == (8, 8)
 
 
 def test_bad_inputs_are_clear_errors():

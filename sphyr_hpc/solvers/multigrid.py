@@ -53,7 +53,8 @@ from . import plan as mgplan
 from .assembly import ElementBlockAssembly
 from .direct import InPlaceElements
 from .fused import ChebyshevSmoother, operator_of
-from .hierarchy import COARSE_MAX_DOFS, MAX_LEVELS, Level, interpolation_csr
+from . import hierarchy
+from .hierarchy import MAX_LEVELS, Level, interpolation_csr
 from .system import GridSystem
 
 # Relative residual reduction of the CG solve.  The residual check of docs/scoring.md is
@@ -218,7 +219,7 @@ class MultigridSystem(GridSystem):
         if smoother not in SMOOTHERS:
             raise ValueError(f"unknown smoother {smoother!r}: expected one of {', '.join(SMOOTHERS)}")
         self.smoother = smoother
-        self.coarse_max_dofs = coarse_max_dofs if coarse_max_dofs is not None else COARSE_MAX_DOFS
+        self.coarse_max_dofs = coarse_max_dofs if coarse_max_dofs is not None else hierarchy.COARSE_MAX_DOFS
         self.max_levels = max_levels
         self._matrix_free = matrix_free
         self.plan = self._fine = None
@@ -277,12 +278,11 @@ class MultigridSystem(GridSystem):
         """The interpolations, coarsest pair first, as the plan says: applied from the grids in C
         (:mod:`.transfer`) or stored as AIJ."""
         from .transfer import GridTransfer
-        from .hierarchy import axis_weights
 
         out = []
         for depth, (planned, fine, coarse) in enumerate(zip(self.plan.levels, self.levels[:-1], self.levels[1:])):
             if planned.transfer == mgplan.GRID:
-                out.append(GridTransfer(self.PETSc, fine, coarse, coarse_dms[depth], axis_weights).mat)
+                out.append(GridTransfer(self.PETSc, fine, coarse, coarse_dms[depth], hierarchy.axis_weights).mat)
             else:
                 out.append(stored_interpolation(self, fine, coarse))
         return out[::-1]

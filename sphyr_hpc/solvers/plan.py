@@ -34,6 +34,7 @@ solve gives the same bits run after run on the same rank count.
 
 from dataclasses import dataclass
 
+from ..core import discretisation as fe
 from .hierarchy import COARSE_MAX_DOFS, MAX_LEVELS, hierarchy
 
 # Storage of a level's operator.
@@ -152,18 +153,6 @@ class MultigridPlan:
         return "\n".join([title, "  " + line(head), *("  " + line(r) for r in rows)])
 
 
-def grid_dimension(shape):
-    """The spatial dimension of a grid of ``shape`` (cells along each axis, slowest first): 2 or 3;
-    only 2 is implemented."""
-    dim = len(shape)
-    if dim == 3:
-        raise NotImplementedError("a 3D grid has no multigrid plan yet: the hexahedral element, its "
-                                  "operators and transfers are the next issue's")
-    if dim != 2:
-        raise ValueError(f"a grid of shape {tuple(shape)}: expected 2 axes (rows, columns) or 3")
-    return dim
-
-
 def make_plan(shape, ranks=1, smoother=CHEBYSHEV, kernels=True, ownership=None,
               coarse_max_dofs=COARSE_MAX_DOFS, max_levels=MAX_LEVELS):
     """The :class:`MultigridPlan` of a grid of ``shape`` (cells along each axis, slowest first: (nely,
@@ -175,15 +164,15 @@ def make_plan(shape, ranks=1, smoother=CHEBYSHEV, kernels=True, ownership=None,
     a cap on the level count (the one input that changes the levels; PCMG's ``-pc_mg_levels`` does
     not: a different count is an error, see :class:`~.multigrid.MultigridSystem`).
     """
-    dim = grid_dimension(shape)
+    dim = fe.grid_dimension(shape)
+    if dim != 2:
+        raise fe.not_in_3d("the multigrid plan")
     if smoother not in SMOOTHERS:
         raise ValueError(f"unknown smoother {smoother!r}: expected one of {', '.join(SMOOTHERS)}")
     nely, nelx = shape
-    x_counts, y_counts = ownership if ownership is not None else (None, None)
     if ownership is None and ranks > 1:
         raise ValueError("a plan on several ranks needs the nodes each process owns (ownership)")
-    grids = tuple(hierarchy(nelx, nely, x_counts, y_counts, coarse_max_dofs=coarse_max_dofs,
-                            max_levels=max_levels))
+    grids = tuple(hierarchy(shape, ownership, coarse_max_dofs=coarse_max_dofs, max_levels=max_levels))
     n = len(grids)
     factor = LU if ranks == 1 else REDUNDANT_LU
     in_place = smoother == SOR and ranks == 1
@@ -223,4 +212,4 @@ def ways():
             ("one level, 1 rank", make_plan((20, 40), 1, CHEBYSHEV, True))]
 
 
-__all__ = ["MultigridPlan", "PlannedLevel", "grid_dimension", "make_plan", "ways"]
+__all__ = ["MultigridPlan", "PlannedLevel", "make_plan", "ways"]

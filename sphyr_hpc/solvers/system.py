@@ -65,7 +65,7 @@ class GridSystem(SlabFields, LinearSystem):
         self.loadcase = loadcase
         self.comm = comm if comm is not None else PETSc.COMM_WORLD
         self.prefix = prefix
-        self.ke = fe.element_stiffness(nu)
+        self.ke = fe.element_stiffness(nu, dim=fe.grid_dimension(loadcase.shape))
         self.hierarchy = None        # multigrid levels as logged after the first set-up
         self.multigrid = None        # the multigrid set-up (levels, interpolations), MultigridSystem only
         self.last_iterations = 0     # KSP iterations of the last solve
