@@ -56,6 +56,7 @@ from .fused import ChebyshevSmoother, operator_of
 from . import hierarchy
 from .hierarchy import MAX_LEVELS, Level, interpolation_csr
 from .system import GridSystem
+from .transfer import GridTransfer
 
 # Relative residual reduction of the CG solve.  The residual check of docs/scoring.md is
 # ||K u - f|| <= 1e-6 * max(||f||, 1) and ||f|| < 1 for a unit load spread
@@ -181,22 +182,23 @@ def finest_level(system, plan):
 @dataclass
 class MultigridSetup:
     """What :class:`MultigridSystem` built for PCMG: ``levels`` (the grids, finest first),
-    ``interpolations`` (its PETSc interpolation matrices, coarsest pair first) and ``coarse`` (the
+    ``interpolations`` (its PETSc interpolation matrices, coarsest pair first), ``transfers`` (what
+    owns each: a :class:`~.transfer.GridTransfer` or the stored matrix itself) and ``coarse`` (the
     coarse operators, assembled with K), owned by this object and destroyed by :meth:`close` (the
     system closes it)."""
 
     levels: list
     interpolations: list = ()
     coarse: object = None
+    transfers: list = ()
 
     def close(self):
-        for P in self.interpolations:
-            context = P.getPythonContext() if P.getType() == "python" else None
-            if context is not None:
-                context.close()  # a GridTransfer: its scatter and the matrix
+        for owner in self.transfers:
+            if isinstance(owner, GridTransfer):
+                owner.close()  # its scatter and its matrix
             else:
-                P.destroy()
-        self.interpolations = ()
+                owner.destroy()
+        self.interpolations = self.transfers = ()
         if self.coarse is not None:
             self.coarse.close()
             self.coarse = None
@@ -256,10 +258,11 @@ class MultigridSystem(GridSystem):
         coarse = self._coarse_operators()
         for level, A in enumerate(reversed(coarse.mats)):  # coarsest first, as PCMG numbers them
             (pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)).setOperators(A)
-        interpolations = self._interpolations(getattr(coarse, "dms", None))
+        transfers = self._transfers(getattr(coarse, "dms", None))
+        interpolations = [getattr(owner, "mat", owner) for owner in transfers]
         for level, P in enumerate(interpolations, start=1):
             pc.setMGInterpolation(level, P)
-        self.multigrid = MultigridSetup(self.levels, interpolations, coarse)
+        self.multigrid = MultigridSetup(self.levels, interpolations, coarse, transfers)
         set_smoothers(PETSc, pc, plan)
         return plan.options
 
@@ -274,15 +277,13 @@ class MultigridSystem(GridSystem):
 
         return GridGalerkin(self.PETSc, self, self.levels, self.plan.coarse_storages, tune=tune_operator)
 
-    def _interpolations(self, coarse_dms):
+    def _transfers(self, coarse_dms):
         """The interpolations, coarsest pair first, as the plan says: applied from the grids in C
-        (:mod:`.transfer`) or stored as AIJ."""
-        from .transfer import GridTransfer
-
+        (a :class:`~.transfer.GridTransfer`, its ``mat``) or stored as AIJ (the matrix)."""
         out = []
         for depth, (planned, fine, coarse) in enumerate(zip(self.plan.levels, self.levels[:-1], self.levels[1:])):
             if planned.transfer == mgplan.GRID:
-                out.append(GridTransfer(self.PETSc, fine, coarse, coarse_dms[depth], hierarchy.axis_weights).mat)
+                out.append(GridTransfer(self.PETSc, fine, coarse, coarse_dms[depth], hierarchy.axis_weights))
             else:
                 out.append(stored_interpolation(self, fine, coarse))
         return out[::-1]
