@@ -125,7 +125,7 @@ def dmda_coarsening_check(sizes=((300, 100), (1000, 500), (1024, 512))):
                 break
             levels += 1
         exact = [(nelx // 2**i, nely // 2**i) for i in range(levels)]
-        ours = hierarchy.hierarchy(nelx, nely)
+        ours = hierarchy.hierarchy((nely, nelx))
         rows.append({"size": f"{nelx}x{nely}", "dmda_levels": [f"{a}x{b}" for a, b in chain], "dmda_error": error,
                      "dmda_coarse_dofs": 2 * (chain[-1][0] + 1) * (chain[-1][1] + 1),
                      "even_halving_levels": [f"{a}x{b}" for a, b in exact],

@@ -69,12 +69,12 @@ def levels_for(n_ranks, nelx, nely):
     px, py, xc, yc = split(n_ranks, nelx, nely)
     if min(xc) < 2 or min(yc) < 2:
         return px, py, None
-    return px, py, hierarchy(nelx, nely, xc, yc)
+    return px, py, hierarchy((nely, nelx), (xc, yc))
 
 
 def project(fit, nelx, nely, n_ranks, alpha=2e-6, beta_link=10e9, coarse_flops=1e9, beta_core=None):
     """Seconds per SIMP iteration and its parts on ``n_ranks`` (a dict), or None if the grid cannot be split."""
-    from sphyr_hpc.solvers import multigrid
+    from sphyr_hpc.solvers import plan as mgplan
     from sphyr_hpc.solvers.hierarchy import level_visits
 
     px, py, levels = levels_for(n_ranks, nelx, nely)
@@ -94,14 +94,14 @@ def project(fit, nelx, nely, n_ranks, alpha=2e-6, beta_link=10e9, coarse_flops=1
             sub_y = len(level.y_pos) / py
             edge_bytes = 2 * (sub_x + sub_y + 2) * 2 * 8
             per_exchange = 8 * alpha + edge_bytes / beta_link
-            visits = level_visits(depth, "w", multigrid.FINEST_CYCLE)
+            visits = level_visits(depth, "w", mgplan.FINEST_CYCLE)
             per_iteration = visits * (2 * SMOOTH_STEPS + 1 + 2) + (1 if depth == 0 else 0)
             t_halo += (its * per_iteration + ESTEIG_STEPS) * per_exchange
     coarse = levels[-1]
     n_c = coarse.n_dofs
     bandwidth = 2 * (len(coarse.x_pos) + 1)
     solve_flops = 4.0 * n_c * bandwidth
-    visits = level_visits(n_levels - 1, "w", multigrid.FINEST_CYCLE)
+    visits = level_visits(n_levels - 1, "w", mgplan.FINEST_CYCLE)
     gather = (alpha * math.log2(n_ranks) + n_c * 8 / beta_link) if n_ranks > 1 else 0.0
     t_coarse = its * visits * (solve_flops / coarse_flops + gather) + n_c * bandwidth**2 / coarse_flops
     total = t_bytes + t_halo + t_reduce + t_coarse

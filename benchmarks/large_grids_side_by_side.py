@@ -13,11 +13,7 @@
    ranks), KSP iterations, peak RSS per rank, GB per 1M DOFs (sum of the
    ranks' peaks), the copy bandwidth, and for the new tree the bytes each
    phase must move and measured / bound (``sphyr_hpc/optimiser/measure.py``).
-3. Once, this tree with today's behaviour from options only
-   (``-sphyr_pc_mg_galerkin both -sphyr_filter_type matrix
-   -sphyr_mg_finest_cycle_type w``: K stored as AIJ, PCMG's PtAP, the filter
-   matrix, W-cycles on every level): the bytes the old format must move.
-4. ``--variant LABEL:OPTIONS``: this tree with other options in every round, after that
+3. ``--variant LABEL:OPTIONS``: this tree with other options in every round, after that
    round's old and new runs (a lever measured against the run beside it).
 4. ``--big``: this tree alone, ``--big-iterations`` iterations, after checking
    that the machine has the memory free (0.75 GB per 1M DOFs a run needs

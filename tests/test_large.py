@@ -27,6 +27,7 @@ from sphyr_hpc.optimiser import driver, simp
 from sphyr_hpc.optimiser.filter import DensityFilter
 from sphyr_hpc.optimiser.problems import ProblemError
 from sphyr_hpc.solvers import assembly, elasticity, hierarchy, multigrid, sizing
+from sphyr_hpc.solvers import plan as mgplan
 from sphyr_hpc.solvers.base import SolverError
 from sphyr_hpc.solvers.elasticity import elasticity_system
 from sphyr_hpc.solvers.layout import PartitionError
@@ -250,21 +251,21 @@ def test_the_element_block_assembly_equals_the_element_assembly_on_2_ranks(monke
 @pytest.mark.parametrize("size, levels, coarse", [((300, 100), 4, (38, 13)), ((1000, 500), 6, (32, 16)),
                                                   ((1024, 512), 6, (32, 16)), ((2048, 1024), 7, (32, 16))])
 def test_hierarchy_coarsens_any_size_to_a_small_coarse_grid(size, levels, coarse):
-    levels_of = hierarchy.hierarchy(*size)
+    levels_of = hierarchy.hierarchy(size[::-1])
     assert len(levels_of) == levels
     assert (levels_of[-1].nelx, levels_of[-1].nely) == coarse
     assert levels_of[-1].n_dofs <= hierarchy.COARSE_MAX_DOFS
     for fine, coarser in zip(levels_of[:-1], levels_of[1:]):
         assert set(coarser.x_pos) <= set(fine.x_pos) and set(coarser.y_pos) <= set(fine.y_pos)  # nested
     # On 2 processes every level keeps a part for each.
-    two = hierarchy.hierarchy(*size, x_counts=[size[0] // 2, size[0] + 1 - size[0] // 2])
+    two = hierarchy.hierarchy(size[::-1], ([size[0] // 2, size[0] + 1 - size[0] // 2], None))
     assert len(two) == levels and all(min(np.diff(lv.x_starts)) >= 1 for lv in two)
 
 
 @ONE_RANK
 @pytest.mark.parametrize("size", [(13, 7), (37, 21), (40, 20)])
 def test_interpolation_reproduces_linear_fields(size):
-    fine, coarse = hierarchy.hierarchy(*size, coarse_max_dofs=10)[:2]
+    fine, coarse = hierarchy.hierarchy(size[::-1], coarse_max_dofs=10)[:2]
     indptr, cols, vals = hierarchy.interpolation_csr(fine, coarse, 0)
     import scipy.sparse as sp
 
@@ -686,7 +687,7 @@ def _transfer_differences(nely, nelx, seed, monkeypatch):
     PETSc = petsc()
     lc = problems.preset("mbb", nelx, nely).loadcase()
     rng = np.random.default_rng(seed + WORLD.rank)
-    monkeypatch.setattr(multigrid, "STENCIL_MIN_DOFS", 0)  # every interpolation from the grids
+    monkeypatch.setattr(mgplan, "STENCIL_MIN_DOFS", 0)  # every interpolation from the grids
     clear = _options("large_transfer_")
     try:
         with elasticity_system(lc, prefix="large_transfer_", solver="mg", coarse_max_dofs=100) as mg:
@@ -809,15 +810,15 @@ def test_the_coarse_levels_are_set_up_for_each_new_design():
     assert after[0] == pytest.approx(fresh[0], rel=1e-13)
 
 
-def test_a_level_cap_given_as_a_solver_option_is_the_hierarchy_built():
-    # The caller's options reach the hierarchy's build as they reach PCMG: a cap of 3 levels on a
-    # grid that coarsens to 4 builds 3, with the same compliance (the solve's tolerance apart).
+def test_a_level_cap_is_the_plan_s_input_and_the_hierarchy_built():
+    # The level count is the plan's: a cap of 3 levels (max_levels) on a grid that coarsens to 4
+    # builds 3, with the same compliance (the solve's tolerance apart).
     lc = problems.preset("mbb", 256, 128).loadcase()
     compliances = {}
-    for options in ({"pc_mg_levels": 3}, {}):
-        with elasticity_system(lc, comm=petsc().COMM_SELF, solver="mg", options=options) as system:
+    for cap in (3, hierarchy.MAX_LEVELS):
+        with elasticity_system(lc, comm=petsc().COMM_SELF, solver="mg", max_levels=cap) as system:
             compliances[len(system.levels)] = system.solve(system.slab_of(np.ones(lc.shape)))
-            assert system.ksp.getPC().getMGLevels() == len(system.levels)
+            assert system.ksp.getPC().getMGLevels() == len(system.levels) == len(system.plan.levels)
     assert sorted(compliances) == [3, 4]
     assert compliances[3] == pytest.approx(compliances[4], rel=1e-6)
 
@@ -826,5 +827,5 @@ def test_more_levels_than_the_grid_has_is_a_usage_error_naming_the_limit(capsys)
     status = optimize.main(["--preset", "mbb", "--size", "256x128", "--solver", "mg", "--iterations", "1",
                             "--quiet", "-sphyr_pc_mg_levels", "20"])
     err = capsys.readouterr().err
-    assert status == 2 and "-sphyr_pc_mg_levels 20" in err and "at most 4" in err
+    assert status == 2 and "-sphyr_pc_mg_levels 20" in err and "plan has 4 levels" in err
     assert len(err.strip().splitlines()) == 1

@@ -19,7 +19,7 @@ from conftest import ROOT, collective, two_ranks_marker
 from sphyr_hpc.core import discretisation as fe
 from sphyr_hpc.optimiser import problems
 from sphyr_hpc.runtime import native
-from sphyr_hpc.runtime.petsc import petsc
+from sphyr_hpc.runtime.petsc import OptionsError, petsc
 from sphyr_hpc.solvers import elasticity, hierarchy, matfree, multigrid
 from sphyr_hpc.solvers.elasticity import elasticity_system
 from sphyr_hpc.solvers.system import unit_energies
@@ -47,7 +47,7 @@ def _coarse_max_dofs(n):
 
 def _finest(nelx, nely, coarse_max_dofs=COARSE):
     """PCMG's number of the finest level of a nelx x nely grid's hierarchy (one rank's levels)."""
-    return hierarchy.mg_levels(nelx, nely, coarse_max_dofs=coarse_max_dofs) - 1
+    return hierarchy.mg_levels((nely, nelx), coarse_max_dofs=coarse_max_dofs) - 1
 # What setup.py digests into the extension's SOURCE_DIGEST, in its order.
 KERNEL_SOURCES = ("sphyr_hpc/solvers/q4_apply.c", "sphyr_hpc/solvers/stencil_apply.c",
                   "sphyr_hpc/optimiser/oc_volume.c", "sphyr_hpc/optimiser/filter_stencil.c",
@@ -189,14 +189,19 @@ def test_the_modes_are_refused_for_another_element_matrix():
 
 @ONE_RANK
 def test_stencil_nonzeros_count_what_petsc_stores():
-    # The DMDA's matrices: AIJ (K of PCGAMG) and SBAIJ (K of the stored multigrid operators).
+    # The DMDA's matrices: AIJ (K of PCGAMG; a grid of one multigrid level) and SBAIJ (K of the stored
+    # multigrid operators; 41x39 is two levels, 13x7 one).
     PETSc = petsc()
-    lc = problems.preset("mbb", 13, 7).loadcase()
-    for storage, arguments in (("aij", {"solver": "gamg"}), ("sbaij", {"solver": "mg", "matrix_free": False})):
+    for storage, shape, arguments in (("aij", (13, 7), {"solver": "gamg"}),
+                                      ("aij", (13, 7), {"solver": "mg", "matrix_free": False}),
+                                      ("sbaij", (41, 39), {"solver": "mg", "matrix_free": False})):
+        lc = problems.preset("mbb", *shape).loadcase()
         with elasticity_system(lc, prefix="mf_count_", comm=PETSc.COMM_SELF, **arguments) as mg:
             mg.assemble(mg.slab_of(np.ones(lc.shape)))
             assert mg.K.getType() == "seq" + storage
             stored = mg.K.getInfo()["nz_used"]
+            if arguments["solver"] == "mg":
+                assert mg.plan.finest.storage == storage and len(mg.plan.levels) == (2 if storage == "sbaij" else 1)
         assert matfree.stencil_nonzeros(lc.shape, storage) == stored
 
 
@@ -323,6 +328,41 @@ def test_the_finest_level_runs_a_v_cycle_below_w_cycles():
     assert results["default"][:2] == ("v", "w") and results["v"][:2] == ("v", "v")
     assert results["default"][2] == pytest.approx(results["v"][2], rel=1e-9)  # both CG solves stop at 1e-6
     assert results["default"][3] != results["v"][3]
+
+
+@ONE_RANK
+def test_the_command_line_cycle_reaches_the_finest_level(monkeypatch):
+    """-<prefix>pc_mg_cycle_type sets every level's cycle, the finest's too (nothing forces a V on it
+    after setFromOptions): counted by the fused smoother's visits of each level in one solve."""
+    from sphyr_hpc.solvers.fused import ChebyshevSmoother
+
+    lc = problems.preset("mbb", 128, 64).loadcase()
+    moduli = fe.simp_modulus(np.full(lc.shape, 0.5))
+    visits = {}
+    solve = ChebyshevSmoother.solve
+
+    def counted(self, ksp, b, x):
+        level = ksp.getOptionsPrefix()
+        visits[level] = visits.get(level, 0) + 1
+        return solve(self, ksp, b, x)
+
+    monkeypatch.setattr(ChebyshevSmoother, "solve", counted)
+    per_cycle = {}
+    for cycle, options in (("default", {}), ("w", {"pc_mg_cycle_type": "w"}), ("v", {"pc_mg_cycle_type": "v"})):
+        prefix = f"mf_cycle_cl_{cycle}_"
+        clear = _with_options(prefix, options)
+        try:
+            with elasticity_system(lc, prefix=prefix, solver="mg", coarse_max_dofs=COARSE) as mg:
+                n = mg.ksp.getPC().getMGLevels()
+                assert n >= 4 and mg.plan.levels[1].smoother == "fused-chebyshev"
+                visits.clear()
+                mg.solve(mg.slab_of(moduli))
+                # Visits of the second finest level a visit of the finest (one a cycle).
+                ratio = visits[f"{prefix}mg_levels_{n - 2}_"] / visits[f"{prefix}mg_levels_{n - 1}_"]
+                per_cycle[cycle] = (ratio, mg.mg_finest_cycle)
+        finally:
+            clear()
+    assert per_cycle == {"default": (1.0, "v"), "w": (2.0, "w"), "v": (1.0, "v")}
 
 
 @ONE_RANK
@@ -527,7 +567,7 @@ def test_the_finest_smoother_is_fused_by_default_and_petscs_by_its_level_options
     finest = _finest(128, 64)
     designs = [fe.simp_modulus(np.random.default_rng(s).uniform(0.3, 1.0, lc.shape)) for s in (6, 7)]
     fused = _solve_with_smoother(lc, designs, "mf_smooth_fused_", {})
-    # PETSc's KSPCHEBYSHEV (with the levels' PCJACOBI) on the finest level, by its PCMG level option.
+    # PETSc's KSPCHEBYSHEV (with the level's PCJACOBI, set by the plan) on the finest level, by its level option.
     stock = _solve_with_smoother(lc, designs, "mf_smooth_petsc_", {f"mg_levels_{finest}_ksp_type": "chebyshev"})
     assert [kind for kind, *_ in fused] == ["python", "python"]
     assert [kind for kind, *_ in stock] == ["chebyshev", "chebyshev"]
@@ -536,12 +576,17 @@ def test_the_finest_smoother_is_fused_by_default_and_petscs_by_its_level_options
         assert abs(its_fused - its_stock) <= 1
     # A new K is a new estimate (made in the set-up, before the solve).
     assert fused[0][3] != fused[1][3]
-    # The level's preconditioner chosen alone keeps PETSc's smoothing there too.
+    # No option is read to choose the smoother: the level's Jacobi named again keeps the fused one ...
     jacobi = _solve_with_smoother(lc, designs[:1], "mf_smooth_jacobi_", {f"mg_levels_{finest}_pc_type": "jacobi"})
-    assert jacobi[0][0] == "chebyshev" and jacobi[0][1] == pytest.approx(fused[0][1], rel=1e-9)
-    # Another smoother on every level keeps PETSc's there.
-    other = _solve_with_smoother(lc, designs[:1], "mf_smooth_nopc_", {"mg_levels_pc_type": "none"})
-    assert other[0][0] == "chebyshev"
+    assert jacobi[0][0] == "python" and jacobi[0][1] == pytest.approx(fused[0][1], rel=1e-9)
+    # ... and another preconditioner under it alone is an error naming the option to add, not ignored.
+    with pytest.raises(OptionsError, match="mf_smooth_nopc_mg_levels_3_pc_type none give "
+                                           "-mf_smooth_nopc_mg_levels_3_ksp_type too"):
+        _solve_with_smoother(lc, designs[:1], "mf_smooth_nopc_", {"mg_levels_pc_type": "none"})
+    # Another Krylov method on every level with it: PETSc's there.
+    other = _solve_with_smoother(lc, designs[:1], "mf_smooth_other_", {"mg_levels_pc_type": "none",
+                                                                         "mg_levels_ksp_type": "chebyshev"})
+    assert other[0][0] == "chebyshev" and other[0][1] == pytest.approx(fused[0][1], rel=1e-9)
 
 
 def _estimate_against_petsc_cg(preset, nelx, nely, seed, steps=10):

@@ -16,6 +16,7 @@ from sphyr_hpc.core import discretisation as fe
 from sphyr_hpc.optimiser import measure, problems
 from sphyr_hpc.runtime.petsc import petsc
 from sphyr_hpc.solvers import multigrid, stencil
+from sphyr_hpc.solvers import plan as mgplan
 from sphyr_hpc.solvers.elasticity import elasticity_system
 from sphyr_hpc.solvers.fused import operator_of
 from sphyr_hpc.solvers.stencil import NS, StencilOperator
@@ -28,7 +29,7 @@ two_ranks = two_ranks_marker("tests/test_stencil.py")
 
 def _all_stencils(monkeypatch):
     """Every level between the finest and the coarsest of the systems made next as stencils, however small."""
-    monkeypatch.setattr(multigrid, "STENCIL_MIN_DOFS", 0)
+    monkeypatch.setattr(mgplan, "STENCIL_MIN_DOFS", 0)
 
 
 def _stored(lc, prefix):
@@ -207,11 +208,11 @@ def test_small_levels_stay_sbaij_and_petscs_smoother_is_a_level_option(monkeypat
     lc = problems.preset("mbb", 192, 64).loadcase()
     # By default a level under STENCIL_MIN_DOFS (a rank) stays SBAIJ with PETSc's Chebyshev.
     kinds, c_default, _, stored, sizes = _kinds(lc, "st_default_", {})
-    expected = [("python", "python") if n >= multigrid.STENCIL_MIN_DOFS else ("seqsbaij", "chebyshev")
+    expected = [("python", "python") if n >= mgplan.STENCIL_MIN_DOFS else ("seqsbaij", "chebyshev")
                 for n in sizes]
     assert kinds == expected and ("python", "python") in kinds and ("seqsbaij", "chebyshev") in kinds
     # The bytes model reads a stencil level's 19 numbers a node.
-    assert stored == [8.0 * NS * n / 2 for n in sizes if n >= multigrid.STENCIL_MIN_DOFS]
+    assert stored == [8.0 * NS * n / 2 for n in sizes if n >= mgplan.STENCIL_MIN_DOFS]
     # Without the kernels' operators (matrix_free=False) every level is SBAIJ with PETSc's Chebyshev,
     # however large (no stencil levels without the finest level's shell): the same solve.
     _all_stencils(monkeypatch)
@@ -244,7 +245,7 @@ def test_interpolations_into_large_levels_are_applied_from_the_grids_and_stored_
     lc = problems.preset("mbb", 192, 64).loadcase()
     pairs, c_default = _interpolation_kinds(lc, "tr_default_")
     # Into a level of STENCIL_MIN_DOFS (a rank) or more: the C transfers; into a smaller one: AIJ.
-    assert pairs == [("python" if n >= multigrid.STENCIL_MIN_DOFS else "seqaij", n) for _, n in pairs]
+    assert pairs == [("python" if n >= mgplan.STENCIL_MIN_DOFS else "seqaij", n) for _, n in pairs]
     assert {kind for kind, _ in pairs} == {"python", "seqaij"}
     # Every operator a PETSc matrix (matrix_free=False): the interpolations too, the same solve.
     pairs, c_stored = _interpolation_kinds(lc, "tr_aij_", matrix_free=False)

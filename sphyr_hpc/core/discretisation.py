@@ -47,7 +47,21 @@ def strain_displacement(xi, eta):
     return b, np.linalg.det(jac)
 
 
-def element_stiffness(nu=NU):
+def grid_dimension(shape):
+    """The spatial dimension of a grid of cells ``shape`` (cells along each axis, slowest first:
+    (rows, columns) in 2D, (layers, rows, columns) in 3D): 2 or 3."""
+    dim = len(shape)
+    if dim not in (2, 3):
+        raise ValueError(f"a grid of shape {tuple(shape)}: expected 2 axes (rows, columns) or 3")
+    return dim
+
+
+def not_in_3d(what):
+    """The error of a piece that exists in 2D only, for a 3D grid."""
+    return NotImplementedError(f"{what} exists for 2D grids only: the 3D (hexahedral) one is not built yet")
+
+
+def element_stiffness(nu=NU, dim=2):
     """8x8 stiffness of a unit-square Q4 element with unit modulus, the same to the bit on every CPU.
 
     ``B^T D B`` is summed as explicit products (NumPy multiplies, then adds),
@@ -58,6 +72,8 @@ def element_stiffness(nu=NU):
     The lower triangle is the upper one's mirror, so K is symmetric by
     construction whatever the arithmetic.
     """
+    if dim != 2:
+        raise not_in_3d("the element (unit-square Q4)") if dim == 3 else ValueError(f"dimension {dim}: expected 2 or 3")
     d = constitutive_matrix(nu)
     ke = np.zeros((8, 8))
     gauss = (-1.0 / np.sqrt(3.0), 1.0 / np.sqrt(3.0))

@@ -17,7 +17,7 @@ with any of them.
 import numpy as np
 
 from ..runtime.native import native_function
-from ..runtime.petsc import petsc
+from ..runtime.petsc import OptionsError, petsc
 
 def vector_kernels():
     """The compiled ``chebyshev_first``, ``cg_residual`` and ``cg_direction`` (raises
@@ -218,6 +218,22 @@ class ChebyshevSmoother:
     def __init__(self):
         self._version = None
         self._bounds = None
+        self._transform = (0.0, 0.1, 0.0, 1.1)  # -ksp_chebyshev_esteig, as KSPCHEBYSHEV's default
+        self._estimate_steps = 10               # -esteig_ksp_max_it, as KSPCHEBYSHEV's CG estimator's
+
+    def setFromOptions(self, ksp):
+        """The smoother's own options under its KSP's prefix (called by KSPSetFromOptions, as
+        KSPCHEBYSHEV reads its own): ``-ksp_chebyshev_esteig a,b,c,d``, ``-esteig_ksp_max_it``."""
+        options = petsc().Options(ksp.getOptionsPrefix())
+        transform = options.getString("ksp_chebyshev_esteig", ",".join(map(str, self._transform)))
+        values = [v for v in transform.split(",") if v.strip()]
+        try:
+            self._transform = tuple(float(v) for v in values)
+        except ValueError:
+            values = ()
+        if len(values) != 4:
+            raise ValueError(f"-{ksp.getOptionsPrefix()}ksp_chebyshev_esteig {transform}: expected a,b,c,d")
+        self._estimate_steps = options.getInt("esteig_ksp_max_it", self._estimate_steps)
 
     @property
     def bounds(self):
@@ -228,21 +244,22 @@ class ChebyshevSmoother:
         fine = operator_of(ksp.getOperators()[0])
         if fine is None:
             raise ValueError("the fused Chebyshev smoother needs a level applied by sphyr_hpc's own kernels "
-                             "(-<prefix>mat_type shell, -<prefix>mg_levels_mat_type stencil)")
+                             "(a level the multigrid plan holds as matrix-free or stencil)")
         return fine
 
     def _estimate(self, ksp, fine):
         """The Chebyshev interval for K's current moduli (CG's Lanczos values, as KSPCHEBYSHEV)."""
-        PETSc = petsc()
-        options = PETSc.Options(ksp.getOptionsPrefix())
-        transform = [float(v) for v in options.getString("ksp_chebyshev_esteig", "0,0.1,0,1.1").split(",")]
-        if len(transform) != 4:
-            raise ValueError(f"-{ksp.getOptionsPrefix()}ksp_chebyshev_esteig: expected a,b,c,d")
-        low, high = fine.extreme_eigenvalues(options.getInt("esteig_ksp_max_it", 10), ksp.getComm())
-        a, b, c, d = transform
+        low, high = fine.extreme_eigenvalues(self._estimate_steps, ksp.getComm())
+        a, b, c, d = self._transform
         return a * low + b * high, c * low + d * high
 
     def setUp(self, ksp):
+        if ksp.getPC().getType() != "jacobi":
+            # Its Jacobi scaling is fused into each step: another preconditioner would go unused.
+            prefix = ksp.getOptionsPrefix()
+            raise OptionsError(f"the fused Chebyshev smoother of -{prefix} applies Jacobi itself: with "
+                             f"-{prefix}pc_type {ksp.getPC().getType()} give -{prefix}ksp_type too "
+                             f"(e.g. chebyshev)")
         fine = self._operator(ksp)
         if fine.version != self._version:
             self._bounds = self._estimate(ksp, fine)

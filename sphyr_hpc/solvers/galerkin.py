@@ -20,10 +20,12 @@ element matrix with its fixed rows and columns dropped, as assembled): for the
 square ancestors away from supports, whose children all contribute the same
 tables, one dense product (children's moduli) @ (table) and a scatter; for the
 rest a sparse product with 64 entries per child.  The operators equal PCMG's
-Galerkin products up to rounding (``tests/test_multigrid.py``); the system
-solved and its convergence test are unchanged.  Used by the one-rank,
-in-place assembled multigrid systems (the scorer's large SIMP runs); on
-several ranks PCMG's own products remain.
+Galerkin products up to rounding (``tests/test_large.py``,
+``test_coarse_operators_from_the_element_moduli_equal_the_galerkin_products``);
+the system solved and its convergence test are unchanged.  Used by the
+one-rank, in-place assembled multigrid systems (the scorer's large SIMP runs);
+on several ranks the coarse operators come from the moduli on coarse DMDAs
+(:mod:`.grid_galerkin`).
 """
 
 import numpy as np
@@ -156,7 +158,13 @@ class ElementGalerkin:
         return (np.concatenate(rows).astype(np.int64), np.concatenate(cols).astype(np.int64),
                 np.concatenate(vals))
 
-    def update(self, moduli):
+    @property
+    def nbytes(self):
+        """What the coarse operators hold: their CSR matrices and the maps from the moduli."""
+        return float(sum(A.getInfo(A.InfoType.LOCAL)["memory"] for A in self.mats)
+                     + sum(c.nbytes for c in self.constants))
+
+    def assemble(self, moduli):
         """The coarse operators for element moduli (natural order), written in place."""
         moduli = np.ascontiguousarray(moduli, dtype=float).ravel()
         for (regular, irregular), constant, values, A in zip(self.maps, self.constants, self.values, self.mats):

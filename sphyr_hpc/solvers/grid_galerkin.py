@@ -303,7 +303,15 @@ class GridGalerkin:
         return (coarse_rows, coarse_cols, rows, cols, _projected(wy, wx, A)[:, columns],
                 _projected(wy, wx, B)[:, columns], _rounds(coarse_rows, coarse_cols))
 
-    def update(self, moduli):
+    @property
+    def nbytes(self):
+        """What the coarse operators hold on this rank: their element matrices, stencils, matrices."""
+        held = sum(G.nbytes for G in self.G if G is not None)
+        held += sum(op.nbytes if op is not None else A.getInfo(A.InfoType.LOCAL)["memory"]
+                    for op, A in zip(self.operators, self.mats))
+        return float(held)
+
+    def assemble(self, moduli):
         """Every coarse operator for the element moduli of this rank's slab (collective)."""
         add = self.PETSc.InsertMode.ADD_VALUES
         moduli = np.ascontiguousarray(moduli, dtype=float).reshape(self._slab_shape)

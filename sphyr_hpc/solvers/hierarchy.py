@@ -37,6 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core import discretisation as fe
+
 MAX_LEVELS = 12
 # The coarsest grid is factorised (LU) at every set-up: ~2-4k DOFs costs milliseconds.
 COARSE_MAX_DOFS = 3000
@@ -111,13 +113,17 @@ def coarse_nodes(n):
     return np.unique(np.concatenate([np.arange(0, n + 1, 2), [n]]))
 
 
-def hierarchy(nelx, nely, x_counts=None, y_counts=None, coarse_max_dofs=COARSE_MAX_DOFS,
-              max_levels=MAX_LEVELS):
-    """The levels of the geometric hierarchy, finest first.
+def hierarchy(shape, ownership=None, coarse_max_dofs=COARSE_MAX_DOFS, max_levels=MAX_LEVELS):
+    """The levels of the geometric hierarchy of a grid of cells ``shape`` (slowest axis first: (nely,
+    nelx) in 2D), finest first.
 
-    ``x_counts``/``y_counts`` are the fine DMDA's nodes per process column/row
+    ``ownership``: the fine DMDA's nodes per process along each axis, x first
     (``DMDAGetOwnershipRanges``); default one process.
     """
+    if fe.grid_dimension(shape) != 2:
+        raise fe.not_in_3d("the multigrid hierarchy")
+    nely, nelx = shape
+    x_counts, y_counts = ownership if ownership is not None else (None, None)
     x_counts = [nelx + 1] if x_counts is None else list(x_counts)
     y_counts = [nely + 1] if y_counts is None else list(y_counts)
     levels = [Level(tuple(range(nelx + 1)), tuple(range(nely + 1)), _starts(x_counts), _starts(y_counts))]
@@ -138,9 +144,9 @@ def hierarchy(nelx, nely, x_counts=None, y_counts=None, coarse_max_dofs=COARSE_M
     return levels
 
 
-def mg_levels(nelx, nely, max_levels=MAX_LEVELS, coarse_max_dofs=COARSE_MAX_DOFS):
-    """Number of multigrid levels of a nelx x nely element grid (one process)."""
-    return len(hierarchy(nelx, nely, coarse_max_dofs=coarse_max_dofs, max_levels=max_levels))
+def mg_levels(shape, max_levels=MAX_LEVELS, coarse_max_dofs=COARSE_MAX_DOFS):
+    """Number of multigrid levels of a grid of cells ``shape`` (slowest axis first; one process)."""
+    return len(hierarchy(shape, coarse_max_dofs=coarse_max_dofs, max_levels=max_levels))
 
 
 def axis_weights(fine_pos, coarse_pos):

@@ -18,7 +18,10 @@ class PartitionError(ValueError):
 
 
 def node_dmda(PETSc, shape, comm, prefix):
-    """The nodal DMDA (dof 2, box stencil 1, Q1 elements, unit cells), options under ``prefix``."""
+    """The nodal DMDA of a grid of cells ``shape`` (slowest axis first; dof 2, box stencil 1, Q1
+    elements, unit cells), options under ``prefix``."""
+    if fe.grid_dimension(shape) != 2:
+        raise fe.not_in_3d("the grid's DMDA layout")
     nely, nelx = shape
     da = PETSc.DMDA().create(
         dim=2, dof=2, sizes=(nelx + 1, nely + 1), stencil_width=1,

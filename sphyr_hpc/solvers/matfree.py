@@ -154,8 +154,8 @@ class FineOperator(FusedOperator):
         rows, position = np.unique(row, return_inverse=True)
         return rows, position, column, element, entry
 
-    def assemble(self, K, moduli):
-        """Take new element moduli (this rank's slab): ``K`` (:attr:`mat`) is K of them from now on."""
+    def assemble(self, moduli):
+        """Take new element moduli (this rank's slab): :attr:`mat` is K of them from now on."""
         self._E = E = self._moduli.box(moduli)
         ny, nx = self._box
         self._diagonal_of(ny, nx, E.ctypes.data, E.shape[1], self._ke.ctypes.data, self._diagonal.ctypes.data,
@@ -224,6 +224,11 @@ class FineOperator(FusedOperator):
                 xa[fixed] = kept
             ya[fixed] = kept
         return dot + float(kept @ kept)  # y = x on the fixed DOFs
+
+    @property
+    def nbytes(self):
+        """What this operator holds on this rank: the moduli box, the diagonal and its inverse."""
+        return float(self._moduli.box_array.nbytes + self._diagonal.nbytes + self._inverse_diagonal.nbytes)
 
     def energies(self, u_local):
         """u_e^T K0 u_e of every element of this rank's slab (row-major), from the ghosted local

@@ -1,41 +1,39 @@
 """CG + geometric multigrid on the grid's own hierarchy: the solver of large grids.
 
-The hierarchy (levels, coarsening, bilinear interpolation) is
-:mod:`sphyr_hpc.solvers.hierarchy`; this module puts it into PETSc's PCMG.
-:class:`MultigridSystem` builds one of two operator sets, chosen by what the
-system is for, never by an option:
+:class:`MultigridSystem` makes the grid's :class:`~.plan.MultigridPlan` (a pure
+function of the grid, the ranks, the smoother kind and whether the compiled
+kernels load: :func:`~.plan.make_plan`), builds what each planned level says and
+gives the levels to PETSc's PCMG; the plan's option defaults are inserted and
+``setFromOptions`` is called once, last, so the command line wins on every level
+(the cycle included).  No option is read to choose what is built.
 
-* **from the kernels** (the default with Chebyshev smoothing where the compiled
-  kernels are installed, :mod:`sphyr_hpc.runtime.native`): the finest level
-  applied from the element moduli with no stored K (:mod:`.matfree`, a
-  MATPYTHON), the coarse operators summed from the moduli on coarse DMDAs
-  (:mod:`.grid_galerkin`: no ``MatPtAP``, no intermediate products held), the
-  levels of :data:`STENCIL_MIN_DOFS` DOFs a rank and more held as symmetric
-  node stencils applied in C (:mod:`.stencil`), the smaller ones as SBAIJ,
-  the coarsest as AIJ for its LU; the interpolations into levels of
-  :data:`STENCIL_MIN_DOFS` a rank and more applied from the grids in C
-  (:mod:`.transfer`), the smaller ones stored as AIJ; Chebyshev/Jacobi
-  smoothing fused into one pass a step on the finest and the stencil levels
-  (:class:`~.fused.ChebyshevSmoother`, a KSPPYTHON).
-* **stored** (Gauss-Seidel smoothing, ``smoother="sor"``: the yardstick's
-  SIMP runs, :mod:`.sizing`; and Chebyshev where the kernels are not
-  installed, after one warning line): every operator a PETSc matrix, K
-  assembled in place on one rank with the coarse operators from the moduli
-  (:mod:`.galerkin`), else K in 2x2 element blocks (:mod:`.assembly`) and the
-  coarse operators on coarse DMDAs; SBAIJ with Chebyshev (the upper block
-  triangle moves 0.47x the bytes of AIJ a MatMult), AIJ with SOR (PETSc 3.18's
-  SOR on SBAIJ with 2x2 blocks crashes); interpolations stored as AIJ.
+What a level can be (the plan's words):
 
-Defaults (each overridable under the system's options prefix, e.g.
-``-sphyr_mg_levels_ksp_max_it 3``, ``-sphyr_pc_mg_cycle_type v``): CG to a
-relative residual of :data:`RTOL`; W-cycles below a V on the finest level
-(:data:`FINEST_CYCLE`), Chebyshev(2)/Jacobi smoothing with eigenvalue
-estimates (10 CG steps) recomputed for every new operator, LU on the coarsest
-level (``redundant`` LU on several ranks).  A level's fused smoother is a
-default like any other: ``-sphyr_mg_levels_5_ksp_type chebyshev`` gives PETSc's
-own KSPCHEBYSHEV with PCJACOBI on level 5.
-``-<prefix>pc_mg_levels N`` caps the number of levels (PCMG's option, read
-when the hierarchy is built).
+* ``matrix-free``: the finest level applied from the element moduli in C, no
+  stored K (:class:`~.matfree.FineOperator`, a MATPYTHON);
+* ``stencil``: a coarse level held as symmetric node stencils applied in C
+  (:class:`~.stencil.StencilOperator`);
+* ``sbaij``/``aij``: a PETSc matrix on the level's DMDA (the finest assembled in
+  2x2 element blocks, :class:`StoredLevel`); ``aij-in-place``: the finest on one
+  rank with K's CSR values written in place (:class:`InPlaceLevel`);
+* the coarsest level is AIJ and factored (LU; PCREDUNDANT on several ranks).
+
+Every level operator offers the same few things: its ``mat``,
+``assemble(moduli)``, ``nbytes`` (what it holds) and ``close()``; the coarser
+levels' operators are summed from the moduli together
+(:class:`~.grid_galerkin.GridGalerkin` on coarse DMDAs, or
+:class:`~.galerkin.ElementGalerkin` on one rank in place), with the same
+``assemble(moduli)``, ``nbytes`` and ``close()``.  The smoothers are set on each
+level's KSP in code as the plan says (the fused Chebyshev smoother,
+:class:`~.fused.ChebyshevSmoother`, a KSPPYTHON; PETSc's Chebyshev/Jacobi; SOR as
+option defaults), and so are the cycles (W below a V on the finest level).
+
+Every default is overridable under the system's options prefix, e.g.
+``-sphyr_mg_levels_ksp_max_it 3``, ``-sphyr_pc_mg_cycle_type v`` (every level,
+the finest included), ``-sphyr_mg_levels_5_ksp_type chebyshev
+-sphyr_mg_levels_5_pc_type jacobi`` (PETSc's own Chebyshev on level 5).  The
+level count is the plan's: ``max_levels`` caps it, and
+``-<prefix>pc_mg_levels`` other than the plan's count is an error.
 
 Dirichlet DOFs are identity rows and columns of A (:mod:`.system`), so A stays
 SPD and CG applies; their Galerkin contribution ``P^T I P`` only adds positive
@@ -48,16 +46,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core import discretisation as fe
-from ..runtime import events as timing
+from ..runtime import events
 from ..runtime.native import NativeUnavailable
-from ..runtime.petsc import OptionsError, inserted_options
-from . import hierarchy as grids
+from ..runtime.petsc import OptionsError
+from . import plan as mgplan
 from .assembly import ElementBlockAssembly
 from .direct import InPlaceElements
 from .fused import ChebyshevSmoother, operator_of
+from . import hierarchy
 from .hierarchy import MAX_LEVELS, Level, interpolation_csr
-from .stencil import STENCIL
 from .system import GridSystem
+from .transfer import GridTransfer
 
 # Relative residual reduction of the CG solve.  The residual check of docs/scoring.md is
 # ||K u - f|| <= 1e-6 * max(||f||, 1) and ||f|| < 1 for a unit load spread
@@ -71,40 +70,11 @@ MAX_IT = 500
 # matrices (benchmarks/results/large_grids.md), so the multigrid operators use
 # the plain one.  The scorer's direct solves keep PETSc's default.
 USE_INODES = False
-# Stored storage of the smoothed levels with Chebyshev (SBAIJ: 5 of 9 blocks, one index a block)
-# and with SOR (AIJ); the coarsest level is factorised (LU, redundant on several ranks): AIJ.
-MAT_TYPE = "sbaij"
-SOR_MAT_TYPE = "aij"
-COARSE_MAT_TYPE = "aij"
-# The finest level's own cycle (every other level's is ``-<prefix>pc_mg_cycle_type``, W by default):
-# a V there visits the next level once a cycle instead of twice.  With the finest level applied from
-# the moduli the coarser levels are most of a cycle's time: 2048x1024 on 2 ranks, 6.75 MG-CG
-# iterations a solve instead of 6.25 and 3.44 s an iteration instead of 4.02
-# (benchmarks/results/large_grids_finest_cycle.md).
-FINEST_CYCLE = "v"
-# A level smaller than this a rank stays SBAIJ and its interpolation AIJ: its smoothing is visited
-# many times a cycle and is short, where a Python smoother's call can cost more than PETSc's.
-# 2048x1024 on 2 ranks, the 4290-DOF level (16 visits a cycle): 0.46 s over 6 solves as SBAIJ
-# (PETSc's parallel SBAIJ product exchanges twice), 0.17 s as stencils.
-STENCIL_MIN_DOFS = 2000
-SMOOTHERS = ("chebyshev", "sor")
-# The smoothing of each kind, as option defaults.  Chebyshev: the operators are SPD, so Lanczos
-# (CG) estimates the extreme eigenvalues with 10 MatMults and no Gram-Schmidt (PETSc's default is
-# GMRES).  SOR: a forward Gauss-Seidel sweep on the way down and a backward one on the way up (so
-# the cycle stays symmetric, as CG needs), no eigenvalue estimates (benchmarks/results/solver_crossover.md).
-# The sweeps are local (each rank's own rows, block Jacobi between ranks): on one rank the very
-# sweeps of a global one (the same bits), and the only kind MPIAIJ has: a global sweep on several
-# ranks is a PETSc error in every solve ("Parallel SOR not supported"), after which PETSc 3.18's
-# KSPDestroy of the hierarchy frees a level vector twice (a segmentation fault on closing).
-SMOOTHING = {
-    "chebyshev": {"mg_levels_ksp_type": "chebyshev", "mg_levels_pc_type": "jacobi", "mg_levels_ksp_max_it": 2,
-                  "mg_levels_esteig_ksp_type": "cg"},
-    "sor": {"mg_levels_ksp_type": "richardson", "mg_levels_ksp_max_it": 1,
-            "mg_levels_pc_type": "sor", "mg_levels_pc_sor_local_forward": True,
-            "pc_mg_distinct_smoothup": True,
-            "mg_levels_up_ksp_type": "richardson", "mg_levels_up_ksp_max_it": 1,
-            "mg_levels_up_pc_type": "sor", "mg_levels_up_pc_sor_local_backward": True},
-}
+SMOOTHERS = mgplan.SMOOTHERS
+# The smoothing option defaults of each kind (for GAMG's levels too).
+SMOOTHING = {"chebyshev": {"mg_levels_ksp_type": "chebyshev", "mg_levels_pc_type": "jacobi",
+                           **mgplan.SMOOTHING[mgplan.CHEBYSHEV]},
+             "sor": mgplan.SMOOTHING[mgplan.SOR]}
 _FALLBACK_SAID = []  # the no-kernels warning is printed once a process
 
 
@@ -120,6 +90,11 @@ def tune_operator(A):
         A.setOption(A.Option.IGNORE_LOWER_TRIANGULAR, True)
     elif kind in ("aij", "seqaij", "mpiaij"):
         A.setOption(A.Option.USE_INODES, USE_INODES)
+
+
+def matrix_nbytes(A):
+    """The bytes a PETSc matrix holds on all ranks (MatGetInfo's memory)."""
+    return float(A.getInfo(A.InfoType.GLOBAL_SUM)["memory"])
 
 
 def kernels_available(comm, prefix):
@@ -142,81 +117,127 @@ def kernels_available(comm, prefix):
     return False
 
 
+class StoredLevel:
+    """The finest level as a PETSc matrix on the system's nodal DMDA (``storage``: SBAIJ or AIJ),
+    assembled from the element moduli in 2x2 element blocks (:class:`~.assembly.ElementBlockAssembly`)."""
+
+    def __init__(self, system, storage):
+        PETSc = system.PETSc
+        system.da.setMatType(storage)
+        self.mat = system.da.createMatrix()
+        self.mat.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
+        tune_operator(self.mat)
+        (exs, exe), (eys, eye) = system.da_elem.getRanges()
+        self._blocks = ElementBlockAssembly(PETSc, system.loadcase, system.local_edofs[:, 0::2] // 2,
+                                            ((eys, eye), (exs, exe)), system.loadcase.fixed_dofs(), system.ke)
+
+    def assemble(self, moduli):
+        self._blocks.assemble(self.mat, moduli)
+
+    @property
+    def nbytes(self):
+        return matrix_nbytes(self.mat)
+
+    def close(self):
+        if self.mat is not None:
+            self.mat.destroy()
+            self.mat = None
+
+
+class InPlaceLevel:
+    """The finest level on one rank as AIJ whose CSR values are written in place from the moduli
+    (:class:`~.direct.InPlaceElements`: one sparse product; ``values`` are K's own)."""
+
+    def __init__(self, system):
+        self._elements = InPlaceElements(system)
+        self.mat, self.values = self._elements.K, self._elements.values
+        self.mat.setOption(self.mat.Option.USE_INODES, USE_INODES)
+
+    def assemble(self, moduli):
+        self._elements.assemble(moduli)
+
+    @property
+    def nbytes(self):
+        return matrix_nbytes(self.mat)
+
+    def close(self):
+        if self.mat is not None:
+            self.mat.destroy()
+            self.mat = None
+
+
+def finest_level(system, plan):
+    """The operator of ``plan``'s finest level for ``system``."""
+    storage = plan.finest.storage
+    if storage == mgplan.MATRIX_FREE:
+        from .matfree import FineOperator
+
+        return FineOperator(system.PETSc, system.da, system.da_elem, system.loadcase.shape, system.fixed_local,
+                            system.ke, system.comm, mgplan.STENCIL)
+    if storage == mgplan.IN_PLACE:
+        return InPlaceLevel(system)
+    return StoredLevel(system, storage)
+
+
 @dataclass
 class MultigridSetup:
-    """What :class:`MultigridSystem` built for PCMG: ``levels`` (finest first), ``interpolations`` (its
-    PETSc interpolation matrices, coarsest pair first) and ``coarse`` (the coarse operators, updated
-    with K), owned by this object and destroyed by :meth:`close` (the system closes it)."""
+    """What :class:`MultigridSystem` built for PCMG: ``levels`` (the grids, finest first),
+    ``interpolations`` (its PETSc interpolation matrices, coarsest pair first), ``transfers`` (what
+    owns each: a :class:`~.transfer.GridTransfer` or the stored matrix itself) and ``coarse`` (the
+    coarse operators, assembled with K), owned by this object and destroyed by :meth:`close` (the
+    system closes it)."""
 
     levels: list
     interpolations: list = ()
     coarse: object = None
+    transfers: list = ()
 
     def close(self):
-        for P in self.interpolations:
-            if P.getType() == "python":
-                P.getPythonContext().close()  # a GridTransfer: its scatter and the matrix
+        for owner in self.transfers:
+            if isinstance(owner, GridTransfer):
+                owner.close()  # its scatter and its matrix
             else:
-                P.destroy()
-        self.interpolations = ()
+                owner.destroy()
+        self.interpolations = self.transfers = ()
         if self.coarse is not None:
             self.coarse.close()
             self.coarse = None
 
 
 class MultigridSystem(GridSystem):
-    """K(E) u = f by CG + geometric multigrid (see the module docstring).
+    """K(E) u = f by CG + geometric multigrid on the grid's plan (see the module docstring).
 
-    ``smoother``: ``"chebyshev"`` (the large grids) or ``"sor"`` (stored
-    operators, Gauss-Seidel: the yardstick's SIMP runs); ``coarse_max_dofs``:
-    the coarsest grid's size target (None: :data:`~.hierarchy.COARSE_MAX_DOFS`);
-    ``matrix_free``: False for the stored operators with Chebyshev too (what
-    runs where the kernels are not installed), None for the kernels where they
-    load.
+    ``smoother``: ``"chebyshev"`` (the large grids) or ``"sor"`` (stored operators, Gauss-Seidel:
+    the yardstick's SIMP runs); ``coarse_max_dofs``: the coarsest grid's size target (None:
+    :data:`~.hierarchy.COARSE_MAX_DOFS`); ``max_levels``: a cap on the level count;
+    ``matrix_free``: False for the plan without the compiled kernels (every operator a PETSc matrix,
+    what runs where the kernels are not installed), None for the kernels where they load.
     """
 
     solver = "mg"
 
     def __init__(self, loadcase, comm=None, prefix="sphyr_", nu=fe.NU, element_halo=1, options=None,
-                 smoother="chebyshev", coarse_max_dofs=None, matrix_free=None):
+                 smoother="chebyshev", coarse_max_dofs=None, matrix_free=None, max_levels=MAX_LEVELS):
         if smoother not in SMOOTHERS:
             raise ValueError(f"unknown smoother {smoother!r}: expected one of {', '.join(SMOOTHERS)}")
         self.smoother = smoother
-        self.coarse_max_dofs = coarse_max_dofs if coarse_max_dofs is not None else grids.COARSE_MAX_DOFS
+        self.coarse_max_dofs = coarse_max_dofs if coarse_max_dofs is not None else hierarchy.COARSE_MAX_DOFS
+        self.max_levels = max_levels
         self._matrix_free = matrix_free
-        self._fine = self._elements = self._blocks = None
+        self.plan = self._fine = None
         super().__init__(loadcase, comm=comm, prefix=prefix, nu=nu, element_halo=element_halo, options=options)
 
-    # -- the operators --------------------------------------------------------------------------
+    # -- the plan and its operators -------------------------------------------------------------
     def _build_operator(self):
-        PETSc = self.PETSc
-        nely, nelx = self.loadcase.shape
-        lx, ly = self.da.getOwnershipRanges()
-        # The cap as PCMG will read it: the command line over the caller's options.
-        with inserted_options(self.prefix, self._options) as options:
-            max_levels = options.getInt("pc_mg_levels", MAX_LEVELS) if options.hasName("pc_mg_levels") else MAX_LEVELS
-        self.levels = grids.hierarchy(nelx, nely, lx, ly, coarse_max_dofs=self.coarse_max_dofs,
-                                      max_levels=max_levels)
-        wanted = self._matrix_free is not False and self.smoother == "chebyshev" and len(self.levels) > 1
-        self.matrix_free = wanted and kernels_available(self.comm, self.prefix)
-        if self.matrix_free:
-            from .matfree import FineOperator
-
-            self._fine = FineOperator(PETSc, self.da, self.da_elem, self.loadcase.shape, self.fixed_local, self.ke,
-                                      self.comm, STENCIL)
-            return self._fine.mat
-        if self.smoother == "sor" and self.comm.getSize() == 1:
-            self._elements = InPlaceElements(self)  # one sparse product; node rows cost 4x more
-            self._values = self._elements.values
-            return self._elements.K
-        self.da.setMatType(MAT_TYPE if self.smoother == "chebyshev" else SOR_MAT_TYPE)
-        K = self.da.createMatrix()
-        K.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
-        tune_operator(K)
-        (exs, exe), (eys, eye) = self.da_elem.getRanges()
-        self._blocks = ElementBlockAssembly(PETSc, self.loadcase, self.local_edofs[:, 0::2] // 2,
-                                            ((eys, eye), (exs, exe)), self.loadcase.fixed_dofs(), self.ke)
-        return K
+        kernels = (self.smoother == mgplan.CHEBYSHEV and self._matrix_free is not False
+                   and kernels_available(self.comm, self.prefix))
+        self.plan = mgplan.make_plan(self.loadcase.shape, self.comm.getSize(), self.smoother, kernels,
+                                     self.da.getOwnershipRanges(), self.coarse_max_dofs, self.max_levels)
+        self.levels = list(self.plan.hierarchy)
+        self.matrix_free = self.plan.finest.storage == mgplan.MATRIX_FREE
+        self._fine = finest_level(self, self.plan)
+        self._values = getattr(self._fine, "values", None)
+        return self._fine.mat
 
     def _configure(self, ksp):
         PETSc = self.PETSc
@@ -225,138 +246,106 @@ class MultigridSystem(GridSystem):
         ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
         ksp.setInitialGuessNonzero(True)  # warm start from the previous displacements
         pc = ksp.getPC()
-        levels = self.levels
-        check_fine_numbering(self, levels[0])
-        if len(levels) == 1:
-            # Small enough for the coarse solver itself (PCMG would smooth a 1-level "hierarchy").
-            # SBAIJ holds one triangle: Cholesky (PETSc's LU takes no SBAIJ).
-            pc.setType(PETSc.PC.Type.CHOLESKY if "sbaij" in self.K.getType() else PETSc.PC.Type.LU)
-            if self.comm.getSize() > 1:
-                pc.setFactorSolverType(PETSc.Mat.SolverType.MUMPS)
-            self.multigrid = MultigridSetup(levels)
-            return {}
+        plan = self.plan
+        check_fine_numbering(self, self.levels[0])
+        if len(plan.levels) == 1:
+            # Small enough for the coarse solve itself (PCMG would smooth a 1-level "hierarchy").
+            pc.setType(PETSc.PC.Type.LU if self.comm.getSize() == 1 else PETSc.PC.Type.REDUNDANT)
+            self.multigrid = MultigridSetup(self.levels)
+            return plan.options
         pc.setType(PETSc.PC.Type.MG)
-        pc.setMGLevels(len(levels))
-        if self._elements is not None:
-            # One rank, K assembled in place: the coarse operators from the element moduli too.
-            from .galerkin import ElementGalerkin
-
-            coarse = ElementGalerkin(PETSc, levels, self.local_edofs, self.fixed_local, self.ke, use_inodes=USE_INODES)
-        else:
-            from .grid_galerkin import GridGalerkin
-
-            coarse = GridGalerkin(PETSc, self, levels, self._level_types(), tune=tune_operator)
+        pc.setMGLevels(len(plan.levels))
+        coarse = self._coarse_operators()
         for level, A in enumerate(reversed(coarse.mats)):  # coarsest first, as PCMG numbers them
             (pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)).setOperators(A)
-        interpolations = self._interpolations(getattr(coarse, "dms", None))
+        transfers = self._transfers(getattr(coarse, "dms", None))
+        interpolations = [getattr(owner, "mat", owner) for owner in transfers]
         for level, P in enumerate(interpolations, start=1):
             pc.setMGInterpolation(level, P)
-        self.multigrid = MultigridSetup(levels, interpolations, coarse)
-        return {
-            "pc_mg_galerkin": "none",  # the coarse operators come from the moduli (set above)
-            # W-cycles: on converged SIMP designs (0/1 with voids) 8-11 CG iterations from
-            # 128x64 to 1024x512 instead of 17-19 with V-cycles, and faster overall
-            # (benchmarks/results/large_grids.md).
-            "pc_mg_cycle_type": "w",
-            **SMOOTHING[self.smoother],
-            **self._fused_defaults(len(levels) - 1, _stencil_levels(coarse)),
-            "mg_coarse_ksp_type": "preonly",
-            "mg_coarse_pc_type": "lu" if self.comm.getSize() == 1 else "redundant",
-        }
+        self.multigrid = MultigridSetup(self.levels, interpolations, coarse, transfers)
+        set_smoothers(PETSc, pc, plan)
+        return plan.options
 
-    def _level_types(self):
-        """The storage of levels 1.. (second finest first): node stencils from the kernels where a level
-        has :data:`STENCIL_MIN_DOFS` DOFs a rank or more, else SBAIJ (AIJ with SOR); the coarsest AIJ."""
-        stored = MAT_TYPE if self.smoother == "chebyshev" else SOR_MAT_TYPE
-        smallest = self.comm.getSize() * STENCIL_MIN_DOFS
-        types = [STENCIL if self.matrix_free and level.n_dofs >= smallest else stored for level in self.levels[1:-1]]
-        return types + [COARSE_MAT_TYPE]
+    def _coarse_operators(self):
+        """The operators of levels 1.. from the moduli, as the plan says."""
+        if self.plan.coarse_operators == "element":
+            from .galerkin import ElementGalerkin
 
-    def _interpolations(self, coarse_dms):
-        """The interpolations, coarsest pair first: from the grids in C (:mod:`.transfer`) into a level
-        of :data:`STENCIL_MIN_DOFS` DOFs a rank or more where the operators come from the kernels,
-        stored as AIJ otherwise (below that a Python call costs more than PETSc's product: 2048x1024 on
-        2 ranks, 16770 DOFs into 4290 slower, 66306 into 16770 faster)."""
-        from .transfer import GridTransfer
+            return ElementGalerkin(self.PETSc, self.levels, self.local_edofs, self.fixed_local, self.ke,
+                                   use_inodes=USE_INODES)
+        from .grid_galerkin import GridGalerkin
 
-        smallest = self.comm.getSize() * STENCIL_MIN_DOFS
+        return GridGalerkin(self.PETSc, self, self.levels, self.plan.coarse_storages, tune=tune_operator)
+
+    def _transfers(self, coarse_dms):
+        """The interpolations, coarsest pair first, as the plan says: applied from the grids in C
+        (a :class:`~.transfer.GridTransfer`, its ``mat``) or stored as AIJ (the matrix)."""
         out = []
-        for depth, (fine, coarse) in enumerate(zip(self.levels[:-1], self.levels[1:])):
-            if self.matrix_free and coarse_dms is not None and coarse.n_dofs >= smallest:
-                out.append(GridTransfer(self.PETSc, fine, coarse, coarse_dms[depth], grids.axis_weights).mat)
+        for depth, (planned, fine, coarse) in enumerate(zip(self.plan.levels, self.levels[:-1], self.levels[1:])):
+            if planned.transfer == mgplan.GRID:
+                out.append(GridTransfer(self.PETSc, fine, coarse, coarse_dms[depth], hierarchy.axis_weights))
             else:
                 out.append(stored_interpolation(self, fine, coarse))
         return out[::-1]
 
-    def _fused_defaults(self, finest, stencil_levels):
-        """Options making PCMG levels smooth with :class:`~.fused.ChebyshevSmoother` (a KSPPYTHON): the
-        finest level and the stencil levels where the operators come from the kernels, but where the
-        command line chose other smoothing for every level or for that level."""
-        if not self.matrix_free:
-            return {}
-        opts = self.PETSc.Options(self.prefix)
-        chosen = {name: opts.getString(name, default).lower()
-                  for name, default in (("mg_levels_ksp_type", "chebyshev"), ("mg_levels_pc_type", "jacobi"))}
-        if chosen != {"mg_levels_ksp_type": "chebyshev", "mg_levels_pc_type": "jacobi"}:
-            return {}
-        defaults = {}
-        for level in [finest, *stencil_levels]:
-            if opts.hasName(f"mg_levels_{level}_ksp_type") or opts.hasName(f"mg_levels_{level}_pc_type"):
-                continue  # the command line chose this level's smoothing
-            defaults.update({
-                f"mg_levels_{level}_ksp_type": "python",
-                f"mg_levels_{level}_ksp_python_type": "sphyr_hpc.solvers.fused.ChebyshevSmoother",
-                f"mg_levels_{level}_pc_type": "none",
-                # A KSPPYTHON declares no support for PCMG's norm type NONE; it computes no norm either way.
-                f"mg_levels_{level}_ksp_norm_type": "preconditioned"})
-        return defaults
-
     def _after_options(self, ksp, options):
-        # The multigrid cycle in force: for reports.
-        self.mg_cycle = options.getString("pc_mg_cycle_type", "v").lower()
-        self.mg_finest_cycle = self.mg_cycle
         pc = ksp.getPC()
         if pc.getType() == "mg" and pc.getMGLevels() != len(self.levels):
-            # More levels than the grid coarsens to (setFromOptions took -pc_mg_levels as given):
-            # PCMG would set up levels that have no interpolation.
-            raise OptionsError(f"-{self.prefix}pc_mg_levels {pc.getMGLevels()}: this grid coarsens to "
-                               f"{len(self.levels)} levels at most; give at most {len(self.levels)}")
-        if pc.getType() == "mg" and pc.getMGLevels() > 1:
-            pc.setMGCycleTypeOnLevel(pc.getMGLevels() - 1, getattr(self.PETSc.PC.MGCycleType, FINEST_CYCLE.upper()))
-            self.mg_finest_cycle = FINEST_CYCLE
+            # setFromOptions took -pc_mg_levels as given: PCMG would set up levels that have no operators.
+            raise OptionsError(f"-{self.prefix}pc_mg_levels {pc.getMGLevels()}: this grid's multigrid plan has "
+                               f"{len(self.levels)} levels (at most {len(self.levels)}); the level count is "
+                               f"the plan's (max_levels), leave the option out")
+        # The cycles in force, for the reports (PETSc has no getter): -pc_mg_cycle_type sets every level.
+        cycle = options.getString("pc_mg_cycle_type", "").lower()
+        self.mg_cycle = cycle or mgplan.CYCLE
+        self.mg_finest_cycle = cycle or mgplan.FINEST_CYCLE
 
     def _after_setup(self, first):
         set_up_fused_smoothers(self.ksp)
         if first:
-            plain_csr_kernels(self.ksp)
             self.hierarchy = hierarchy_info(self.ksp)
 
     # -- assembly and what the solution gives ---------------------------------------------------
     def assemble(self, moduli):
-        with timing.timed(timing.ASSEMBLY):
-            if self._fine is not None:
-                self._fine.assemble(self.K, moduli)
-            elif self._elements is not None:
-                self._elements.assemble(moduli)
-            else:
-                self._blocks.assemble(self.K, moduli)
+        with events.timed(events.ASSEMBLY):
+            self._fine.assemble(moduli)
             if self.multigrid is not None and self.multigrid.coarse is not None:
-                self.multigrid.coarse.update(moduli)
+                self.multigrid.coarse.assemble(moduli)
                 renew_coarse_smoothers(self.ksp)
 
     def unit_energies(self):
         """u_e^T K0 u_e of every element of this rank's slab (from the element modes in C where the
         finest level is applied from the moduli)."""
-        if self._fine is not None:
+        if self.matrix_free:
             return self._fine.energies(self.local_displacements())
         return super().unit_energies()
 
     def _owned_objects(self):
-        return (self.multigrid, self._fine, self._blocks)
+        return (self.multigrid, self._fine)
 
     def close(self):
         super().close()
-        self.multigrid = self._fine = self._blocks = self._elements = None
+        self.multigrid = self._fine = None
+
+
+def set_smoothers(PETSc, pc, plan):
+    """Each smoothed level's KSP as ``plan`` says, set in code before ``setFromOptions`` (which may
+    change any of it): the cycles (W, a V on the finest level), the fused Chebyshev smoother
+    (a KSPPYTHON) or PETSc's Chebyshev, both with PCJACOBI; SOR comes from the plan's option defaults."""
+    cycles = PETSc.PC.MGCycleType
+    pc.setMGCycleType(getattr(cycles, mgplan.CYCLE.upper()))
+    pc.setMGCycleTypeOnLevel(plan.finest.number, getattr(cycles, plan.finest.cycle.upper()))
+    for level in plan.levels[:-1]:
+        smoother = pc.getMGSmoother(level.number)
+        if level.smoother == mgplan.FUSED:
+            smoother.setType(PETSc.KSP.Type.PYTHON)
+            smoother.setPythonContext(ChebyshevSmoother())
+            smoother.getPC().setType(PETSc.PC.Type.JACOBI)  # applied by the fused steps; PETSc's if the type changes
+            # A KSPPYTHON declares no support for PCMG's norm type NONE; it computes no norm either way.
+            smoother.setNormType(PETSc.KSP.NormType.PRECONDITIONED)
+        elif level.smoother == mgplan.CHEBYSHEV:
+            smoother.setType(PETSc.KSP.Type.CHEBYSHEV)
+            smoother.getPC().setType(PETSc.PC.Type.JACOBI)
 
 
 def check_fine_numbering(system, level):
@@ -385,13 +374,6 @@ def stored_interpolation(system, fine, coarse):
     P.setOption(PETSc.Mat.Option.USE_INODES, USE_INODES)
     P.assemble()
     return P
-
-
-def _stencil_levels(coarse):
-    """PCMG numbers of the levels of a :class:`~.grid_galerkin.GridGalerkin` held as node stencils."""
-    operators = getattr(coarse, "operators", None) or []
-    n = len(operators)  # operators[k] (second finest first) is PCMG level n - 1 - k (the coarsest 0)
-    return [n - 1 - k for k, op in enumerate(operators) if op is not None]
 
 
 def renew_coarse_smoothers(ksp):
@@ -470,4 +452,5 @@ def hierarchy_info(ksp):
     return rows, complexity
 
 
-__all__ = ["Level", "MultigridSetup", "MultigridSystem", "hierarchy_info", "kernels_available"]
+__all__ = ["InPlaceLevel", "Level", "MultigridSetup", "MultigridSystem", "StoredLevel", "hierarchy_info",
+           "kernels_available", "set_smoothers"]

@@ -34,8 +34,8 @@ GRIDS = {"tiny": (3, 2), "simp": (21, 21), "multigrid": (64, 128)}
 _LEFT = re.compile(r"^Option left: name:-(\S+)")
 # Options of one multigrid level: a probe judges only the levels its hierarchy has.
 _LEVEL = re.compile(r"mg_levels_(\d+)_")
-# Judged by the run itself, on its own grid (the multigrid system refuses more levels than the
-# grid coarsens to): a probe grid has fewer.
+# Judged by the run itself, on its own grid (the multigrid system refuses a level count other than
+# its plan's): a probe grid has fewer levels.
 _RUN_JUDGES = ("pc_mg_levels",)
 # The child must start as an MPI process of its own, not as a rank of the command's job.
 _LAUNCHER_PREFIXES = ("OMPI_", "PMIX_", "PMI_")
@@ -143,6 +143,9 @@ def main(argv=None):
         levels = _solve([(kind, arguments) for kind, arguments in spec["probes"]])
     except PETSc.Error as err:
         print(json.dumps({"rejected": explain_petsc_error(err)}), flush=True)
+        return 0
+    except OptionsError as err:  # options that contradict each other (the fused smoother's PC)
+        print(json.dumps({"rejected": str(err)}), flush=True)
         return 0
     print(json.dumps({"levels": levels}), flush=True)
     return 0

@@ -31,7 +31,7 @@ from .fused import FusedOperator, ring_plan
 
 # Numbers a node's stencil holds (stencil_apply.c): D's 3, then E, NW, N, NE's 2x2 blocks.
 NS = 19
-# The word naming this storage for a multigrid level (``-<prefix>mg_levels_mat_type stencil``).
+# The word naming this storage for a multigrid level (the plan's, :data:`~.plan.STENCIL`).
 STENCIL = "stencil"
 
 
@@ -146,6 +146,13 @@ class StencilOperator(FusedOperator):
         self.mat = PETSc.Mat().createPython([(n_owned, PETSc.DECIDE), (n_owned, PETSc.DECIDE)], context=self,
                                             comm=comm)
         self.mat.setUp()
+
+    @property
+    def nbytes(self):
+        """What this operator holds on this rank: its stencils (as assembled and packed), the ring's and
+        the diagonal and its inverse."""
+        return float(sum(a.nbytes for a in (self._stencils, self._s_ring, self._packed, self._diagonal,
+                                             self._inverse_diagonal)))
 
     def begin(self):
         """Start new values: every stencil zero."""

@@ -34,7 +34,7 @@ solutions.
 import numpy as np
 
 from ..core import discretisation as fe
-from ..runtime import events as timing
+from ..runtime import events
 from ..runtime.petsc import inserted_options, petsc, view_once
 from .base import RESIDUAL_TOLERANCE, LinearSystem, SolverError, residual_acceptable
 from .layout import ElementLayout, SlabFields, node_dmda
@@ -65,7 +65,7 @@ class GridSystem(SlabFields, LinearSystem):
         self.loadcase = loadcase
         self.comm = comm if comm is not None else PETSc.COMM_WORLD
         self.prefix = prefix
-        self.ke = fe.element_stiffness(nu)
+        self.ke = fe.element_stiffness(nu, dim=fe.grid_dimension(loadcase.shape))
         self.hierarchy = None        # multigrid levels as logged after the first set-up
         self.multigrid = None        # the multigrid set-up (levels, interpolations), MultigridSystem only
         self.last_iterations = 0     # KSP iterations of the last solve
@@ -143,7 +143,7 @@ class GridSystem(SlabFields, LinearSystem):
         return ksp
 
     def _set_up(self):
-        with timing.timed(timing.SETUP):
+        with events.timed(events.SETUP):
             if self._defaults is None:  # set up before: the options were read then
                 self.ksp.setUp()
                 self._after_setup(first=False)
@@ -172,7 +172,7 @@ class GridSystem(SlabFields, LinearSystem):
             self._initial_guess()
         try:
             self._set_up()
-            with timing.timed(timing.SOLVE):
+            with events.timed(events.SOLVE):
                 self.ksp.solve(self.f, self.u)
         except self.PETSc.Error as err:
             self.reset()
