@@ -191,7 +191,7 @@ def test_unreadable_records_are_reported_with_line_numbers_and_the_rest_is_score
         "[1, 2]",                           # line 6, position 4: not an object
     ]) + "\n")
 
-    status = main(["--dataset", str(broken), "--samples", "10"])
+    status = main(["--dataset", str(broken), "--samples", "10", "--quiet"])
 
     captured = capsys.readouterr()
     assert status == 0

@@ -145,8 +145,8 @@ def all_failed(log):
     message = failed[0].error.message if failed else (log.error.message if log.error else None)
     if message is None:
         return None
-    count = f"all {len(samples)} samples" if samples else "the run stopped at its first error:"
-    return (f"{TASK_NAME}: {count} failed, no model answered (the first error: {message.splitlines()[0][:300]}); "
+    what = f"all {len(samples)} samples failed" if samples else "the run stopped at its first failed sample"
+    return (f"{TASK_NAME}: {what}, no model answered (the first error: {message.splitlines()[0][:300]}); "
             f"the log is {log.location}")
 
 
