@@ -165,3 +165,11 @@ def test_validate_takes_a_dataset_folder_and_quiet(benchmark, capsys):
     assert validate_main(["--dataset", str(data), "--samples", "1", "--quiet", "--no-store"]) == 0
     out = capsys.readouterr().out
     assert "alpha_easy: 1 sample (easy)" in out and "beta_easy: 1 sample (easy)" in out
+
+
+def test_the_report_of_a_run_of_a_dataset_folder_names_its_subjects(benchmark, tmp_path):
+    data, answers = benchmark
+    assert score_main(["--dataset", str(data), "--completions", str(answers), "--out", str(tmp_path / "one"),
+                       "--quiet", "--no-store"]) == 0
+    page = (tmp_path / "one" / "report.html").read_text()
+    assert "SPhyR report: 2 models (exact, solid) on 2 subjects (data)" in page

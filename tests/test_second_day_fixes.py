@@ -45,3 +45,18 @@ def test_store_list_of_a_store_that_is_not_there_is_a_usage_error(tmp_path, caps
 def test_store_list_of_an_empty_store_folder_still_lists_it(tmp_path, capsys):
     assert store_main(["list", "--store", str(tmp_path)]) == 0
     assert re.search(r"entries: 0 ", capsys.readouterr().out)
+
+
+def test_certify_png_keeps_its_largest_gap_whole_inside_the_axes():
+    from sphyr_hpc.reporting.certified import figure
+
+    rows = [{"subject": "full_easy", "yardstick_gap": gap, "status": status}
+            for gap, status in ((0.0, "optimal"), (0.02, "bounded"), (0.116, "bounded"))]
+    fig = figure(rows, {"full_easy": {"share_optimal": 1 / 3}})
+    fig.canvas.draw()
+    axes = fig.axes[1]
+    radius = (12 ** 0.5) / 2 * fig.dpi / 72  # scatter s=12 points^2: the marker's radius in pixels
+    for gap in (0.0, 11.6):
+        x, _ = axes.transData.transform((gap, 0.0))
+        left, right = axes.bbox.x0, axes.bbox.x1
+        assert left + radius < x < right - radius, (gap, x, left, right)

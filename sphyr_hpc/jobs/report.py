@@ -54,8 +54,11 @@ def run_title(out_dir, models, run=None):
     """'SPhyR report: my-model on full_easy.jsonl': the models and what run.json (``run``, if already read) says they answered."""
     inputs = (_run_json(out_dir) if run is None else run).get("inputs") or {}
     who = f"{plural(len(models), 'model')} ({_names(models)})" if len(models) != 1 else models[0] if models else "no model"
-    if inputs.get("dataset"):
-        source = f" on {Path(inputs['dataset']).name}"
+    datasets = inputs.get("dataset")
+    if isinstance(datasets, list) and datasets:  # several datasets: how many, and their folders
+        source = f" on {plural(len(datasets), 'subject')} ({_names(sorted({Path(d).parent.name for d in datasets}))})"
+    elif datasets:
+        source = f" on {Path(datasets).name}"
     elif inputs.get("paths"):
         source = " from " + _names(str(Path(*Path(p).parts[-2:])) for p in inputs["paths"])
     else:
