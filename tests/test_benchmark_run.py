@@ -173,3 +173,14 @@ def test_the_report_of_a_run_of_a_dataset_folder_names_its_subjects(benchmark, t
                        "--quiet", "--no-store"]) == 0
     page = (tmp_path / "one" / "report.html").read_text()
     assert "SPhyR report: 2 models (exact, solid) on 2 subjects (data)" in page
+
+
+def test_a_dataset_folder_given_as_a_result_path_and_a_folder_without_logs_are_usage_errors(benchmark, tmp_path, capsys):
+    data, _ = benchmark
+    assert score_main([str(data), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"no result files under {data} (a folder without a *.json file): it holds JSONL files" in err
+    assert f"--dataset {data}" in err
+    (tmp_path / "logs").mkdir()
+    assert score_main(["--inspect-log", str(tmp_path / "logs"), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    assert "is a folder without an Inspect log" in capsys.readouterr().err

@@ -79,7 +79,7 @@ class ScoringRun:
         # pickle them all (the serial part of a run).
         samples, problems = load_inputs(self.args)
         if not samples and not problems:
-            raise UsageError(f"no result files under {', '.join(map(str, input_paths(self.args)))}")
+            raise UsageError(f"no result files under {', '.join(map(str, input_paths(self.args) + self.args.inspect_log))}")
         if not self._lock():
             return 2
         try:

@@ -142,6 +142,16 @@ def check_inputs(args):
     jsonl = [p for p in args.paths if Path(p).is_file() and str(p).endswith(".jsonl")]
     if jsonl:
         raise UsageError(jsonl_given_as_path(jsonl[0]))
+    for path in args.paths:  # a folder of no result file: a dataset folder, a score output, a typo's sibling
+        if Path(path).is_dir() and not find_result_files([path]):
+            datasets = dataset_files([path])
+            hint = (f"it holds JSONL files ({datasets[0].name}, ...): score a dataset folder with --dataset {path} "
+                    f"--completions DIR" if datasets else "a PATH is a result file (*.json) or a folder of them")
+            raise UsageError(f"no result files under {path} (a folder without a *.json file): {hint}")
+    for log in args.inspect_log:
+        if Path(log).is_dir() and not log_files([log]):
+            raise UsageError(f"--inspect-log {log} is a folder without an Inspect log (*.eval, *.json): name the "
+                             f"logs or the folder inspect eval wrote them to (--log-dir)")
     for option, values, files in (("--dataset", args.dataset, dataset_files(args.dataset)),
                                   ("--completions", args.completions, completions_files(args.completions))):
         empty = [v for v in values if Path(v).is_dir() and not files_in(v, files)]
