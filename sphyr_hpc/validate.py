@@ -53,7 +53,6 @@ import sys
 
 from . import cli
 from .cli import Parser, UsageError, positive_int
-from .runtime.messages import no_such
 
 PROG = "python -m sphyr_hpc.validate"
 
@@ -86,18 +85,9 @@ def build_parser(prog=PROG):
 
 
 def _check(args):
-    from pathlib import Path
+    from .jobs.prompts import dataset_files
 
-    from .jobs.score_inputs import dataset_files
-
-    missing = [d for d in args.dataset if not Path(d).exists()]
-    if missing:
-        raise UsageError(no_such(missing, folders=True))
-    empty = [d for d in args.dataset if Path(d).is_dir() and not dataset_files([d])]
-    if empty:
-        raise UsageError(f"--dataset {empty[0]} is a folder without a *.jsonl file: --dataset takes dataset files "
-                         f"(JSONL) or folders of them")
-    args.dataset_files = [str(p) for p in dataset_files(args.dataset)]
+    args.dataset_files = [str(p) for p in dataset_files(args.dataset, distinct=False)]  # UsageError: missing, none
 
 
 def _run(args, context):

@@ -99,7 +99,7 @@ def test_a_record_in_two_runs_merged_is_named_and_kept_once(benchmark, tmp_path,
 
 @pytest.mark.parametrize("argv, message", [
     (["--dataset", "{data}", "--completions", "{tmp}/plain.jsonl"], "names no subject of the 2 datasets"),
-    (["--dataset", "{tmp}/empty", "--completions", "{tmp}/plain.jsonl"], "is a folder without a *.jsonl file"),
+    (["--dataset", "{tmp}/empty", "--completions", "{tmp}/plain.jsonl"], "empty holds no dataset (*.jsonl files)"),
     (["--dataset", "{data}/alpha_easy.jsonl", "--completions", "{tmp}/empty"], "is a folder without a *.jsonl file"),
     (["--dataset", "{data}", "--completions", "{answers}/exact", "--out", "{data}/alpha_easy.jsonl"],
      "is a file; --out names a folder"),

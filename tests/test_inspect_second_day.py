@@ -43,7 +43,7 @@ def test_a_dataset_folder_is_every_subject_in_it_with_sample_ids_unique_over_sub
 def test_a_folder_without_datasets_is_named(tmp_path):
     from sphyr_hpc.inspect.task import dataset_path
 
-    with pytest.raises(ValueError, match="a folder without a \\*.jsonl file"):
+    with pytest.raises(ValueError, match="holds no dataset"):
         dataset_path(str(tmp_path))
 
 

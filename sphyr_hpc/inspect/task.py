@@ -39,7 +39,8 @@ from sphyr_hpc.inspect.scorer import topology_score
 from sphyr_hpc.io.inspect_log import DATASET_KEY
 from sphyr_hpc.io.jsonl import read_jsonl
 from sphyr_hpc.io.limits import InputLimits
-from sphyr_hpc.jobs.prompts import prompt_rows, subject_of
+from sphyr_hpc.jobs.prompts import dataset_files, prompt_rows, subject_of
+from sphyr_hpc.runtime.process import UsageError
 
 DEFAULT_DATASET = Path(__file__).resolve().parent.parent / "_examples" / "data" / "v1" / "full_easy.jsonl"
 
@@ -87,20 +88,16 @@ def dataset_path(dataset):
     if not path.is_absolute() and started_in and (Path(started_in) / path).exists():
         path = Path(started_in) / path
     if path.is_dir():
-        if not dataset_files(path):
-            raise ValueError(f"-T dataset={dataset}: a folder without a *.jsonl file (give a SPhyR dataset JSONL "
-                             f"file or a folder of them)")
+        try:
+            dataset_files([path])
+        except UsageError as err:
+            raise ValueError(f"-T dataset={dataset}: {err} (give a SPhyR dataset JSONL file or a folder of "
+                             f"them)") from None
         return path.resolve()
     if not path.is_file():
         raise ValueError(f"-T dataset={dataset}: no such dataset file or folder (a SPhyR dataset JSONL file, or a "
                          f"folder of them)")
     return path.resolve()
-
-
-def dataset_files(path):
-    """The dataset files of a ``-T dataset=`` path: the file, or a folder's ``*.jsonl`` files sorted."""
-    path = Path(path)
-    return sorted(p for p in path.glob("*.jsonl") if p.is_file()) if path.is_dir() else [path]
 
 
 def _store(store):
@@ -115,7 +112,7 @@ def sphyr(dataset: str = str(DEFAULT_DATASET), hard: bool | None = None, store: 
     """SPhyR on one dataset file or a folder of them: its prompts, answered once, scored by sphyr_hpc
     (module docstring)."""
     path = dataset_path(dataset)
-    files = dataset_files(path)
+    files = dataset_files([path])
     samples = []
     for file in files:
         for sample in samples_of(file, hard):

@@ -15,6 +15,7 @@ from ..io.records import holds_dataset_records
 from ..runtime.messages import (array_given_as_jsonl, dataset_given_as_path, existing_results, jsonl_given_as_path,
                                 no_completion_in, no_such)
 from ..runtime.process import UsageError
+from .prompts import dataset_files  # a dataset folder is its *.jsonl files, as for the prompts
 
 # The bundled example records: the repository's examples/ folder, which sphyr_hpc/_examples links
 # to and a non-editable install carries as package data.
@@ -24,15 +25,6 @@ EXAMPLES = Path(__file__).parent.parent / "_examples" / "results"
 
 
 DATASET_SUFFIX = ".jsonl"
-
-
-def dataset_files(datasets):
-    """The dataset files of ``--dataset`` values: a file as given, a folder's ``*.jsonl`` files sorted
-    (every subject in it)."""
-    found = []
-    for path in map(Path, datasets):
-        found += sorted(p for p in path.glob(f"*{DATASET_SUFFIX}") if not p.is_dir()) if path.is_dir() else [path]
-    return found
 
 
 def completions_files(completions):
@@ -144,21 +136,20 @@ def check_inputs(args):
         raise UsageError(jsonl_given_as_path(jsonl[0]))
     for path in args.paths:  # a folder of no result file: a dataset folder, a score output, a typo's sibling
         if Path(path).is_dir() and not find_result_files([path]):
-            datasets = dataset_files([path])
-            hint = (f"it holds JSONL files ({datasets[0].name}, ...): score a dataset folder with --dataset {path} "
+            datasets = sorted(p.name for p in Path(path).glob("*.jsonl"))
+            hint = (f"it holds JSONL files ({datasets[0]}, ...): score a dataset folder with --dataset {path} "
                     f"--completions DIR" if datasets else "a PATH is a result file (*.json) or a folder of them")
             raise UsageError(f"no result files under {path} (a folder without a *.json file): {hint}")
     for log in args.inspect_log:
         if Path(log).is_dir() and not log_files([log]):
             raise UsageError(f"--inspect-log {log} is a folder without an Inspect log (*.eval, *.json): name the "
                              f"logs or the folder inspect eval wrote them to (--log-dir)")
-    for option, values, files in (("--dataset", args.dataset, dataset_files(args.dataset)),
-                                  ("--completions", args.completions, completions_files(args.completions))):
-        empty = [v for v in values if Path(v).is_dir() and not files_in(v, files)]
-        if empty:
-            raise UsageError(f"{option} {empty[0]} is a folder without a *.jsonl file: {option} takes "
-                             f"{'dataset' if option == '--dataset' else 'completions'} files (JSONL) or "
-                             f"folders of them")
+    dataset_files(args.dataset)  # a dataset folder without a dataset, two datasets of one name: usage errors
+    files = completions_files(args.completions)
+    empty = [c for c in args.completions if Path(c).is_dir() and not files_in(c, files)]
+    if empty:
+        raise UsageError(f"--completions {empty[0]} is a folder without a *.jsonl file: --completions takes "
+                         f"completions files (JSONL) or folders of them")
     if len(dataset_files(args.dataset)) > 1 and args.model and len(completions_files(args.completions)) > 1:
         raise UsageError("--model names the model of one completions file; with several datasets the model is "
                          "each file's (MODEL/SUBJECT.jsonl or SUBJECT/MODEL.jsonl)")
