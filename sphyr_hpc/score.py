@@ -4,6 +4,7 @@ Usage::
 
     mpirun -n N python -m sphyr_hpc.score [PATH ...] [--out DIR] [--resume]
     mpirun -n N python -m sphyr_hpc.score --dataset D.jsonl --completions C.jsonl [--model NAME]
+    mpirun -n N python -m sphyr_hpc.score --dataset DIR --completions DIR  # a whole benchmark: one leaderboard
     mpirun -n N python -m sphyr_hpc.score --inspect-log LOG [--model NAME]
     mpirun -n N python -m sphyr_hpc.score validate --dataset D.jsonl --samples N
 
@@ -106,10 +107,13 @@ def build_parser():
     )
     parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="result files, or folders of model folders of them (default: the bundled examples)")
-    parser.add_argument("--dataset", help="dataset JSONL (index, input_grid, ground_truth); needs --completions")
-    parser.add_argument("--completions", nargs="+", default=[], metavar="C.jsonl",
-                        help="completions JSONL (index, completion) of --dataset's records; the model is the "
-                             "file's name")
+    parser.add_argument("--dataset", action="append", default=[], metavar="D.jsonl|DIR",
+                        help="dataset JSONL (index, input_grid, ground_truth), or a folder of them (every subject "
+                             "in it); may be given again; needs --completions")
+    parser.add_argument("--completions", nargs="+", default=[], metavar="C.jsonl|DIR",
+                        help="completions JSONL (index, completion), or folders of them; with one dataset the "
+                             "model is the file's name, with several each file answers the subject it is named by "
+                             "(MODEL/SUBJECT.jsonl or SUBJECT/MODEL.jsonl)")
     parser.add_argument("--inspect-log", nargs="+", default=[], metavar="LOG",
                         help="Inspect AI logs of the task sphyr_hpc/sphyr (or folders of them), scored against "
                              "the dataset each names (or --dataset); the model is the log's")

@@ -61,9 +61,26 @@ def _run(args, context):
     return job.list_store(store) if args.action == "list" else job.prune_store(store, args.dry_run)
 
 
+def _check(args):
+    """A --store that is a file, or a folder named that does not exist, is a usage error (the default
+    store not made yet holds 0 entries: no run has written it)."""
+    import os
+    from pathlib import Path
+
+    from .io.yardstick_store import STORE_ENV, default_location
+
+    path = Path(args.store)
+    if path.is_file():
+        raise cli.UsageError(f"--store {args.store} is a file; --store names a store's folder")
+    named = args.store not in (os.environ.get(STORE_ENV), str(default_location()))
+    if named and not path.exists():
+        raise cli.UsageError(f"no such store folder: {args.store} (a store is the folder a score run with "
+                             f"--store DIR wrote; the default one is {default_location()})")
+
+
 # ``check`` recomputes yardsticks over MPI ranks with PETSc; ``list`` and ``prune`` read files only.
-COMMAND = cli.Command(prog=PROG, build_parser=build_parser, run=_run, probe=False)
-FILES_ONLY = cli.Command(prog=PROG, build_parser=build_parser, run=_run, mpi=False)
+COMMAND = cli.Command(prog=PROG, build_parser=build_parser, run=_run, check=_check, probe=False)
+FILES_ONLY = cli.Command(prog=PROG, build_parser=build_parser, run=_run, check=_check, mpi=False)
 
 
 def main(argv=None):

@@ -39,16 +39,20 @@ Records are spread over the MPI ranks (``mpirun -n N``), each scored on
 ``COMM_SELF``; rank 0 prints.  PETSc options
 (single dash, e.g. ``-sphyr_ksp_type cg``) may follow the arguments.
 
+``--dataset`` may be a folder of dataset files (every subject in it) and may be
+given again: each subject's table is printed in turn, the first N records of
+each.  A progress bar (samples) runs on rank 0's stderr unless ``--quiet``.
+
 Example::
 
     python3 -m sphyr_hpc.validate --dataset data/sphyr/v1/full_easy.jsonl --samples 20
+    python3 -m sphyr_hpc.validate --dataset data/sphyr/v1 --samples 5   # every subject
 """
 
 import sys
 
 from . import cli
 from .cli import Parser, UsageError, positive_int
-from .runtime.messages import no_such
 
 PROG = "python -m sphyr_hpc.validate"
 
@@ -63,7 +67,8 @@ def build_parser(prog=PROG):
         "metrics.",
         epilog="PETSc options (single dash, prefix -sphyr_) may follow, e.g. -sphyr_ksp_type cg.",
     )
-    parser.add_argument("--dataset", required=True, metavar="PATH", help="dataset JSONL file")
+    parser.add_argument("--dataset", required=True, action="append", metavar="PATH",
+                        help="dataset JSONL file, or a folder of them (every subject in it); may be given again")
     parser.add_argument("--samples", type=positive_int, default=20, metavar="N",
                         help="score the first N records")
     from .scoring.probes import HARD_VALUES
@@ -74,24 +79,27 @@ def build_parser(prog=PROG):
                             f"the file name (default: hard when the file name without .jsonl ends with 'hard', "
                             f"else easy)")
     level.add_argument("--easy", dest="hard", action="store_false", help="easy probes (0/1) whatever the file name")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     yardstick_store.add_arguments(parser)
     return parser
 
 
 def _check(args):
-    import os
+    from .jobs.prompts import dataset_files
 
-    if not os.path.isfile(args.dataset):
-        raise UsageError(no_such([args.dataset]))
+    args.dataset_files = [str(p) for p in dataset_files(args.dataset, distinct=False)]  # UsageError: missing, none
 
 
 def _run(args, context):
     from .io.yardstick_store import store_of_arguments
     from .jobs.validate import run_validate
 
-    result = run_validate(args.dataset, args.samples, hard=args.hard, comm=context.comm,
-                          store=store_of_arguments(args))
-    return 0 if result["samples"] else 1
+    scored = 0
+    for dataset in args.dataset_files:
+        result = run_validate(dataset, args.samples, hard=args.hard, comm=context.comm,
+                              store=store_of_arguments(args), quiet=args.quiet)
+        scored += result["samples"]
+    return 0 if scored else 1
 
 
 def command(prog=PROG):

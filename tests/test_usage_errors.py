@@ -239,7 +239,7 @@ def test_jsonl_content_in_a_json_file_gets_the_same_hint(tmp_path, capsys):
 
 @pytest.mark.parametrize("module, argv, message", [
     ("score", ["nowhere.json"], "no such file or folder: nowhere.json"),
-    ("validate", ["--dataset", "nowhere.jsonl"], "no such file: nowhere.jsonl"),
+    ("validate", ["--dataset", "nowhere.jsonl"], "no such file or folder: nowhere.jsonl"),
     ("certify", ["--dataset", "nowhere.jsonl"], "no such file: nowhere.jsonl"),
     ("optimize", ["nowhere.json"], "no such file: nowhere.json"),
     ("generate", ["--grid", "nowhere.txt", "--out", "x.json"], "no such file: nowhere.txt"),

@@ -191,7 +191,7 @@ def test_unreadable_records_are_reported_with_line_numbers_and_the_rest_is_score
         "[1, 2]",                           # line 6, position 4: not an object
     ]) + "\n")
 
-    status = main(["--dataset", str(broken), "--samples", "10"])
+    status = main(["--dataset", str(broken), "--samples", "10", "--quiet"])
 
     captured = capsys.readouterr()
     assert status == 0
@@ -225,11 +225,11 @@ def test_hard_and_easy_flags_override_the_file_name(tmp_path, capsys):
     copy = tmp_path / "full_hard.jsonl"
     copy.write_text(FULL_HARD.read_text().splitlines()[0] + "\n")
     assert main(["--dataset", str(copy), "--samples", "1"]) == 0
-    assert "full_hard: 1 samples (hard)" in capsys.readouterr().out
+    assert "full_hard: 1 sample (hard)" in capsys.readouterr().out
     assert main(["--dataset", str(copy), "--samples", "1", "--easy"]) == 0
-    assert "full_hard: 1 samples (easy)" in capsys.readouterr().out
+    assert "full_hard: 1 sample (easy)" in capsys.readouterr().out
     assert main(["--dataset", str(FULL_HARD), "--samples", "1", "--hard"]) == 0
-    assert "full_hard_first3: 1 samples (hard)" in capsys.readouterr().out
+    assert "full_hard_first3: 1 sample (hard)" in capsys.readouterr().out
 
 
 def test_validate_help_states_the_hard_rule_the_probes_apply(capsys):

@@ -29,6 +29,11 @@ MARKERS = (LOAD, SUPPORT, MASK)
 PROMPT_GRID_MARKER = "Below is the input grid with masked regions:"
 
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+# Tokens that are not cells but are read as a grid's cells where they stand, each an unparsable cell
+# (docs/scoring.md, "Grids"): a spelling of a number that is not finite (nan, inf, infinity, any
+# case, signed), and a token made only of digits, points and the letters L, S, V in either case (a
+# lowercase marker, cells written without spaces).  A line of cell tokens and these is a grid row.
+_CELL_LIKE = re.compile(r"^(?:[+-]?(?:nan|inf|infinity)|[0-9.LSVlsv]+)$", re.IGNORECASE)
 
 
 class GridError(ValueError):
@@ -44,6 +49,12 @@ TOKEN_TABLE_SIZE = 4096
 def is_cell_token(token):
     """True for ``L``, ``S``, ``V`` or a plain decimal number (:data:`cell_token` keeps the answers)."""
     return token in MARKERS or bool(_NUMBER.match(token))
+
+
+def is_row_token(token):
+    """True for a token a grid row may hold (:data:`row_token` keeps the answers): a cell token, or one
+    read as an unparsable cell where it stands (``nan``, ``inf``, ``l``, ``s``, ``0101``: see ``_CELL_LIKE``)."""
+    return is_cell_token(token) or bool(_CELL_LIKE.match(token))
 
 
 @functools.lru_cache(maxsize=TOKEN_TABLE_SIZE)
@@ -66,7 +77,9 @@ def extract_grid_from_text(text):
     """The grid inside free text: the longest run of consecutive grid lines.
 
     A line is a grid line when every whitespace-separated token on it is a cell
-    token.  Ties go to the last run (a model's corrected second attempt).
+    token or one read as an unparsable cell (:func:`is_row_token`), so that a row
+    holding ``nan`` or a lowercase ``l`` keeps its place and its cells count as
+    unparsable.  Ties go to the last run (a model's corrected second attempt).
     Returns a list of rows (lists of str); ``[]`` when the text holds no grid.
     One pass: each line is split once and its tokens looked up in the token table.
     """
@@ -76,7 +89,7 @@ def extract_grid_from_text(text):
     run = []
     for line in str(text).splitlines():
         tokens = line.split()
-        if tokens and all(map(cell_token.__getitem__, tokens)):
+        if tokens and all(map(row_token.__getitem__, tokens)):
             run.append(tokens)
             continue
         if run and len(run) >= len(best):
@@ -216,6 +229,7 @@ class TokenTable(dict):
 
 
 cell_token = TokenTable(is_cell_token)  # is_cell_token as a table: a dictionary lookup a token
+row_token = TokenTable(is_row_token)  # is_row_token as a table
 
 
 def _cell_density(token):

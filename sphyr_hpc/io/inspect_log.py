@@ -16,7 +16,8 @@ from pathlib import Path
 
 NEEDS_INSPECT = "reading an Inspect log needs inspect-ai: pip install 'sphyr_hpc[inspect]'"
 LOG_SUFFIXES = (".eval", ".json")
-DATASET_KEY = "sphyr_hpc_dataset"  # the task's metadata: the dataset file's absolute path
+DATASET_KEY = "sphyr_hpc_dataset"  # the task's metadata: the dataset file's (or folder's) absolute path
+FAILED_IN_INSPECT = "the sample failed in Inspect"  # the reason of a sample with an error, not an answer
 TOOLS_KEY = "sphyr_hpc_tools"  # the task's metadata: the tools a run had (none: the key is absent)
 
 
@@ -74,12 +75,15 @@ def read_inspect_log(path):
         return None, None, None, "the log names no dataset (a log of the task sphyr_hpc/sphyr names it): give --dataset"
     tools = list((log.eval.metadata or {}).get(TOOLS_KEY) or ())
     lines = []
+    several = not str(dataset).endswith(".jsonl")  # a folder's subjects: each sample names its file
     for number, sample in enumerate(log.samples or [], start=1):
         if sample.epoch != 1:
             continue
         line = {"index": (sample.metadata or {}).get("index", sample.id)}
+        if several and "dataset" in (sample.metadata or {}):  # the line answers its sample's dataset file
+            line["dataset"] = sample.metadata["dataset"]
         if sample.error is not None:
-            line["error"] = f"the sample failed in Inspect: {sample.error.message}"
+            line["error"] = f"{FAILED_IN_INSPECT}: {sample.error.message.splitlines()[0][:300]}"
         else:
             line["completion"] = sample.output.completion
         if tools:

@@ -26,11 +26,12 @@ def subject_of(path):
     return name[: -len(DATASET_SUFFIX)] if name.endswith(DATASET_SUFFIX) else Path(path).stem
 
 
-def dataset_files(paths):
+def dataset_files(paths, distinct=True):
     """The dataset files named by ``paths``: files as given, a folder's ``*.jsonl`` files sorted.
 
-    :class:`UsageError` for a path that does not exist, a folder with no dataset, or two datasets of
-    the same name (a prompts file tells its datasets apart by name: one dataset version per file).
+    :class:`UsageError` for a path that does not exist, a folder with no dataset, or (``distinct``)
+    two datasets of the same name (a prompts file, and a scoring run, tell datasets apart by name:
+    one dataset version per file or run).
     """
     missing = [str(p) for p in paths if not Path(p).exists()]
     if missing:
@@ -45,10 +46,10 @@ def dataset_files(paths):
         else:
             files.append(path)
     seen = {}
-    for path in files:
+    for path in files if distinct else ():
         if path.name in seen:
-            raise UsageError(f"{seen[path.name]} and {path} have the same name: a prompts file tells datasets "
-                             f"apart by name; write one --out per dataset version")
+            raise UsageError(f"{seen[path.name]} and {path} have the same name: a prompts file and a scoring run "
+                             f"tell datasets apart by name; give one dataset version per run (one --out each)")
         seen[path.name] = path
     return files
 

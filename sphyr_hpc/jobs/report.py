@@ -7,6 +7,7 @@ scores and categories, and only the best and worst rows whole), then writes
 model) and ``OUT/report.html`` last, each atomically.  Its title comes from
 the run: the models, and the dataset or input folders ``run.json`` names.
 :func:`write_comparison` writes ``OUT_A/compare.html``: run B minus run A.
+:func:`merge_runs` makes one run of several: their records in one results.jsonl and summary.json.
 """
 
 import json
@@ -15,6 +16,8 @@ from pathlib import Path
 
 from ..io.atomic import write_bytes_atomic, write_text_atomic
 from ..io.fields import safe_name
+from ..io.jsonl import ROW_FIELDS, read_jsonl
+from ..io.results_log import row_key, sort_key
 from ..reporting import figures
 from ..reporting.collect import ReportData
 from ..reporting.compare import render_comparison
@@ -52,8 +55,11 @@ def run_title(out_dir, models, run=None):
     """'SPhyR report: my-model on full_easy.jsonl': the models and what run.json (``run``, if already read) says they answered."""
     inputs = (_run_json(out_dir) if run is None else run).get("inputs") or {}
     who = f"{plural(len(models), 'model')} ({_names(models)})" if len(models) != 1 else models[0] if models else "no model"
-    if inputs.get("dataset"):
-        source = f" on {Path(inputs['dataset']).name}"
+    datasets = inputs.get("dataset")
+    if isinstance(datasets, list) and datasets:  # several datasets: how many, and their folders
+        source = f" on {plural(len(datasets), 'subject')} ({_names(sorted({Path(d).parent.name for d in datasets}))})"
+    elif datasets:
+        source = f" on {Path(datasets).name}"
     elif inputs.get("paths"):
         source = " from " + _names(str(Path(*Path(p).parts[-2:])) for p in inputs["paths"])
     else:
@@ -168,3 +174,45 @@ def write_comparison(out_a, out_b, path=None):
     path = Path(path) if path else Path(out_a) / COMPARE_NAME
     write_text_atomic(path, render_comparison(str(out_a), str(out_b), data_a, data_b))
     return path, dropped_a, dropped_b
+
+
+@dataclass
+class Merged:
+    """What :func:`merge_runs` wrote: the record count, the leaderboard, the records found in two runs
+    ``[(key, first run, other run)]``, the lines each run's results.jsonl dropped ``{run: [(line, why)]}``."""
+
+    records: int
+    board: list
+    title: str
+    twice: list = field(default_factory=list)
+    dropped: dict = field(default_factory=dict)
+
+
+def merge_runs(runs, out):
+    """``out/results.jsonl`` and ``out/summary.json`` of the records of every run in ``runs`` (score
+    output folders), each record once: one scored in two runs is kept from the first and listed in
+    :attr:`Merged.twice`.  The leaderboard is the mean over subjects, as a single run's."""
+    lines, where, twice, dropped = {}, {}, [], {}
+    for run in runs:
+        dropped[run] = []
+        for number, row, problem in read_jsonl(Path(run) / "results.jsonl")[0]:
+            if problem or not isinstance(row, dict) or not set(ROW_FIELDS) <= row.keys():
+                dropped[run].append((number, problem or "not a results row (model, subject, index)"))
+                continue
+            key = row_key(row)
+            if key in lines:
+                twice.append((key, where[key], run))
+                continue
+            lines[key], where[key] = json.dumps(row, allow_nan=False), run
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    keys = sorted(lines, key=sort_key)
+    write_text_atomic(out / "results.jsonl", "".join(lines[k] + "\n" for k in keys))
+    data, _ = ReportData.read(out / "results.jsonl")
+    summary = data.result()
+    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    board = leaderboard(summary)
+    models = [e["model"] for e in board]
+    who = f"{plural(len(models), 'model')} ({_names(models)})" if len(models) != 1 else models[0] if models else "no model"
+    title = f"SPhyR report: {who} from {plural(len(runs), 'run')} ({_names(Path(r).name for r in runs)})"
+    return Merged(len(keys), board, title, twice, {r: d for r, d in dropped.items() if d})

@@ -37,6 +37,7 @@ from ..scoring.tasks import make_tasks, score_record, sorted_places
 from ..scoring.tool_runs import TOOLS_KEY, format_tool_runs
 from ..scoring.yardstick_store import StoredYardsticks, format_counts, merged, summed
 from .report import Report
+from ..io.inspect_log import FAILED_IN_INSPECT
 from .score_inputs import check_resume, input_paths, inputs_of, load_inputs
 
 PROG = prog_of("score")
@@ -79,7 +80,7 @@ class ScoringRun:
         # pickle them all (the serial part of a run).
         samples, problems = load_inputs(self.args)
         if not samples and not problems:
-            raise UsageError(f"no result files under {', '.join(map(str, input_paths(self.args)))}")
+            raise UsageError(f"no result files under {', '.join(map(str, input_paths(self.args) + self.args.inspect_log))}")
         if not self._lock():
             return 2
         try:
@@ -309,6 +310,11 @@ class ScoringRun:
                 say(PROG, certified_count(self.args.certified, certified, scored))
             if unanswered_lines:
                 say(PROG, unanswered(len(unanswered_lines), records, out / UNANSWERED_NAME))
+                failed = [line for line in unanswered_lines if FAILED_IN_INSPECT in line]
+                if failed:  # not the model's answers: the Inspect run's samples failed
+                    first = failed[0].split(FAILED_IN_INSPECT + ": ", 1)[1]
+                    say(PROG, f"{len(failed)} of them are samples that failed in Inspect, not answers (the first "
+                              f"error: {first}): rerun them (inspect eval-retry LOG) and score the log again")
             print(f"\nleaderboard: {out / 'leaderboard.png'}")
             if self.args.report:
                 print(f"report: {out / REPORT_NAME} (a page per model in {out / PICTURES})")

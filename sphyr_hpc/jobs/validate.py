@@ -9,6 +9,7 @@ from collections import OrderedDict
 from mpi4py import MPI
 
 from ..io.jsonl import read_dataset
+from ..runtime.progress import progress_bar
 from ..runtime.tasks import run_dynamic
 from ..scoring.probes import build_probes, format_table, is_hard_dataset, probe_means
 from ..io.yardstick_store import open_store
@@ -16,7 +17,8 @@ from ..scoring.scorer import Scorer
 from ..scoring.yardstick_store import StoredYardsticks, format_counts, merged
 
 
-def run_validate(dataset_path, samples, hard=None, scorer=None, out=None, errors=None, comm=None, store=None):
+def run_validate(dataset_path, samples, hard=None, scorer=None, out=None, errors=None, comm=None, store=None,
+                 quiet=True):
     """Score the probes of the first ``samples`` records and print the table.
 
     Records are spread over the ranks of ``comm`` (default ``MPI.COMM_WORLD``;
@@ -27,7 +29,8 @@ def run_validate(dataset_path, samples, hard=None, scorer=None, out=None, errors
     ``out``/``errors`` default to the current ``sys.stdout``/``sys.stderr``
     (looked up at call time, so redirection and pytest capture work).
     ``store``: the yardstick store of a scorer made here (``open_store``'s
-    argument: a folder, True for the default one, None for none).
+    argument: a folder, True for the default one, None for none).  ``quiet``: no progress bar (a bar
+    of the samples on rank 0's stderr otherwise).
 
     Returns, on every rank, a dict: ``dataset``, ``hard``, ``samples`` (records
     scored), ``means`` (probe -> metric -> mean, probes in
@@ -42,7 +45,12 @@ def run_validate(dataset_path, samples, hard=None, scorer=None, out=None, errors
     started = time.time()
     stored = (scorer.stored if scorer is not None
               else StoredYardsticks(open_store(store), _subject(dataset_path), warn=False))
-    gathered = comm.gather(_score_probes(records, hard, scorer, comm, stored), root=0)
+    bar = progress_bar(len(records), quiet, unit="sample") if comm.rank == 0 else None
+    try:
+        gathered = comm.gather(_score_probes(records, hard, scorer, comm, stored, bar), root=0)
+    finally:
+        if bar is not None:
+            bar.close()
     counts, warning = merged(comm, stored)
     result = None
     if comm.rank == 0:
@@ -62,8 +70,8 @@ def _subject(path):
     return os.path.splitext(os.path.basename(path))[0]
 
 
-def _score_probes(records, hard, scorer, comm, stored=None):
-    """``{position: {probe: metrics}}`` of the records this rank scored."""
+def _score_probes(records, hard, scorer, comm, stored=None, bar=None):
+    """``{position: {probe: metrics}}`` of the records this rank scored; ``bar`` (rank 0): a progress bar."""
     own_scorer = scorer is None
     if own_scorer:
         scorer = Scorer(store=stored)
@@ -79,11 +87,17 @@ def _score_probes(records, hard, scorer, comm, stored=None):
         counters.add_done(1)
 
     try:
-        run_dynamic(comm, len(records), run)
+        run_dynamic(comm, len(records), run, progress=None if bar is None else lambda done: _moved(bar, done))
     finally:
         if own_scorer:
             scorer.close()
     return mine
+
+
+def _moved(bar, done):
+    """Move ``bar`` to ``done`` samples; True once every sample is done."""
+    bar.update(done - bar.n)
+    return done >= bar.total
 
 
 def _report(dataset_path, hard, by_position, seconds, ranks, out):
@@ -91,7 +105,7 @@ def _report(dataset_path, hard, by_position, seconds, ranks, out):
     means, losses = probe_means(by_position)
     scored = len(by_position)
     subject = os.path.splitext(os.path.basename(dataset_path))[0]
-    print(f"\n{subject}: {scored} samples ({'hard' if hard else 'easy'}), {seconds:.0f}s "
+    print(f"\n{subject}: {scored} sample{'s' * (scored != 1)} ({'hard' if hard else 'easy'}), {seconds:.0f}s "
           f"on {ranks} rank(s)\n", file=out)
     for line in format_table(means):
         print(line, file=out)

@@ -4,7 +4,13 @@ import numpy as np
 
 
 def plot(rows, summary, path):
-    """Share certified optimal per subject, and every sample's yardstick gap."""
+    """certify.png at ``path``: :func:`figure`, written."""
+    figure(rows, summary).savefig(path, dpi=120)
+
+
+def figure(rows, summary):
+    """Share certified optimal per subject, and every sample's yardstick gap (every point whole inside
+    the axes: the gap axis reaches past the largest and smallest gap)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -25,7 +31,10 @@ def plot(rows, summary, path):
         right.scatter(gaps, np.full(len(gaps), yi), s=12, c=colours, alpha=0.7)
     right.axvline(0.0, color="grey", lw=0.8)
     right.set_xscale("symlog", linthresh=1.0)
+    gaps = [100.0 * r["yardstick_gap"] for r in rows if "error" not in r and r.get("yardstick_gap") is not None]
+    if gaps:  # symlog: a margin of a factor 1.5 (plus 1 %) on each side keeps the outermost markers whole
+        right.set_xlim(min(0.0, min(gaps)) * 1.5 - 1.0, max(0.0, max(gaps)) * 1.5 + 1.0)
     right.set_xlabel("yardstick / certified lower bound - 1 (%): green exact, red bounded")
     fig.suptitle("The yardstick against the certified binary optimum (sphyr_hpc.certify)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    return fig

@@ -7,6 +7,12 @@ excludes 0 (:func:`sphyr_hpc.scoring.uncertainty.paired`).  Then every record
 whose category changed (a tally category: ``unanswered``, a failed check or
 ``sound``; ``excluded`` for a broken sample; ``absent`` when the run has no such
 record), and the counts of each change (e.g. ``severed_load_path -> sound``).
+
+Runs with no model in common (two models' runs) are compared model against model: every model
+of B against every model of A that answered some of the same samples, paired over those samples
+(the difference of two models on the same samples), and the records are matched by subject and
+index.  Runs that share neither a model nor a sample have nothing to compare:
+:class:`NothingToCompare` says what each holds.
 """
 
 import html
@@ -16,6 +22,10 @@ from ..scoring.uncertainty import paired
 from .html import interval, page, plural, table
 
 ABSENT = "absent"
+
+
+class NothingToCompare(ValueError):
+    """Two runs that share neither a model nor a sample: the message says what can be compared."""
 LISTED = 500  # records listed at most (all changes are counted)
 
 
@@ -34,26 +44,72 @@ def _verdict(pair):
 
 
 def comparison(data_a, data_b):
-    """``(rows of the differences table, changed records, Counter of changes, models only in A, only in B)``."""
+    """``(rows of the differences table, changed records, Counter of changes, models only in A, only in B)``.
+
+    The pairs compared are the models both runs hold, else (:func:`pairs`) every model of B against
+    every model of A on the samples both answered; a pair of two models is named ``B-model vs A-model``.
+    """
     summary_a, summary_b = data_a.running, data_b.running
     models_a, models_b = set(summary_a.groups), set(summary_b.groups)
     rows = []
-    for model in sorted(models_a & models_b):
-        a, b = answered(data_a, model), answered(data_b, model)
-        pair = paired(a, b)
-        entries_a = {s: g.entry() for s, g in summary_a.groups[model].items()}
-        entries_b = {s: g.entry() for s, g in summary_b.groups[model].items()}
-        rows.append(_row(model, "all subjects", [_overall(entries_a), _overall(entries_b)], pair, "all"))
-        for subject in sorted(set(entries_a) | set(entries_b)):
+    compared = pairs(data_a, data_b)
+    for model_a, model_b in compared:
+        name = model_a if model_a == model_b else f"{model_b} vs {model_a}"
+        pair = paired(answered(data_a, model_a), answered(data_b, model_b))
+        entries_a = {s: g.entry() for s, g in summary_a.groups[model_a].items()}
+        entries_b = {s: g.entry() for s, g in summary_b.groups[model_b].items()}
+        subjects = sorted(set(entries_a) | set(entries_b)) if model_a == model_b else sorted(set(entries_a) & set(entries_b))
+        rows.append(_row(name, "all subjects", [_overall({s: entries_a[s] for s in subjects if s in entries_a}),
+                                                _overall({s: entries_b[s] for s in subjects if s in entries_b})],
+                         pair, "all"))
+        for subject in subjects:
             sub = (pair or {}).get("subjects", {}).get(subject)
-            rows.append(_row(model, subject, [_cells(entries_a.get(subject)), _cells(entries_b.get(subject))], sub, ""))
+            rows.append(_row(name, subject, [_cells(entries_a.get(subject)), _cells(entries_b.get(subject))], sub, ""))
     changed, counts = [], Counter()
-    for key in sorted(set(data_a.categories) | set(data_b.categories), key=lambda k: (k[0], k[1], _index(k[2]))):
-        before, after = data_a.categories.get(key, (ABSENT, None)), data_b.categories.get(key, (ABSENT, None))
+    if all(a == b for a, b in compared):
+        keys = {k: (k, k) for k in set(data_a.categories) | set(data_b.categories)}
+    else:  # two models: a record of A's model and B's model on the same sample
+        keys = {}
+        for model_a, model_b in compared:
+            for (model, subject, index) in data_a.categories:
+                if model == model_a and (model_b, subject, index) in data_b.categories:
+                    keys[(f"{model_b} vs {model_a}", subject, index)] = ((model_a, subject, index),
+                                                                        (model_b, subject, index))
+    for key in sorted(keys, key=lambda k: (k[0], k[1], _index(k[2]))):
+        key_a, key_b = keys[key]
+        before, after = data_a.categories.get(key_a, (ABSENT, None)), data_b.categories.get(key_b, (ABSENT, None))
         if before[0] != after[0]:
             counts[(before[0], after[0])] += 1
             changed.append((key, before, after))
     return rows, changed, counts, sorted(models_a - models_b), sorted(models_b - models_a)
+
+
+def _samples(data, model):
+    return {(s, i) for s, scores in answered(data, model).items() for i in scores}
+
+
+def pairs(data_a, data_b):
+    """``[(model of A, model of B)]`` to compare: the models both runs hold; else every two models that
+    answered some of the same samples.  :class:`NothingToCompare` when there is none."""
+    models_a, models_b = sorted(data_a.running.groups), sorted(data_b.running.groups)
+    common = [m for m in models_a if m in data_b.running.groups]
+    if common:
+        return [(m, m) for m in common]
+    found = [(a, b) for a in models_a for b in models_b if _samples(data_a, a) & _samples(data_b, b)]
+    if not found:
+        raise NothingToCompare(
+            f"nothing to compare: A holds {_held(data_a)}, B holds {_held(data_b)}; report A --compare B compares "
+            f"runs of the same model record by record, or two models that answered the same samples (subject "
+            f"and index) by their paired difference")
+    return found
+
+
+def _held(data):
+    models, subjects = sorted(data.running.groups), sorted(data.subjects)
+    if not models:
+        return "no record"
+    shown = ", ".join(subjects[:3]) + (", ..." if len(subjects) > 3 else "")
+    return f"{plural(len(models), 'model')} ({', '.join(models[:3])}{', ...' if len(models) > 3 else ''}) on {shown}"
 
 
 def _cells(entry):
@@ -89,6 +145,10 @@ def render_comparison(label_a, label_b, data_a, data_b):
             f"B: {html.escape(label_b)} ({plural(data_b.rows, 'record')}). Differences are B minus A, paired "
             f"over the samples both runs answered, with a 95 % bootstrap interval over those samples "
             f"(stratified by subject); <i>differs</i> when the interval excludes 0.</p>"]
+    if not set(data_a.running.groups) & set(data_b.running.groups):
+        body.append("<p class='note'>The runs share no model: each row is a model of B against a model of A "
+                    "(<i>B-model vs A-model</i>), paired over the samples (subject, index) both answered, and "
+                    "the records below are those two models' answers to the same sample.</p>")
     for models, which in ((only_a, "A"), (only_b, "B")):
         if models:
             body.append(f"<p class='note'>Only in {which}: {html.escape(', '.join(models))}.</p>")

@@ -175,6 +175,11 @@ def panel(drawn, box=BOX):
 PANELS = ("completion", "ground_truth", "optimum")
 
 
+def drawable(rows):
+    """True when text ``rows`` make a picture (a non-empty rectangular grid); else its panel is blank."""
+    return bool(rows) and _cells(tuple(rows)) is not None
+
+
 def triple(row, box=BOX, gap=GAP):
     """completion | ground truth | yardstick optimum of one record, side by side: an RGB array."""
     g = row.get("grids") or {}

@@ -19,10 +19,22 @@ from .html import COVERAGE, Raw, coverage_cells, data_uri, interval, page, plura
 _PANEL_HEAD = "completion | ground truth | yardstick optimum"
 
 
+_BLANK = {"completion": "completion (no grid to draw)", "ground_truth": "ground truth (none)",
+          "optimum": "yardstick optimum (not computed: the completion was not analysed)"}
+
+
+def blank_panels(row):
+    """The panels of a record's picture left blank (grey), each with why: none for a record analysed."""
+    g = row.get("grids") or {}
+    return [_BLANK[name] for name in grids.PANELS if not grids.drawable(g.get(name))]
+
+
 def _caption(kind, row, ties):
     score = row.get("topology_score") or 0.0
     others = f", {plural(ties - 1, 'other record')} at this score" if ties > 1 else ""
-    return f"{kind}: #{row.get('index')} topo {score:.3f} {row.get('failure', '?')}{others}"
+    blank = blank_panels(row)
+    blank = f"; blank: {', '.join(blank)}" if blank else ""
+    return f"{kind}: #{row.get('index')} topo {score:.3f} {row.get('failure', '?')}{others}{blank}"
 
 
 def _picture(row, caption):

@@ -204,12 +204,16 @@ class Scorer:
         free cells, as :meth:`prepare` makes them): what a sample's completions do not share."""
         lc = sample_case.loadcase
         if len(completion) != lc.nely or any(len(row) != lc.nelx for row in completion):
-            shape = f"{len(completion)} rows" if completion else "no grid"
+            rows = len(completion)
+            shape = f"{rows} row{'s' * (rows != 1)}" if completion else "no grid"
             widths = sorted({len(row) for row in completion})
             if completion:  # many widths are named by their range, so the reason stays one short line
                 named = "/".join(map(str, widths)) if len(widths) <= 3 else f"{widths[0]} to {widths[-1]}"
-                shape += f" of {named} cells"
-            return None, f"completion has {shape}, ground truth is {lc.nely}x{lc.nelx}"
+                shape += f" of {named} cell{'s' * (widths != [1])}"
+            hint = ""
+            if widths == [1] and lc.nelx > 1 and any(len(row[0]) == lc.nelx for row in completion):
+                hint = " (its rows are written without spaces: each row is one cell; separate the cells by spaces)"
+            return None, f"completion has {shape}, ground truth is {lc.nely}x{lc.nelx}{hint}"
         rho, counts = grids.densities(completion)
         rho[sample_case.structural] = 1.0
         return Case(lc, rho, sample_case.truth, sample_case.free, counts, sample_case.structural), None
