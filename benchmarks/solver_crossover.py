@@ -52,7 +52,7 @@ def moduli_sequence(lc, truth, iterations):
     seen = []
     with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
         filt = DensityFilter(system)
-        simp.run_simp(system, filt, float(rho.mean()), free, rho, max_iterations=iterations,
+        simp.run_simp(system, filt, float(rho.mean()), free, rho, simp.SimpSettings(max_iterations=iterations),
                       callback=lambda it, c, physical, change: seen.append(fe.simp_modulus(physical, fe.PENAL)))
         filt.close()
     return seen

@@ -102,15 +102,17 @@ def _setup(system, volume_fraction, free, pinned, penal, radius, max_iterations,
     solver = sizing.simp_system(system, exact, mg_min_dofs)
 
     def run(p, initial=None):
-        arguments = dict(penal=p, max_iterations=max_iterations, tolerance=tolerance, initial=initial)
+        settings = simp.SimpSettings(penal=p, max_iterations=max_iterations, tolerance=tolerance)
         try:
-            densities = simp.run_simp(solver, density_filter, volume_fraction, free, pinned, **arguments).densities
+            densities = simp.run_simp(solver, density_filter, volume_fraction, free, pinned, settings,
+                                      initial=initial).densities
         except SolverError:
             if solver is exact:
                 raise
             # The multigrid stalled on some design of this run: the whole run again on the exact
             # solver, which decides the run's designs alone (a run depends on its inputs only).
-            densities = simp.run_simp(exact, density_filter, volume_fraction, free, pinned, **arguments).densities
+            densities = simp.run_simp(exact, density_filter, volume_fraction, free, pinned, settings,
+                                      initial=initial).densities
         if on_run is not None:
             on_run()
         return densities
