@@ -81,8 +81,8 @@ def main(argv=None):
         lc = loadcases.from_grid(truth)
         sequence = moduli_sequence(lc, truth, args.iterations)
         best = {"direct": np.inf, "mg": np.inf}
-        with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as direct:
-            mg = sizing.simp_system(direct, direct, mg_min_dofs=0)
+        with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as direct, \
+                sizing.simp_system(direct) as mg:
             iterations = []
             for _ in range(args.repeats):
                 seconds, exact = replay(direct, sequence)

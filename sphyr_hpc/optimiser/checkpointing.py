@@ -12,8 +12,9 @@ What a checkpoint holds is everything the next iteration reads: the design and i
 densities, the optimiser's own state (:meth:`~sphyr_hpc.optimiser.update.Update.state`: nothing for
 OC, the asymptotes, the two previous designs and the last multiplier for MMA), the solver's warm
 start (the last two solutions an iterative solve extrapolates from), the iteration (the
-continuation's penalty follows from it) and the history.  A resumed run therefore takes the very same steps as the uninterrupted one: on the same
-number of ranks the same designs bit for bit; on another the ranks' sums differ by rounding.
+continuation's penalty follows from it) and the history.  A resumed run therefore takes the very
+same steps as the uninterrupted one: on the same number of ranks the same designs bit for bit; on
+another the ranks' sums differ by rounding.
 """
 
 from dataclasses import dataclass, field
