@@ -71,6 +71,7 @@ def main():
                              "compliance_ratio": mma["compliance"] / oc["compliance"],
                              "seconds_per_iteration_ratio": mma["seconds_per_iteration"] / oc["seconds_per_iteration"],
                              "update_seconds_ratio": mma["update_seconds"] / oc["update_seconds"]})
+                print(json.dumps(rows[-1]), flush=True)  # each round as it ends (a long study stopped early)
     report = {"date": now(), "commit": commit_of(), "ranks": args.ranks, "sizes": args.sizes, "rounds": args.rounds,
               "rows": rows,
               "machine": machine(load)}

@@ -167,3 +167,51 @@ def test_the_linear_oc_update_in_one_c_pass_takes_numpys_steps(monkeypatch):
     assert np.abs(ours - theirs).max() <= 1e-15
     assert np.all(np.abs(ours[is_free] - design[is_free]) <= 0.2 + 1e-15)
     assert np.all(ours[~is_free] == pinned[~is_free])
+
+
+def test_the_update_is_chosen_once_by_its_name():
+    """One Update interface: the settings' name picks the class (OC's form by the volume sums and the ranks)."""
+    import scipy.sparse as sp
+    from mpi4py import MPI
+
+    from sphyr_hpc.optimiser import mma, simp
+    from sphyr_hpc.optimiser.update import Update, UpdateContext
+
+    class Identity:
+        def on_cells(self, cells):
+            identity = sp.identity(len(cells), format="csr")
+            return identity, identity, np.ones(len(cells))
+
+    n = 10
+    context = UpdateContext(MPI.COMM_SELF, np.ones(n), np.ones(n, dtype=bool), np.zeros(n), Identity(), 5.0, 0.2)
+    expected = {("oc", "scorer"): simp.SerialOC, ("oc", "linear"): simp.LinearOC, ("oc88", "scorer"): simp.OC88Update,
+                ("mma", "linear"): mma.MMAUpdate}
+    for (name, sums), cls in expected.items():
+        update = simp.make_update(simp.SimpSettings(update=name, volume_sums=sums), context)
+        assert type(update) is cls and isinstance(update, Update) and update.name == name
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(update="mma"), 'update mma needs volume_sums="linear"'),
+    (dict(filter="sensitivity"), "filter sensitivity is the 88-line code's"),
+    (dict(update="nope"), "update nope is not one of oc, oc88, mma"),
+    (dict(move_limit=0.0), "move_limit 0.0 must be in (0, 1]"),
+    (dict(continuation=(4.0, 0.5, 10)), "continuation (4.0, 0.5, 10) needs p_start <= penal"),
+])
+def test_a_setting_out_of_range_is_refused_when_the_settings_are_made(settings, message):
+    from sphyr_hpc.optimiser import simp
+
+    with pytest.raises(simp.SettingError) as err:
+        simp.SimpSettings(**settings)
+    assert str(err.value).startswith(message)
+
+
+def test_the_command_names_the_option_of_a_setting_out_of_range(capsys):
+    from sphyr_hpc import optimize
+    from sphyr_hpc.optimiser import driver, simp
+
+    with pytest.raises(simp.SettingError, match="move 0"):
+        driver.RunSettings(move=0)  # the run's name of the field, not SimpSettings' move_limit
+    assert optimize.main(["--preset", "mbb", "--size", "30x10", "--move", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--move 0.0 must be in (0, 1]" in err and len(err.strip().splitlines()) == 1

@@ -69,7 +69,7 @@ REFERENCE_DOFS = 242
 ANALYSIS_MAX_DOFS = 16
 # Sets of pinned moduli kept (one per penalty in a yardstick).
 MAX_CACHED = 8
-# Condensed systems kept per base system by :func:`shared` (one per free mask: a load case's samples).
+# Condensed systems kept per base system by :class:`CondensedSystems` (one per free mask: a load case's samples).
 MAX_SHARED = 8
 
 
