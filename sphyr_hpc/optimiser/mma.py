@@ -91,27 +91,36 @@ class Subproblem:
         self.evaluations = 0
 
     def x_of(self, lam):
-        """This rank's minimiser of the Lagrangian at the multiplier ``lam``."""
-        sp = np.sqrt(self.p0 + lam * self.P)
-        sq = np.sqrt(self.q0 + lam * self.Q)
+        """This rank's minimiser of the Lagrangian at the multiplier ``lam``, with its ``p`` and ``q``."""
+        p = self.p0 + lam * self.P
+        q = self.q0 + lam * self.Q
+        sp, sq = np.sqrt(p), np.sqrt(q)
         x = sp * self.low
         x += sq * self.upp
         sp += sq
         x /= sp
-        return np.clip(x, self.alpha, self.beta, out=x)
+        np.maximum(x, self.alpha, out=x)  # (np.clip's dispatch costs as much as the rest of the pass)
+        np.minimum(x, self.beta, out=x)
+        return x, p, q
 
     def _phi(self, lam):
         """``(phi(lam), phi'(lam), x(lam))`` (collective: one allreduce)."""
         self.evaluations += 1
-        x = self.x_of(lam)
+        x, p, q = self.x_of(lam)
         ux = 1.0 / (self.upp - x)
         xl = 1.0 / (x - self.low)
         constraint = float(self.P @ ux + self.Q @ xl)
         ux2, xl2 = ux * ux, xl * xl
         slope_terms = self.P * ux2 - self.Q * xl2          # G: the constraint's derivative in x_j
-        curvature = 2.0 * ((self.p0 + lam * self.P) * ux2 * ux + (self.q0 + lam * self.Q) * xl2 * xl)  # H
+        p *= ux2
+        p *= ux
+        q *= xl2
+        q *= xl
+        p += q                                             # H / 2: the Lagrangian's second derivative
+        slope_terms *= slope_terms
+        slope_terms /= p
         inside = (x > self.alpha) & (x < self.beta)        # clipped cells do not move with lam
-        slope = float(np.sum(slope_terms[inside] ** 2 / curvature[inside]))
+        slope = 0.5 * float(np.add.reduce(slope_terms, where=inside))
         constraint, slope = self.reduce.sum([constraint, slope])
         y, dy = (max(0.0, (lam - self.c) / self.d), 1.0 / self.d if lam > self.c else 0.0)
         return constraint - y - self.b, -slope - dy, x
@@ -205,8 +214,8 @@ class MMAUpdate(Update):
         factor = np.where(sign > 0.0, ASYINCR, np.where(sign < 0.0, ASYDECR, 1.0))
         low = x - factor * (self.xold1 - self.low)
         upp = x + factor * (self.upp - self.xold1)
-        low = np.clip(low, x - 10.0 * span, x - 0.01 * span)
-        upp = np.clip(upp, x + 0.01 * span, x + 10.0 * span)
+        low = np.minimum(np.maximum(low, x - 10.0 * span), x - 0.01 * span)
+        upp = np.minimum(np.maximum(upp, x + 0.01 * span), x + 10.0 * span)
         return low, upp
 
     def constraint(self, x):
@@ -224,8 +233,8 @@ class MMAUpdate(Update):
         df0 = df0 * self.scale
         value, gradient = self.constraint(x)
         low, upp = self._asymptotes(x)
-        alpha = np.maximum.reduce([np.zeros_like(x), low + ALBEFA * (x - low), x - self.move])
-        beta = np.minimum.reduce([np.ones_like(x), upp - ALBEFA * (upp - x), x + self.move])
+        alpha = np.maximum(np.maximum(low + ALBEFA * (x - low), x - self.move), 0.0)
+        beta = np.minimum(np.minimum(upp - ALBEFA * (upp - x), x + self.move), 1.0)
         p0, q0 = approximations(x, low, upp, df0)
         P, Q = approximations(x, low, upp, gradient)
         b = float(self.reduce.sum([P @ (1.0 / (upp - x)) + Q @ (1.0 / (x - low))])[0]) - value
