@@ -81,8 +81,8 @@ def worker(args):
 
         mpi.Barrier()
         start = time.perf_counter()
-        result = simp.run_simp(system, density_filter, 0.4, free, pinned, max_iterations=args.iterations,
-                               callback=callback)
+        result = simp.run_simp(system, density_filter, 0.4, free, pinned,
+                               simp.SimpSettings(max_iterations=args.iterations), callback=callback)
         run_seconds = time.perf_counter() - start
         writer.close()
         others = {}

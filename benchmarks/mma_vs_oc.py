@@ -2,6 +2,8 @@
 
     python3 benchmarks/mma_vs_oc.py                       # 512x256 (150 iterations) and 2048x1024 (6), 2 ranks
     python3 benchmarks/mma_vs_oc.py --sizes 256x128:300 --ranks 1
+    python3 benchmarks/mma_vs_oc.py --sizes 1024x512:8,2048x1024:6 --presets mbb --rounds 5 \
+        --out benchmarks/results/plan/mma_vs_oc.json      # the cost of an iteration, 5 rounds
 
 Every (size, preset) runs ``bin/mpirun -n RANKS python -m sphyr_hpc.optimize --preset P --size S
 --optimizer oc`` and then the same with ``--optimizer mma``, one after the other (interleaved, so
@@ -11,12 +13,15 @@ colon.  Reports each run's final compliance, volume fraction, iterations and whe
 converged, its mean seconds per iteration after the first and the update phase's (max over
 ranks, ``summary`` of the run's JSON), and the ratios MMA / OC.  At 2048x1024 the few iterations
 measure the cost of an iteration only (the compliances are not final).
+With ``--rounds N`` every (size, preset) runs N OC/MMA pairs, the pairs one after the other, and
+reports every round's seconds per iteration and the median of the ratios.
 Results: ``benchmarks/results/mma_vs_oc.{json,md}``.
 """
 
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,6 +55,7 @@ def main():
     parser.add_argument("--sizes", default="512x256:150,2048x1024:6", help="SIZE:ITERATIONS,...")
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--presets", default=",".join(PRESETS))
+    parser.add_argument("--rounds", type=int, default=1, help="OC/MMA pairs per (size, preset), interleaved")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "mma_vs_oc.json"))
     args = parser.parse_args()
     load = os.getloadavg()
@@ -58,16 +64,20 @@ def main():
     for entry in args.sizes.split(","):
         size, iterations = entry.split(":")
         for preset in args.presets.split(","):
-            oc = one(size, int(iterations), preset, "oc", args.ranks, work)
-            mma = one(size, int(iterations), preset, "mma", args.ranks, work)
-            rows.append({"oc": oc, "mma": mma,
-                         "compliance_ratio": mma["compliance"] / oc["compliance"],
-                         "seconds_per_iteration_ratio": mma["seconds_per_iteration"] / oc["seconds_per_iteration"],
-                         "update_seconds_ratio": mma["update_seconds"] / oc["update_seconds"]})
-    report = {"date": now(), "commit": commit_of(), "ranks": args.ranks, "sizes": args.sizes, "rows": rows,
+            for round_ in range(args.rounds):
+                oc = one(size, int(iterations), preset, "oc", args.ranks, work)
+                mma = one(size, int(iterations), preset, "mma", args.ranks, work)
+                rows.append({"oc": oc, "mma": mma, "round": round_ + 1, "load": os.getloadavg()[0],
+                             "compliance_ratio": mma["compliance"] / oc["compliance"],
+                             "seconds_per_iteration_ratio": mma["seconds_per_iteration"] / oc["seconds_per_iteration"],
+                             "update_seconds_ratio": mma["update_seconds"] / oc["update_seconds"]})
+                print(json.dumps(rows[-1]), flush=True)  # each round as it ends (a long study stopped early)
+    report = {"date": now(), "commit": commit_of(), "ranks": args.ranks, "sizes": args.sizes, "rounds": args.rounds,
+              "rows": rows,
               "machine": machine(load)}
     lines = [f"# MMA against OC on {args.ranks} ranks", "",
-             f"`python3 benchmarks/mma_vs_oc.py --sizes {args.sizes} --ranks {args.ranks}` ({report['date']}, "
+             f"`python3 benchmarks/mma_vs_oc.py --sizes {args.sizes} --ranks {args.ranks} --presets {args.presets} "
+             f"--rounds {args.rounds}` ({report['date']}, "
              f"commit {report['commit']}). OC and MMA of each row ran one after the other on a shared machine: "
              "compare the ratios, not the seconds.", "",
              "| preset | size | iterations OC / MMA (converged) | compliance OC | compliance MMA | MMA / OC | "
@@ -81,6 +91,14 @@ def main():
             f"{oc['volume_fraction']:.5f} / {mma['volume_fraction']:.5f} | {oc['seconds_per_iteration']:.3f} | "
             f"{mma['seconds_per_iteration']:.3f} | {r['seconds_per_iteration_ratio']:.3f} | "
             f"{oc['update_seconds']:.3f} / {mma['update_seconds']:.3f} |")
+    if args.rounds > 1:
+        lines += ["", "| preset | size | rounds | median s/iteration MMA / OC | median update s MMA / OC |",
+                  "|---|---|---|---|---|"]
+        for key in dict.fromkeys((r["oc"]["preset"], r["oc"]["size"]) for r in rows):
+            group = [r for r in rows if (r["oc"]["preset"], r["oc"]["size"]) == key]
+            lines.append(f"| {key[0]} | {key[1]} | {len(group)} | "
+                         f"{statistics.median(r['seconds_per_iteration_ratio'] for r in group):.3f} | "
+                         f"{statistics.median(r['update_seconds_ratio'] for r in group):.3f} |")
     lines += ["", machine_line(report["machine"]), ""]
     write_results(args.out, report, "\n".join(lines))
     print("\n".join(lines))

@@ -52,7 +52,7 @@ def moduli_sequence(lc, truth, iterations):
     seen = []
     with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
         filt = DensityFilter(system)
-        simp.run_simp(system, filt, float(rho.mean()), free, rho, max_iterations=iterations,
+        simp.run_simp(system, filt, float(rho.mean()), free, rho, simp.SimpSettings(max_iterations=iterations),
                       callback=lambda it, c, physical, change: seen.append(fe.simp_modulus(physical, fe.PENAL)))
         filt.close()
     return seen
@@ -81,8 +81,8 @@ def main(argv=None):
         lc = loadcases.from_grid(truth)
         sequence = moduli_sequence(lc, truth, args.iterations)
         best = {"direct": np.inf, "mg": np.inf}
-        with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as direct:
-            mg = sizing.simp_system(direct, direct, mg_min_dofs=0)
+        with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as direct, \
+                sizing.simp_system(direct) as mg:
             iterations = []
             for _ in range(args.repeats):
                 seconds, exact = replay(direct, sequence)

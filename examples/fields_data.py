@@ -89,7 +89,7 @@ def history(out, nely, nelx, iterations, every, volume_fraction=0.4):
         try:
             with fields.HistoryWriter(out / "history" / "cantilever", system, every=every) as writer:
                 result = simp.run_simp(system, density_filter, volume_fraction, free, pinned,
-                                       max_iterations=iterations, callback=writer)
+                                       simp.SimpSettings(max_iterations=iterations), callback=writer)
                 writer.write_step(result.iterations, result.densities, result.compliance, force=True)
                 steps = writer.iterations
         finally:

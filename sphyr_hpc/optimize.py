@@ -129,11 +129,12 @@ def build_parser():
 
 
 def _check(args):
-    from .jobs.optimize_settings import check_settings
+    """The run's settings, checked once here (before MPI starts) and kept as ``args.settings``."""
+    from .jobs.optimize_settings import run_settings
     from .optimiser.problems import ProblemError
 
     try:
-        check_settings(args)
+        args.settings = run_settings(args)
     except ProblemError as err:
         raise UsageError(str(err)) from None
 

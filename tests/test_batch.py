@@ -68,7 +68,7 @@ def test_a_completion_equal_to_the_answer_outside_a_small_mask_is_analysed_conde
     problem = scorer.problem(lc)
     for value in (0.0, 0.5, 1.0):
         design = np.where(free, value, truth)
-        system = condensed.analysis_system(problem.system, design, free, truth)
+        system = problem.workspace.condensed.analysis_system(design, free, truth)
         assert isinstance(system, condensed.CondensedSystem)
         fast = analyse(system, design, problem.solid)
         full = analyse(problem.system, design, problem.solid)
@@ -77,7 +77,7 @@ def test_a_completion_equal_to_the_answer_outside_a_small_mask_is_analysed_conde
         assert fast.load_carrying == full.load_carrying
     elsewhere = truth.copy()
     elsewhere[~free & ~lc.structural_mask()] = 0.5  # changed outside the mask: the full system
-    assert condensed.analysis_system(problem.system, elsewhere, free, truth) is problem.system
+    assert problem.workspace.condensed.analysis_system(elsewhere, free, truth) is problem.system
 
 
 def test_records_quoting_one_sample_share_its_parsed_grids_and_one_sample_scorer(tmp_path):
@@ -113,8 +113,9 @@ def test_a_mask_whose_nodes_are_all_supported_is_solved_in_full_not_condensed_to
     scorer = Scorer()
     rho, _ = grids.densities(truth)
     rho[lc.structural_mask()] = 1.0
-    system = scorer.problem(lc).system
-    assert condensed.analysis_system(system, rho, free, rho) is system
+    problem = scorer.problem(lc)
+    system = problem.system
+    assert problem.workspace.condensed.analysis_system(rho, free, rho) is system
     assert not condensed.usable(system, free)  # nor the yardstick (9889ca1 and main raised a LAPACK error here)
     metrics, _ = SampleScorer(scorer, truth, given, loadcases.DOWN).score(truth)
     assert metrics["load_carrying"] and metrics["compliance"] == pytest.approx(metrics["ground_truth_compliance"])

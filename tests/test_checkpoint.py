@@ -30,7 +30,7 @@ from sphyr_hpc.runtime.process import Interrupted, interrupts
 two_ranks = two_ranks_marker("tests/test_checkpoint.py")
 ITERATIONS = 14
 SIZE = (192, 64)  # multigrid with 4 levels (a one-level "multigrid" is a parallel LU, not reproducible run to run)
-RUN = dict(solver="mg", iterations=ITERATIONS, tolerance=0.0, continuation=(1.0, 0.5, 3), log=lambda line: None)
+RUN = dict(solver="mg", iterations=ITERATIONS, tolerance=0.0, continuation=(1.0, 0.5, 3))
 
 
 class Died(Exception):
@@ -64,8 +64,8 @@ def _run(directory=None, comm=None, stop_at=None, how="signal", fields=None, eve
                 os.kill(os.getpid(), signal.SIGTERM)
 
     with interrupts():
-        return driver.optimise(_problem(), comm=comm, checkpoint=settings, callback=stop, fields_dir=fields,
-                               fields_every=1, **{**RUN, **options})
+        return driver.optimise(_problem(), driver.RunSettings(fields_dir=fields, fields_every=1, **{**RUN, **options}),
+                               comm=comm, checkpoint=settings, callback=stop, log=lambda line: None)
 
 
 def _steps(fields):
@@ -102,16 +102,17 @@ def test_a_stopped_run_resumed_takes_the_same_steps(tmp_path, how, stop_at):
 
 
 def test_an_mma_run_resumed_takes_the_same_steps(tmp_path):
-    """MMA's state (the asymptotes, the two previous designs, its iteration count) is in the checkpoint."""
+    """MMA's state (the asymptotes, the two previous designs, its iteration count, its last multiplier) is in
+    the checkpoint."""
     directory = str(tmp_path / "checkpoint")
-    full = _run(optimizer="mma")
+    full = _run(update="mma")
     with pytest.raises(Died):
-        _run(directory, stop_at=10, how="died", optimizer="mma")
+        _run(directory, stop_at=10, how="died", update="mma")
     assert {f"optimizer_{n}" for n in ("low", "upp", "xold1", "xold2")} <= set(files.read_record(directory)["vectors"])
-    resumed = _run(directory, optimizer="mma")
+    resumed = _run(directory, update="mma")
     assert np.array_equal(full["density"], resumed["density"])
     assert [h["compliance"] for h in resumed["history"]] == [h["compliance"] for h in full["history"]]
-    with pytest.raises(files.CheckpointError, match="--optimizer mma, not oc"):
+    with pytest.raises(files.CheckpointError, match="the update mma, not oc"):
         _run(directory)
 
 

@@ -13,7 +13,7 @@ from conftest import collective, two_ranks_marker
 from sphyr_hpc import optimize
 from sphyr_hpc.optimiser import problems
 from sphyr_hpc.optimiser.problems import ProblemError
-from sphyr_hpc.optimiser.simp import OC88
+from sphyr_hpc.optimiser.simp import SettingError, SimpSettings
 from top88_reference import element_matrix, top88
 
 WORLD = MPI.COMM_WORLD
@@ -93,8 +93,8 @@ def test_a_bad_nodal_problem_is_refused_with_the_reason(tmp_path, change, messag
 def test_an_unknown_filter_is_a_usage_error(capsys):
     assert optimize.main(["--preset", "mbb88", "--size", "6x2", "--filter", "heaviside"]) == 2
     assert "--filter" in capsys.readouterr().err
-    with pytest.raises(ValueError):
-        OC88("heaviside")
+    with pytest.raises(SettingError, match="filter heaviside"):
+        SimpSettings(update="oc88", filter="heaviside")
 
 
 # -- the algorithm -------------------------------------------------------------------------------------

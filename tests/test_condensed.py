@@ -96,8 +96,9 @@ def test_yardstick_is_the_same_with_and_without_condensation(record, kind, monke
     results = {}
     for use in (True, False):
         monkeypatch.setattr(condensed, "usable", lambda *a, use=use, **k: use)
-        with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
-            results[use] = yardstick.yardstick(system, vf, free, truth, seeds=(truth,))
+        with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system, \
+                yardstick.Workspace(system) as workspace:
+            results[use] = yardstick.yardstick(workspace, vf, free, truth, seeds=(truth,))
     assert results[True].compliance == pytest.approx(results[False].compliance, rel=1e-9)
     # Not the same arithmetic (condensed vs full solves), so not compared as floats: the designs here are
     # polished 0/1 binarisations, a choice of cells, and the check is that both paths choose the same cells

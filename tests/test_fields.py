@@ -377,7 +377,8 @@ def test_history_follows_a_simp_run(tmp_path):
     with elasticity_system(lc, comm=petsc().COMM_SELF, prefix="fields_simp_") as system:
         flt = DensityFilter(system)
         with fields.HistoryWriter(tmp_path / "simp", system) as writer:
-            result = simp.run_simp(system, flt, 0.4, free, pinned, max_iterations=5, callback=writer)
+            result = simp.run_simp(system, flt, 0.4, free, pinned, simp.SimpSettings(max_iterations=5),
+                                   callback=writer)
             writer.write_step(result.iterations, result.densities, result.compliance, force=True)
         flt.close()
     import h5py

@@ -75,7 +75,8 @@ def _simp_design(nelx=64, nely=32, iterations=40):
     with elasticity_system(lc, comm=petsc().COMM_SELF, prefix="large_design_", solver="direct") as system:
         dfilter = DensityFilter(system, 1.5)
         try:
-            result = simp.run_simp(system, dfilter, 0.4, free, pinned, max_iterations=iterations, tolerance=0.0)
+            result = simp.run_simp(system, dfilter, 0.4, free, pinned,
+                                   simp.SimpSettings(max_iterations=iterations, tolerance=0.0))
         finally:
             dfilter.close()
     return lc, result.densities
@@ -426,8 +427,8 @@ def test_linear_volume_sums_follow_the_scorer_bisection():
         with elasticity_system(lc, comm=petsc().COMM_SELF, prefix=f"large_{sums}_") as system:
             dfilter = DensityFilter(system, 1.5)
             try:
-                histories[sums] = simp.run_simp(system, dfilter, 0.5, free, pinned, max_iterations=30,
-                                                volume_sums=sums)
+                histories[sums] = simp.run_simp(system, dfilter, 0.5, free, pinned,
+                                                simp.SimpSettings(max_iterations=30, volume_sums=sums))
             finally:
                 dfilter.close()
     a, b = histories["scorer"], histories["linear"]
@@ -448,8 +449,8 @@ def test_continuation_raises_the_penalty_in_steps_and_converges_only_at_the_end(
     with elasticity_system(lc, comm=petsc().COMM_SELF, prefix="large_cont_") as system:
         dfilter = DensityFilter(system, 1.5)
         try:
-            result = simp.run_simp(system, dfilter, 0.5, free, pinned, max_iterations=60, tolerance=0.5,
-                                   continuation=(1.0, 1.0, 5), volume_sums="linear")
+            result = simp.run_simp(system, dfilter, 0.5, free, pinned, simp.SimpSettings(
+                max_iterations=60, tolerance=0.5, continuation=(1.0, 1.0, 5), volume_sums="linear"))
         finally:
             dfilter.close()
     assert result.converged and result.iterations >= 11  # p reaches 3 at iteration 11
@@ -484,7 +485,8 @@ def test_optimize_runs_the_mbb_preset_with_multigrid_and_writes_its_outputs(tmp_
 def test_optimize_callback_and_fields_hook(tmp_path, capsys):
     problem = problems.preset("mbb", 30, 10, 0.5)
     seen = []
-    out = driver.optimise(problem, comm=petsc().COMM_SELF, iterations=4, tolerance=0.0, log=lambda line: None,
+    out = driver.optimise(problem, driver.RunSettings(iterations=4, tolerance=0.0), comm=petsc().COMM_SELF,
+                          log=lambda line: None,
                             callback=lambda it, system, slab, c, ch: seen.append((it, slab.size, c, ch)))
     assert [s[0] for s in seen] == [1, 2, 3, 4] and all(s[1] == 300 for s in seen)
     assert out["density"].shape == (10, 30)
@@ -540,8 +542,9 @@ def test_scaling_rejects_bad_sizes_ranks_and_presets(argv, message, capsys):
 def _mg_history(comm, prefix, nelx=96, nely=48, iterations=15):
     problem = problems.preset("mbb", nelx, nely, 0.5)
     with _coarse_max_dofs(600):
-        out = driver.optimise(problem, comm=comm, prefix=prefix, solver="mg", iterations=iterations,
-                              tolerance=0.0, continuation=(1.0, 0.5, 3), log=lambda line: None)
+        out = driver.optimise(problem, driver.RunSettings(solver="mg", iterations=iterations, tolerance=0.0,
+                                                      continuation=(1.0, 0.5, 3)),
+                              comm=comm, prefix=prefix, log=lambda line: None)
     return [h["compliance"] for h in out["history"]], out["hierarchy"]["levels"], out["density"]
 
 

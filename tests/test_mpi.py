@@ -141,7 +141,7 @@ def _simp_history(comm_kind, lc, prefix):
     with make(lc, prefix=prefix) as system:
         dfilter = DensityFilter(system)
         try:
-            result = simp.run_simp(system, dfilter, 0.4, free, pinned, max_iterations=20)
+            result = simp.run_simp(system, dfilter, 0.4, free, pinned, simp.SimpSettings(max_iterations=20))
         finally:
             dfilter.close()
     return result

@@ -95,13 +95,13 @@ def test_serial_oc_takes_the_step_of_the_plain_bisection():
     count = 0
     for offset, g, d, b, target in _oc_instances():
         n = g.size
-        update = simp._SerialUpdate.__new__(simp._SerialUpdate)  # an identity filter, every cell free
+        update = simp.SerialOC.__new__(simp.SerialOC)  # an identity filter, every cell free
         update.free, update.pinned, update.move, update.offset, update.target = np.arange(n), np.zeros(n), 0.2, \
             offset, target
         update.g, update.g_floor, update.Hs = g, np.maximum(g, 1e-12), np.ones(n)
         update.rows = update.chain_rule = sp.identity(n, format="csr")
         energies = b * update.g_floor  # p = 1: dc = -energies
-        new_design, physical, change = update.update(d, d, energies, 1.0)
+        new_design, physical, change = update.step(d, d, energies, 1.0)
         b_used = np.maximum(energies, 0.0) / update.g_floor
         middle = _plain_bisection(offset, g, d, b_used, 0.2, target)
         expected = np.clip(np.clip(d * np.sqrt(b_used / middle), d - 0.2, d + 0.2), 0.0, 1.0)
@@ -128,16 +128,22 @@ def test_serial_oc_evaluates_few_middles_on_a_typical_update():
 
 
 def test_the_linear_oc_update_in_one_c_pass_takes_numpys_steps(monkeypatch):
-    # The large-grid driver's bisection (simp._LinearUpdate): each pass one C read of three arrays
+    # The large-grid driver's bisection (simp.LinearOC): each pass one C read of three arrays
     # (oc_volume.c) where numpy makes seven; the same passes, the same multiplier, the same design.
     from mpi4py import MPI
 
     from sphyr_hpc.optimiser import measure, simp
+    from sphyr_hpc.optimiser.update import UpdateContext
     from sphyr_hpc.runtime import events
 
     class Identity:
+        """The identity filter; the chain rule gives the test's filtered sensitivities ``dc``."""
+
         def apply(self, x):
             return x
+
+        def chain(self, d, free):
+            return dc
 
     rng = np.random.default_rng(11)
     n = 5000
@@ -153,11 +159,59 @@ def test_the_linear_oc_update_in_one_c_pass_takes_numpys_steps(monkeypatch):
         if kind == "numpy":
             monkeypatch.setattr(simp, "_oc_kernels", lambda: None)
         before = events.count(events.BISECTION_PASS)
-        update = simp._LinearUpdate(MPI.COMM_SELF, dv, is_free, pinned, Identity(), target, 0.2)
-        new_design, physical, _ = update.update(design, dc)
+        update = simp.LinearOC(UpdateContext(MPI.COMM_SELF, dv, is_free, pinned, Identity(), target, 0.2))
+        new_design, physical, _ = update.step(design, design, np.ones(n), 1.0)
         outcomes[kind] = new_design, events.count(events.BISECTION_PASS) - before
     (ours, our_passes), (theirs, their_passes) = outcomes["c"], outcomes["numpy"]
     assert 0 < our_passes == their_passes < measure.bisection_steps()
     assert np.abs(ours - theirs).max() <= 1e-15
     assert np.all(np.abs(ours[is_free] - design[is_free]) <= 0.2 + 1e-15)
     assert np.all(ours[~is_free] == pinned[~is_free])
+
+
+def test_the_update_is_chosen_once_by_its_name():
+    """One Update interface: the settings' name picks the class (OC's form by the volume sums and the ranks)."""
+    import scipy.sparse as sp
+    from mpi4py import MPI
+
+    from sphyr_hpc.optimiser import mma, simp
+    from sphyr_hpc.optimiser.update import Update, UpdateContext
+
+    class Identity:
+        def on_cells(self, cells):
+            identity = sp.identity(len(cells), format="csr")
+            return identity, identity, np.ones(len(cells))
+
+    n = 10
+    context = UpdateContext(MPI.COMM_SELF, np.ones(n), np.ones(n, dtype=bool), np.zeros(n), Identity(), 5.0, 0.2)
+    expected = {("oc", "scorer"): simp.SerialOC, ("oc", "linear"): simp.LinearOC, ("oc88", "scorer"): simp.OC88Update,
+                ("mma", "linear"): mma.MMAUpdate}
+    for (name, sums), cls in expected.items():
+        update = simp.make_update(simp.SimpSettings(update=name, volume_sums=sums), context)
+        assert type(update) is cls and isinstance(update, Update) and update.name == name
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(update="mma"), 'update mma needs volume_sums="linear"'),
+    (dict(filter="sensitivity"), "filter sensitivity is the 88-line code's"),
+    (dict(update="nope"), "update nope is not one of oc, oc88, mma"),
+    (dict(move_limit=0.0), "move_limit 0.0 must be in (0, 1]"),
+    (dict(continuation=(4.0, 0.5, 10)), "continuation (4.0, 0.5, 10) needs p_start <= penal"),
+])
+def test_a_setting_out_of_range_is_refused_when_the_settings_are_made(settings, message):
+    from sphyr_hpc.optimiser import simp
+
+    with pytest.raises(simp.SettingError) as err:
+        simp.SimpSettings(**settings)
+    assert str(err.value).startswith(message)
+
+
+def test_the_command_names_the_option_of_a_setting_out_of_range(capsys):
+    from sphyr_hpc import optimize
+    from sphyr_hpc.optimiser import driver, simp
+
+    with pytest.raises(simp.SettingError, match="move 0"):
+        driver.RunSettings(move=0)  # the run's name of the field, not SimpSettings' move_limit
+    assert optimize.main(["--preset", "mbb", "--size", "30x10", "--move", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--move 0.0 must be in (0, 1]" in err and len(err.strip().splitlines()) == 1

@@ -99,31 +99,35 @@ def test_solver_is_chosen_by_size():
     assert sizing.simp_solver(100, mg_min_dofs=0) == "mg"
     assert sizing.simp_solver(10**9, mg_min_dofs=None) == "direct"
     lc, free, _ = _upscaled_problem()
-    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
-        exact = sizing.exact_system(system, free)
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system, \
+            yardstick.Workspace(system) as workspace:
+        exact = sizing.exact_system(workspace.condensed, free)
         assert exact is system  # a full mask of 40x40 is not condensed
-        assert sizing.simp_system(system, exact, mg_min_dofs=lc.n_dofs + 1) is system
-        mg = sizing.simp_system(system, exact, mg_min_dofs=lc.n_dofs)
+        assert workspace.simp_system(exact, mg_min_dofs=lc.n_dofs + 1) is system
+        mg = workspace.simp_system(exact, mg_min_dofs=lc.n_dofs)
         assert mg is not system and mg.solver == "mg" and mg.prefix == sizing.SIMP_PREFIX
-        assert sizing.simp_system(system, exact, mg_min_dofs=0) is mg  # made once, kept with the system
+        assert workspace.simp_system(exact, mg_min_dofs=0) is mg  # made once, kept by the workspace
 
 
 def test_yardstick_from_pieces_computed_apart_and_out_of_order_is_the_same(tmp_path, monkeypatch):
     lc, free, truth = _upscaled_problem()
     vf = float(truth.mean())
-    opts = dict(seeds=(truth,), max_iterations=25, mg_min_dofs=0)
-    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
-        whole = yardstick.yardstick(system, vf, free, truth, **opts)
+    opts = dict(seeds=(truth,), settings=yardstick.YardstickSettings(max_iterations=25, mg_min_dofs=0))
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system, \
+            yardstick.Workspace(system) as workspace:
+        whole = yardstick.yardstick(workspace, vf, free, truth, **opts)
     computed = {}
-    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system, \
+            yardstick.Workspace(system) as workspace:
         for piece in reversed(yardstick.pieces()):  # another order, another system, as on another rank
-            computed[piece] = yardstick.run_piece(system, piece, vf, free, truth, **opts)
+            computed[piece] = yardstick.run_piece(workspace, piece, vf, free, truth, **opts)
     runs, solved = [], []
     solve = yardstick.compliance_of
     monkeypatch.setattr(yardstick, "compliance_of", lambda *a: solved.append(1) or solve(*a))
-    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
-        assembled = yardstick.yardstick(system, vf, free, truth, computed=computed, on_run=lambda: runs.append(1),
-                                        **opts)
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system, \
+            yardstick.Workspace(system) as workspace:
+        assembled = yardstick.yardstick(workspace, vf, free, truth, computed=computed,
+                                        on_run=lambda: runs.append(1), **opts)
     assert runs == []  # every SIMP run came from the pieces
     assert solved == []  # and every candidate's compliance
     # Exact by construction: the same runs on fresh serial systems (no warm start crosses runs), then the same
@@ -135,9 +139,10 @@ def test_yardstick_from_pieces_computed_apart_and_out_of_order_is_the_same(tmp_p
 def test_a_run_whose_multigrid_stalls_is_run_again_on_the_exact_solver(monkeypatch):
     lc, free, truth = _upscaled_problem()
     vf = float(truth.mean())
-    opts = dict(seeds=(truth,), max_iterations=15)
-    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
-        exact = yardstick.yardstick(system, vf, free, truth, mg_min_dofs=None, **opts)
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system, \
+            yardstick.Workspace(system) as workspace:
+        exact = yardstick.yardstick(workspace, vf, free, truth, seeds=(truth,),
+                                    settings=yardstick.YardstickSettings(max_iterations=15, mg_min_dofs=None))
     from sphyr_hpc.solvers.system import GridSystem
 
     solve = GridSystem.solve
@@ -151,8 +156,10 @@ def test_a_run_whose_multigrid_stalls_is_run_again_on_the_exact_solver(monkeypat
         return solve(self, moduli)
 
     monkeypatch.setattr(GridSystem, "solve", stalling)
-    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
-        rescued = yardstick.yardstick(system, vf, free, truth, mg_min_dofs=0, **opts)
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system, \
+            yardstick.Workspace(system) as workspace:
+        rescued = yardstick.yardstick(workspace, vf, free, truth, seeds=(truth,),
+                                      settings=yardstick.YardstickSettings(max_iterations=15, mg_min_dofs=0))
     assert len(calls) >= 7
     # Exact by construction: every run stalls on multigrid and is redone from its start on the direct solver,
     # the arithmetic of the exact run.
@@ -178,9 +185,10 @@ def test_a_yardstick_over_two_ranks_runs_simp_on_multigrid_and_ends_cleanly(tmp_
     finally:
         sys.path.remove(str(script.parent))
     lc, free, truth = upscaled_problem()
-    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system:
-        one = yardstick.yardstick(system, float(truth.mean()), free, truth, seeds=(truth,),
-                                  max_iterations=MAX_ITERATIONS, mg_min_dofs=0)
+    with elasticity_system(lc, comm=petsc().COMM_SELF, solver="direct") as system, \
+            yardstick.Workspace(system) as workspace:
+        one = yardstick.yardstick(workspace, float(truth.mean()), free, truth, seeds=(truth,),
+                                  settings=yardstick.YardstickSettings(max_iterations=MAX_ITERATIONS, mg_min_dofs=0))
     # Not bit for bit: 2 ranks smooth block by block (local SOR sweeps) and sum in another order.
     assert two["compliance"] == pytest.approx(one.compliance, rel=1e-9)
     np.testing.assert_allclose(np.array(two["densities"]), one.densities, atol=1e-6)

@@ -23,31 +23,29 @@ from ..solvers.base import SolverError
 from ..solvers.elasticity import default_solver
 from ..solvers.layout import PartitionError
 from ..solvers.probe import check_options, grid_for
-from .optimize_settings import (check_settings, checkpoint_of, density_path, ground_truth_of, load_problem,
-                                oc88_settings)
+from .optimize_settings import checkpoint_of, density_path, ground_truth_of, load_problem
 
 FAILED_STATUS = 1
 
 
 def run(args, comm, petsc_args=()):
-    """The exit status of one optimisation on the PETSc communicator ``comm`` (collective)."""
+    """The exit status of one optimisation on the PETSc communicator ``comm`` (collective);
+    ``args.settings``: the run's settings, checked by the command (:func:`~.optimize_settings.run_settings`)."""
     mpi = comm.tompi4py()
     try:
-        continuation = check_settings(args)
-        oc88 = oc88_settings(args, continuation)
         problem = load_problem(args)
         truth = ground_truth_of(args, problem)
         initial = np.load(args.initial) if args.initial else None
         checkpoint = checkpoint_of(args, problem, rank0_logger(mpi))
     except (ProblemError, OSError, ValueError) as err:
         raise UsageError(str(err)) from None
-    solver = args.solver or default_solver(2 * (problem.nelx + 1) * (problem.nely + 1))
+    solver = args.settings.solver or default_solver(2 * (problem.nelx + 1) * (problem.nely + 1))
     check_options(PREFIX, [(grid_for(solver), {"prefix": PREFIX, "solver": solver})], comm=mpi)
     load_start = list(os.getloadavg())
     if mpi.rank == 0:
         print(f"load average at start: {' '.join(f'{v:.2f}' for v in load_start)}", flush=True)
     try:
-        out = _optimise(args, comm, problem, continuation, truth, initial, checkpoint, oc88)
+        out = _optimise(args, comm, problem, truth, initial, checkpoint)
     except PartitionError as err:
         raise UsageError(str(err)) from None
     except SolverError as err:
@@ -65,7 +63,7 @@ def run(args, comm, petsc_args=()):
     return 0 if ok else FAILED_STATUS
 
 
-def _optimise(args, comm, problem, continuation, truth, initial, checkpoint, oc88=None):
+def _optimise(args, comm, problem, truth, initial, checkpoint):
     """:func:`optimise` with the command's options; a PETSc error before the first iteration has
     ended is a value PETSc rejects, an :class:`OptionsError`."""
     mpi = comm.tompi4py()
@@ -84,12 +82,8 @@ def _optimise(args, comm, problem, continuation, truth, initial, checkpoint, oc8
         started.append(iteration)
 
     try:
-        return optimise(problem, comm=comm, solver=args.solver, iterations=args.iterations,
-                        tolerance=args.tolerance, penal=args.penal, continuation=continuation, radius=args.radius,
-                        move=args.move, initial=initial, log=iteration_log, fields_dir=args.fields,
-                        fields_every=args.fields_every, truth=truth, keep_system=args.bandwidth,
-                        fields_format=args.fields_format, callback=first_iteration_ended, checkpoint=checkpoint,
-                        optimizer=args.optimizer, oc88=oc88)
+        return optimise(problem, args.settings, comm=comm, initial=initial, log=iteration_log, truth=truth,
+                        keep_system=args.bandwidth, callback=first_iteration_ended, checkpoint=checkpoint)
     except petsc().Error as err:
         if started:
             raise
@@ -157,7 +151,7 @@ def _report(args, problem, out, density):
         print(f"density array -> {density_path(args.save_density)}", flush=True)
     if args.json:
         out["problem_spec"] = problem.to_dict()
-        out["arguments"] = {k: v for k, v in vars(args).items()}
+        out["arguments"] = {k: v for k, v in vars(args).items() if k != "settings"}
         write_json_atomic(args.json, out)
         print(f"run (history, timings, memory) -> {args.json}", flush=True)
     if out.get("fields"):

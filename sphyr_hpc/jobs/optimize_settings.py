@@ -25,24 +25,18 @@ def parse_continuation(text):
     return (start, step, int(every))
 
 
-def oc88_settings(args, continuation):
-    """The 88-line code's update (:class:`~sphyr_hpc.optimiser.simp.OC88`) or None (the default OC).
-
-    ``--preset mbb88`` with ``--continuation none`` runs the 88-line code's algorithm with the
-    filter ``--filter`` names; ``--filter sensitivity`` runs its update on any problem (no other
-    update filters the sensitivities).  ``--optimizer mma`` is MMA's run on any problem, with the
-    density filter (ProblemError with ``--filter sensitivity``).
-    """
-    from ..optimiser.simp import OC88
-
-    if getattr(args, "optimizer", "oc") == "mma":
+def update_of(args, continuation):
+    """The design update's name: ``--optimizer``'s, or ``"oc88"`` (the 88-line code's OC) for
+    ``--preset mbb88`` with ``--continuation none`` or for ``--filter sensitivity`` (no other update
+    filters the sensitivities; ProblemError with ``--optimizer mma``)."""
+    if args.optimizer == "mma":
         if args.filter == "sensitivity":
             raise ProblemError("--filter sensitivity is the 88-line code's, which updates by OC: give "
                                "--optimizer oc, or --filter density for MMA")
-        return None
+        return "mma"
     if args.filter == "sensitivity" or (args.preset == "mbb88" and continuation is None):
-        return OC88(args.filter)
-    return None
+        return "oc88"
+    return args.optimizer
 
 
 def load_problem(args):
@@ -51,26 +45,22 @@ def load_problem(args):
                             args.upscale, args.gravity, args.volfrac)
 
 
-def check_settings(args):
-    """The continuation schedule, or ProblemError for a setting out of range."""
-    if args.iterations < 1:
-        raise ProblemError(f"--iterations {args.iterations} must be at least 1")
-    if args.tolerance < 0:
-        raise ProblemError(f"--tolerance {args.tolerance} must be >= 0")
-    if not args.radius > 0:
-        raise ProblemError(f"--radius {args.radius} must be positive")
-    if not 0 < args.move <= 1:
-        raise ProblemError(f"--move {args.move} must be in (0, 1]")
-    if not args.penal >= 1:
-        raise ProblemError(f"--penal {args.penal} must be >= 1")
+# The command-line option of each RunSettings field whose name is not the option's.
+OPTION_OF = {"update": "--optimizer", "fields_dir": "--fields"}
+
+
+def run_settings(args):
+    """The run's :class:`~sphyr_hpc.optimiser.driver.RunSettings` from the command's arguments, every
+    setting checked here once (ProblemError naming the option of one out of range)."""
+    from ..optimiser.driver import RunSettings
+    from ..optimiser.simp import SettingError
+
     if args.checkpoint_every < 1:
         raise ProblemError(f"--checkpoint-every {args.checkpoint_every} must be at least 1")
     if args.resume and not args.checkpoint:
         raise ProblemError("--resume needs --checkpoint DIR (the folder the run saved itself in)")
     if args.checkpoint and os.path.exists(args.checkpoint) and not os.path.isdir(args.checkpoint):
         raise ProblemError(f"--checkpoint {args.checkpoint} is a file; --checkpoint names a folder (new or existing)")
-    if args.fields_every < 1:
-        raise ProblemError(f"--fields-every {args.fields_every} must be at least 1")
     if args.fields and os.path.exists(args.fields) and not os.path.isdir(args.fields):
         raise ProblemError(f"--fields {args.fields} is a file; --fields names a folder (new or existing)")
     for option, path in (("--json", args.json), ("--png", args.png), ("--save-density", args.save_density)):
@@ -78,9 +68,15 @@ def check_settings(args):
             raise ProblemError(f"{option} {path} is a folder; {option} names a file (e.g. {path.rstrip('/')}/run"
                                f"{'.json' if option == '--json' else '.png' if option == '--png' else '.npy'})")
     continuation = parse_continuation(args.continuation)
-    if continuation is not None and continuation[0] > args.penal:
-        raise ProblemError(f"--continuation starts at p={continuation[0]} above --penal {args.penal}")
-    return continuation
+    try:
+        return RunSettings(iterations=args.iterations, tolerance=args.tolerance, penal=args.penal,
+                           continuation=continuation, move=args.move, update=update_of(args, continuation),
+                           filter=args.filter, radius=args.radius, solver=args.solver, fields_dir=args.fields,
+                           fields_every=args.fields_every, fields_format=args.fields_format)
+    except SettingError as err:
+        option = OPTION_OF.get(err.field, "--" + err.field.replace("_", "-"))
+        value = args.continuation if err.field == "continuation" else err.value
+        raise ProblemError(f"{option} {value} {err.requirement}") from None
 
 
 def check_memory(args, comm):

@@ -9,16 +9,17 @@ iteration, every rank learns of it through one small allreduce, the checkpoint i
 :class:`~sphyr_hpc.runtime.process.Interrupted` then takes the command's one interrupt path.
 
 What a checkpoint holds is everything the next iteration reads: the design and its physical
-densities, the optimiser's own state (``update.state()``: nothing for OC, the asymptotes and
-the two previous designs for MMA), the solver's warm start (the last two solutions an iterative
-solve extrapolates from), the iteration (the continuation's penalty follows from it) and the
-history.  A resumed run therefore takes the very same steps as the uninterrupted one: on the same
-number of ranks the same designs bit for bit; on another the ranks' sums differ by rounding.
+densities, the optimiser's own state (:meth:`~sphyr_hpc.optimiser.update.Update.state`: nothing for
+OC, the asymptotes, the two previous designs and the last multiplier for MMA), the solver's warm
+start (the last two solutions an iterative solve extrapolates from), the iteration (the
+continuation's penalty follows from it) and the history.  A resumed run therefore takes the very
+same steps as the uninterrupted one: on the same number of ranks the same designs bit for bit; on
+another the ranks' sums differ by rounding.
 """
 
 from dataclasses import dataclass, field
 
-from ..io import checkpoint as files
+from ..io import checkpoint
 from ..runtime.process import Interrupted, pending_interrupt
 
 DEFAULT_EVERY = 10
@@ -38,15 +39,15 @@ class CheckpointSettings:
 class RunCheckpoint:
     """The checkpoint hooks of one run on ``system`` (collective; see the module's docstring)."""
 
-    def __init__(self, options, system, iteration_log, writer=None, log=None, optimizer="oc"):
+    def __init__(self, options, system, iteration_log, writer=None, log=None):
         self.options, self.system, self.iteration_log = options, system, iteration_log
-        self.writer, self.log, self.optimizer = writer, log or (lambda line: None), optimizer
+        self.writer, self.log = writer, log or (lambda line: None)
         self.PETSc = system.PETSc
         self.mpi = system.comm.tompi4py()
 
     # -- the record's JSON part ---------------------------------------------------------------------
-    def _record(self, iteration, converged, scalars, solutions):
-        return {"settings": self.options.settings, "optimizer": self.optimizer, "optimizer_scalars": scalars,
+    def _record(self, iteration, converged, update, scalars, solutions):
+        return {"settings": self.options.settings, "optimizer": update.name, "optimizer_scalars": scalars,
                 "penal": self.iteration_log.penalty(iteration), "converged": bool(converged),
                 "solver_solutions": int(solutions), "history": self.iteration_log.history,
                 "fields_steps": self.writer.steps if self.writer is not None else None}
@@ -64,19 +65,17 @@ class RunCheckpoint:
     def restore(self, design, physical, update, history):
         """``(design, physical, iteration, converged, history)`` to start the loop from: a resumed run's
         as saved, with the optimiser's and the solver's state put back; a new run's as given."""
-        if update is None:
-            raise ValueError('a checkpointed run_simp needs volume_sums="linear"')
         record = self.options.record
         if record is None:
             return design, physical, 0, False, history
-        if record.get("optimizer", "oc") != self.optimizer:
-            raise files.CheckpointError(f"{files.record_path(self.options.directory)}: a run of --optimizer "
-                                        f"{record.get('optimizer')}, not {self.optimizer}")
+        if record.get("optimizer", "oc") != update.name:
+            raise checkpoint.CheckpointError(f"{checkpoint.record_path(self.options.directory)}: a run of the "
+                                             f"update {record.get('optimizer')}, not {update.name}")
         names = ["design", "physical"] + [name for name in record.get("vectors", ()) if name.startswith("optimizer_")]
         elements = self._element_vectors({name: design for name in names})
         solutions, warm = self.system.warm_state()
         try:
-            files.load(self.options.directory, record, self.system.comm, self.PETSc, {**elements, **warm})
+            checkpoint.load(self.options.directory, record, self.system.comm, self.PETSc, {**elements, **warm})
             arrays = {name: vec.array_r.copy() for name, vec in elements.items()}
         finally:
             for vec in elements.values():
@@ -86,7 +85,7 @@ class RunCheckpoint:
                           record.get("optimizer_scalars") or {})
         self.iteration_log.resume(record["history"])
         history = [(row["iteration"], row["compliance"], row["change"]) for row in record["history"]]
-        self.log(f"resumed from {files.record_path(self.options.directory)}: iteration {record['iteration']}, "
+        self.log(f"resumed from {checkpoint.record_path(self.options.directory)}: iteration {record['iteration']}, "
                  f"penalty {record['penal']:g}")
         return arrays["design"], arrays["physical"], int(record["iteration"]), bool(record["converged"]), history
 
@@ -108,9 +107,9 @@ class RunCheckpoint:
         elements = self._element_vectors({"design": design, "physical": physical,
                                           **{f"optimizer_{name}": value for name, value in arrays.items()}})
         try:
-            files.save(self.options.directory, self.system.comm, self.PETSc, iteration, {**elements, **warm},
-                       self._record(iteration, converged, scalars, solutions))
+            checkpoint.save(self.options.directory, self.system.comm, self.PETSc, iteration, {**elements, **warm},
+                       self._record(iteration, converged, update, scalars, solutions))
         finally:
             for vec in elements.values():
                 vec.destroy()
-        self.log(f"checkpoint: iteration {iteration} -> {files.record_path(self.options.directory)}")
+        self.log(f"checkpoint: iteration {iteration} -> {checkpoint.record_path(self.options.directory)}")

@@ -60,8 +60,9 @@ def _ranked(mask, scores, limit, descending):
 
 
 def polish(system, design, free, penal=fe.PENAL, max_passes=MAX_PASSES, max_evaluations=MAX_EVALUATIONS,
-           source_limit=SOURCE_LIMIT, target_limit=TARGET_LIMIT, screen=True):
-    """Best-improvement single-cell material swaps; returns (design, compliance).
+           source_limit=SOURCE_LIMIT, target_limit=TARGET_LIMIT, screen=True, solid=None):
+    """Best-improvement single-cell material swaps; returns (design, compliance).  ``solid``: the
+    all-solid design's compliance at ``penal`` on ``system`` where the caller knows it (solved otherwise).
 
     Each pass ranks sources and targets, then scans the swaps in order, keeping
     the running best (a swap counts when it beats it by more than 1e-12).  On a
@@ -77,7 +78,7 @@ def polish(system, design, free, penal=fe.PENAL, max_passes=MAX_PASSES, max_eval
     if screened:
         # Low-rank estimates are only trusted on a design that carries its load
         # (see discretisation.SINGULARITY_RATIO); a near-mechanism is scanned in full.
-        trust_below = fe.SINGULARITY_RATIO * solid_compliance(system, penal)
+        trust_below = fe.SINGULARITY_RATIO * (solid_compliance(system, penal) if solid is None else solid)
     best = None
     for _ in range(max_passes):
         # The pass's factorisation and displacements are the current design's (the screen and the

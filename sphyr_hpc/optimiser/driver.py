@@ -1,6 +1,7 @@
 """The SIMP driver of one problem at any size over all ranks (``python -m sphyr_hpc.optimize``).
 
-:func:`optimise` builds the system (solver by size, see
+:func:`optimise` runs one problem with one frozen :class:`RunSettings` (checked when made):
+it builds the system (solver by size, see
 :mod:`sphyr_hpc.solvers.elasticity`), the density filter and, with
 ``fields_dir``, a ParaView history; runs :func:`~sphyr_hpc.optimiser.simp.run_simp`
 with ``volume_sums="linear"`` and logs one line per iteration on rank 0
@@ -17,15 +18,19 @@ import contextlib
 import os
 import resource
 import time
+from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 
 from ..core import discretisation as fe
 from ..core.metrics import clipped_ratio, material_efficiency, raw_ratio
+from ..io import field_files
 from . import problems
-from ..runtime import events as timing
+from ..runtime import events
 from ..runtime.process import signals_deferred
 from . import simp
+from .simp import SettingError, SimpSettings
 from .checkpointing import RunCheckpoint
 from ..solvers.hierarchy import format_hierarchy, level_visits
 from .filter import DensityFilter, filter_reach
@@ -37,6 +42,57 @@ DEFAULT_CONTINUATION = "1,0.5,10"
 BANDWIDTH_BYTES = 400 * 2**20  # larger than any cache: copy_bandwidth measures memory
 BANDWIDTH_SAMPLES = 9           # copy_bandwidth: measurements ...
 BANDWIDTH_PAUSE = 0.3           # ... seconds apart
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How :func:`optimise` runs a problem, checked once when made (:class:`~sphyr_hpc.optimiser.simp.SettingError`
+    naming the field of a value out of range).
+
+    The SIMP run's (:class:`~sphyr_hpc.optimiser.simp.SimpSettings` with the linear volume sums, ``simp``):
+    ``iterations``, ``tolerance``, ``penal``, ``continuation`` (``(p_start, p_step, every)`` or None),
+    ``move``, ``update`` (``"oc"``, ``"oc88"`` or ``"mma"``) and ``filter`` (what ``"oc88"`` filters);
+    the run's own: the filter ``radius`` in elements, the ``solver`` (None: by size,
+    :func:`~sphyr_hpc.solvers.elasticity.default_solver`) and the ParaView history (``fields_dir``
+    with a step every ``fields_every`` iterations in ``fields_format``).
+    """
+
+    iterations: int = DEFAULT_ITERATIONS
+    tolerance: float = DEFAULT_TOLERANCE
+    penal: float = fe.PENAL
+    continuation: Optional[tuple] = None
+    move: float = simp.MOVE_LIMIT
+    update: str = "oc"
+    filter: str = "density"
+    radius: float = DEFAULT_RADIUS
+    solver: Optional[str] = None
+    fields_dir: Optional[str] = None
+    fields_every: int = 10
+    fields_format: str = field_files.FORMATS[0]
+    simp: SimpSettings = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        from ..solvers.elasticity import SOLVERS
+
+        def require(ok, name, requirement):
+            if not ok:
+                raise SettingError(name, getattr(self, name), requirement)
+
+        require(self.iterations >= 1, "iterations", "must be at least 1")
+        require(self.penal >= 1, "penal", "must be >= 1")
+        require(self.radius > 0, "radius", "must be positive")
+        require(self.solver is None or self.solver in SOLVERS, "solver", f"is not one of {', '.join(SOLVERS)}")
+        require(self.fields_every >= 1, "fields_every", "must be at least 1")
+        require(self.fields_format in field_files.FORMATS, "fields_format",
+                f"is not one of {', '.join(field_files.FORMATS)}")
+        names = {"max_iterations": "iterations", "move_limit": "move"}  # SimpSettings' names of this run's fields
+        try:
+            settings = SimpSettings(penal=self.penal, max_iterations=self.iterations, tolerance=self.tolerance,
+                                         move_limit=self.move, continuation=self.continuation, update=self.update,
+                                         filter=self.filter, volume_sums="linear")
+        except SettingError as err:
+            raise SettingError(names.get(err.field, err.field), err.value, err.requirement) from None
+        object.__setattr__(self, "simp", settings)
 
 
 # -- the run --------------------------------------------------------------------------------------
@@ -61,32 +117,31 @@ def rank0_logger(comm, quiet=False):
     return log
 
 
-def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAULT_ITERATIONS,
-             tolerance=DEFAULT_TOLERANCE, penal=fe.PENAL, continuation=None, radius=DEFAULT_RADIUS,
-             move=simp.MOVE_LIMIT, initial=None, callback=None, log=None, fields_dir=None, fields_every=10,
-             truth=None, keep_system=False, fields_format="xdmf", oc88=None, checkpoint=None, optimizer="oc"):
-    """Run SIMP on ``problem`` over ``comm`` (default PETSc.COMM_WORLD); collective.
+def optimise(problem, settings=RunSettings(), comm=None, prefix="sphyr_", initial=None, callback=None, log=None,
+             truth=None, keep_system=False, checkpoint=None):
+    """Run SIMP on ``problem`` with ``settings`` (a :class:`RunSettings`) over ``comm`` (default
+    PETSc.COMM_WORLD); collective.
 
     Returns a dict (the same on every rank except ``density``, the natural
     final density on rank 0 and None elsewhere) with the history (one dict per
     iteration: iteration, compliance, volume, change, penal, ksp_iterations,
-    seconds and this rank's event seconds), the final compliance, the
-    multigrid hierarchy and, with ``truth``, the comparison with it.
+    seconds and this rank's event seconds), the final compliance, the update that ran,
+    the multigrid hierarchy and, with ``truth``, the comparison with it.
     ``callback(iteration, system, physical_slab, compliance, change)`` runs
-    every iteration.  ``oc88``: a :class:`~sphyr_hpc.optimiser.simp.OC88`, the 88-line code's
-    update, stopping rule and reported compliance (its last analysis).
+    every iteration.  ``initial``: a warm start (natural densities, resampled to the grid).
     ``checkpoint``
     (:class:`~sphyr_hpc.optimiser.checkpointing.CheckpointSettings`) saves the
     run every few iterations and on SIGTERM/SIGINT, and resumes it from its
     ``record``: the loop then runs with signals deferred to the end of an
-    iteration (:mod:`sphyr_hpc.optimiser.checkpointing`).  ``optimizer``:
-    ``"oc"`` (optimality criteria) or ``"mma"`` (:mod:`sphyr_hpc.optimiser.mma`).
+    iteration (:mod:`sphyr_hpc.optimiser.checkpointing`).  ``keep_system``: the result holds
+    the system under ``"system"`` (the caller closes it).
     """
     from ..runtime.petsc import large_arrays_reused, petsc  # mpi4py and PETSc only once the command has checked
     from ..solvers.elasticity import elasticity_system
 
     PETSc = petsc()
-    timing.start_logging()
+    events.start_logging()
+    radius = settings.radius
     comm = comm if comm is not None else PETSc.COMM_WORLD
     mpi = comm.tompi4py()
     log = log or rank0_logger(mpi)
@@ -94,41 +149,37 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
     free, pinned = simp.design_space(lc, *problem.design())
     volume_fraction = problem.target_volume_fraction()
     started = time.perf_counter()
-    system = elasticity_system(lc, comm=comm, prefix=prefix, solver=solver,
+    system = elasticity_system(lc, comm=comm, prefix=prefix, solver=settings.solver,
                               element_halo=max(1, filter_reach(radius)))
     density_filter = DensityFilter(system, radius, kind="stencil")
     setup_seconds = time.perf_counter() - started
     log(f"{problem.name}: {lc.nelx}x{lc.nely} elements, {lc.n_dofs} DOFs, volume fraction "
         f"{volume_fraction:.4g}, {int(free.sum())} free cells, {mpi.size} rank(s), solver {system.solver} "
         f"({system.ksp.getType()}/{system.ksp.getPC().getType()}), "
-        f"{oc88.filter + ' filter (88-line OC)' if oc88 is not None else 'density filter'} radius {radius:g}, "
+        f"{settings.filter} filter radius {radius:g}, update {settings.update}, "
         f"set-up {setup_seconds:.2f} s")
     if initial is not None:
         initial = problems.resize_nearest(initial, lc.shape)
     resumed = checkpoint.record if checkpoint is not None else None
     steps = resumed.get("fields_steps") or {} if resumed is not None else None
-    writer = _fields_writer(fields_dir, problem, system, fields_every, log, fields_format, steps) \
-        if fields_dir else None
-    penalty = simp.penalty_schedule(penal, continuation)
-    on_iteration = _IterationLog(system, mpi, lc, penalty, log, callback, writer, total=iterations)
-    hooks = RunCheckpoint(checkpoint, system, on_iteration, writer, log, optimizer) \
-        if checkpoint is not None else None
+    writer = _fields_writer(settings.fields_dir, problem, system, settings.fields_every, log, settings.fields_format,
+                            steps) if settings.fields_dir else None
+    penalty = simp.penalty_schedule(settings.penal, settings.continuation)
+    on_iteration = _IterationLog(system, mpi, lc, penalty, log, callback, writer, total=settings.iterations)
+    hooks = RunCheckpoint(checkpoint, system, on_iteration, writer, log) if checkpoint is not None else None
     try:
         with large_arrays_reused(), signals_deferred() if hooks is not None else contextlib.nullcontext():
-            result = simp.run_simp(system, density_filter, volume_fraction, free, pinned, penal=penal,
-                                   max_iterations=iterations, tolerance=tolerance, move_limit=move,
-                                   initial=initial, callback=on_iteration, volume_sums="linear",
-                                   continuation=continuation, gather=False, oc88=oc88, checkpoint=hooks,
-                                   optimizer=optimizer)
+            result = simp.run_simp(system, density_filter, volume_fraction, free, pinned, settings.simp,
+                                   initial=initial, callback=on_iteration, gather=False, checkpoint=hooks)
         out = _outcome(problem, system, mpi, result, on_iteration.history, volume_fraction, setup_seconds)
-        out["filter"] = oc88.filter if oc88 is not None else "density"
-        out["update"] = "oc88" if oc88 is not None else "oc"
+        out["filter"] = settings.filter
+        out["update"] = settings.update
         out["free_cells"] = int(free.sum())
         if writer is not None:
             writer.write_step(result.iterations, result.densities, compliance=result.compliance, force=True)
             out["fields"] = str(writer.path)
         if truth is not None:
-            out["score"] = score_against(system, result.densities, truth, penal, result.compliance)
+            out["score"] = score_against(system, result.densities, truth, settings.penal, result.compliance)
             log("score: " + ", ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
                                       for k, v in out["score"].items()))
         out["density"] = system.gather(result.densities, root=0)
@@ -153,21 +204,21 @@ class _IterationLog:
         self.history = []
         self.first = 0  # the iteration the run (or its resumption) started after
         self.last = self.started = time.perf_counter()
-        self.events = {n: timing.seconds(n) for n in timing.EVENTS}
-        self.passes = timing.count(timing.BISECTION_PASS)
+        self.events = {n: events.seconds(n) for n in events.EVENTS}
+        self.passes = events.count(events.BISECTION_PASS)
 
     def __call__(self, iteration, compliance, physical, change):
         from mpi4py import MPI
 
         system, log = self.system, self.log
         now = time.perf_counter()
-        events = {n: timing.seconds(n) for n in timing.EVENTS}
+        seconds = {n: events.seconds(n) for n in events.EVENTS}
         volume = self.mpi.allreduce(float(np.sum(physical)), op=MPI.SUM) / self.loadcase.n_elements
         row = {"iteration": iteration, "compliance": float(compliance), "volume": volume, "change": float(change),
                "penal": self.penalty(iteration), "ksp_iterations": int(system.last_iterations),
                "seconds": now - self.last}
-        row.update({f"{n}_seconds": events[n] - self.events[n] for n in timing.EVENTS})
-        row["bisection_passes"] = timing.count(timing.BISECTION_PASS) - self.passes
+        row.update({f"{n}_seconds": seconds[n] - self.events[n] for n in events.EVENTS})
+        row["bisection_passes"] = events.count(events.BISECTION_PASS) - self.passes
         self.history.append(row)
         if iteration == self.first + 1 and system.hierarchy:
             for line in format_hierarchy(*system.hierarchy, system.multigrid.levels if system.multigrid else None):
@@ -179,8 +230,8 @@ class _IterationLog:
         if self.writer is not None:
             self.writer.write_step(iteration, physical, compliance=compliance, change=change)
         self.last = time.perf_counter()
-        self.events = {n: timing.seconds(n) for n in timing.EVENTS}
-        self.passes = timing.count(timing.BISECTION_PASS)
+        self.events = {n: events.seconds(n) for n in events.EVENTS}
+        self.passes = events.count(events.BISECTION_PASS)
 
 
     def resume(self, history):
@@ -327,7 +378,7 @@ def run_summary(out, mpi, warmup=1):
     steady = hist[warmup:] if len(hist) > warmup else hist
     summary = {"iterations_timed": len(steady), "first_iteration_seconds": hist[0]["seconds"] if hist else None}
     local = {k: float(np.mean([h[k] for h in steady])) if steady else 0.0
-             for k in ["seconds"] + [f"{n}_seconds" for n in timing.EVENTS]}
+             for k in ["seconds"] + [f"{n}_seconds" for n in events.EVENTS]}
     for key, value in local.items():
         summary[key] = mpi.allreduce(value, op=MPI.MAX)
     summary["ksp_iterations_mean"] = float(np.mean([h["ksp_iterations"] for h in steady])) if steady else 0.0

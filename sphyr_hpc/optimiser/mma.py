@@ -5,10 +5,10 @@ optimization", IJNME 24, 1987), with the asymptote update and the approximations
 "MMA and GCMMA - two methods for nonlinear optimization" (2007).  Written from the paper and the
 notes.  The problem is
 
-    min f0(x)  s.t.  f_i(x) <= 0 (i = 1..m),  0 <= x_j <= 1,
+    min f0(x)  s.t.  f_1(x) <= 0,  0 <= x_j <= 1,
 
 here compliance (scaled) and the volume constraint ``f_1 = V(x) / V* - 1`` (``V(x) = fixed + dv . x``,
-the linear identity of :class:`~sphyr_hpc.optimiser.simp._LinearUpdate`), on the free cells of every
+the linear identity of :class:`~sphyr_hpc.optimiser.simp.LinearOC`), on the free cells of every
 rank's slab.  Every iteration (the notes' section 2-3):
 
 * asymptotes ``L_j < x_j < U_j``: ``x -/+ 0.5 (xmax - xmin)`` in the first two iterations, then
@@ -17,28 +17,30 @@ rank's slab.  Every iteration (the notes' section 2-3):
 * move limits ``alpha = max(xmin, L + 0.1 (x - L), x - move)``, ``beta`` likewise;
 * the convex separable approximations ``p_ij / (U_j - x_j) + q_ij / (x_j - L_j) - b_i`` with
   ``p_ij = (U_j - x_j)^2 (1.001 (df_ij)^+ + 0.001 (df_ij)^- + 1e-5 / (xmax - xmin))``, ``q`` the mirror;
-* the subproblem with artificial variables ``y_i`` (weight ``c_i = 1000``, ``d_i = 1``) and ``z``
-  (``a_0 = 1``, ``a_i = 0``), solved by the primal-dual interior-point method of the notes
-  (section 5): Newton steps on the perturbed KKT conditions, ``epsilon`` from 1 down to 1e-7 by
-  factors of 10, each step's linear system reduced to the m x m system in the dual variables
-  (plus ``z``), a step length that keeps every variable positive and a halving line search on the
-  residual's norm.
+* the subproblem with artificial variables ``y`` (weight ``c = 1000``, ``d = 1``) and ``z``
+  (``a_0 = 1``, ``a = 0``), solved exactly through its dual (:class:`Subproblem`): with one
+  constraint the dual is a concave function of one multiplier, whose derivative's root is found by
+  a safeguarded Newton iteration (a handful of passes over the cells, one allreduce of two numbers
+  each).
 
 Parallel: every n-sized quantity is this rank's free cells; what couples them are sums over j,
-so each Newton step reduces the ``m + m^2`` entries of the reduced system and a residual's two
-norms over the ranks (MPI allreduce), and every rank then takes the same step in the ``m`` dual
-variables.  The primal x is never gathered.
+reduced over the ranks (MPI allreduce), and every rank then takes the same step in the multiplier.
+The primal x is never gathered.
 """
 
+import math
+
 import numpy as np
+
+from ..core import discretisation as fe
+from .update import Update
 
 ASYINIT, ASYINCR, ASYDECR = 0.5, 1.2, 0.7
 ALBEFA = 0.1
 RAA0 = 1e-5
 CONSTRAINT_WEIGHT = 1000.0   # c_i: the artificial y_i costs this much a unit
-EPSILON_MIN = 1e-7
-NEWTON_LIMIT = 200
-LINE_SEARCH_HALVINGS = 50
+DUAL_ITERATIONS = 200        # at most this many evaluations of the dual's derivative (a handful are taken)
+DUAL_RELATIVE_STEP = 1e-14   # the multiplier is settled once Newton's step is below this (relative)
 OBJECTIVE_SCALE = 10.0       # f0 scaled so that sum(x df0) = 10 at the first iteration
 
 
@@ -61,116 +63,101 @@ class Reductions:
         return float(value) if self.single else self.mpi.allreduce(float(value), op=MPI.MAX)
 
 
-def _max_local(*arrays):
-    return max((float(a.max()) for a in arrays if a.size), default=-np.inf)
-
-
 class Subproblem:
-    """One MMA subproblem: ``m`` constraints on this rank's ``n`` variables."""
+    """One MMA subproblem with one constraint on this rank's ``n`` variables, solved through its dual.
 
-    def __init__(self, reduce, low, upp, alpha, beta, p0, q0, P, Q, b, a0=1.0, a=None, c=None, d=None):
+    The subproblem (the notes' section 5 with ``m = 1``, ``a_0 = 1``, ``a = 0``)::
+
+        min  sum_j p0_j / (U_j - x_j) + q0_j / (x_j - L_j) + z + c y + d y^2 / 2
+        s.t. sum_j P_j / (U_j - x_j) + Q_j / (x_j - L_j) - y <= b,  alpha <= x <= beta,  y, z >= 0
+
+    is convex and separable: for a multiplier ``lam >= 0`` of the constraint its Lagrangian is
+    minimised cell by cell in closed form, ``x_j(lam) = (sqrt(p_j) L_j + sqrt(q_j) U_j) / (sqrt(p_j)
+    + sqrt(q_j))`` clipped to ``[alpha_j, beta_j]`` with ``p = p0 + lam P``, ``q = q0 + lam Q``, and
+    ``y(lam) = max(0, (lam - c) / d)``, ``z = 0``.  The dual ``W(lam)`` is concave and its derivative
+    ``phi(lam) = g(x(lam)) - y(lam) - b`` is continuous and non-increasing, so the optimum is
+    ``lam = 0`` where ``phi(0) <= 0`` (the constraint inactive) and otherwise the root of ``phi``:
+    Newton's method on ``phi`` (``phi' = -sum over the unclipped cells of G_j^2 / H_j``, ``G`` the
+    constraint's and ``H`` the Lagrangian's second derivative in x_j) kept inside a bracket that
+    halves where Newton would leave it, until the step is below :data:`DUAL_RELATIVE_STEP` of lam.
+    Every evaluation is one pass over the cells and one allreduce of two numbers.
+    """
+
+    def __init__(self, reduce, low, upp, alpha, beta, p0, q0, P, Q, b, c=CONSTRAINT_WEIGHT, d=1.0):
         self.reduce = reduce
         self.low, self.upp, self.alpha, self.beta = low, upp, alpha, beta
-        self.p0, self.q0, self.P, self.Q, self.b = p0, q0, P, Q, np.asarray(b, dtype=float)
-        m = self.b.size
-        self.a0 = a0
-        self.a = np.zeros(m) if a is None else np.asarray(a, dtype=float)
-        self.c = np.full(m, CONSTRAINT_WEIGHT) if c is None else np.asarray(c, dtype=float)
-        self.d = np.ones(m) if d is None else np.asarray(d, dtype=float)
+        self.p0, self.q0, self.P, self.Q, self.b = p0, q0, P, Q, float(b)
+        self.c, self.d = float(c), float(d)
+        self.evaluations = 0
 
-    def _terms(self, x, lam):
-        """``(1/(U-x), 1/(x-L), plam, qlam, g(x))``: the pieces every residual and step needs."""
-        uxinv = 1.0 / (self.upp - x)
-        xlinv = 1.0 / (x - self.low)
-        plam = self.p0 + lam @ self.P
-        qlam = self.q0 + lam @ self.Q
-        return uxinv, xlinv, plam, qlam
+    def x_of(self, lam):
+        """This rank's minimiser of the Lagrangian at the multiplier ``lam``, with its ``p`` and ``q``."""
+        p = self.p0 + lam * self.P
+        q = self.q0 + lam * self.Q
+        sp, sq = np.sqrt(p), np.sqrt(q)
+        x = sp * self.low
+        x += sq * self.upp
+        sp += sq
+        x /= sp
+        np.maximum(x, self.alpha, out=x)  # (np.clip's dispatch costs as much as the rest of the pass)
+        np.minimum(x, self.beta, out=x)
+        return x, p, q
 
-    def residual(self, v, epsi):
-        """(norm, max-norm) of the perturbed KKT conditions at ``v`` (collective)."""
-        x, y, z, lam, xsi, eta, mu, zet, s = v
-        uxinv, xlinv, plam, qlam = self._terms(x, lam)
-        rex = plam * uxinv**2 - qlam * xlinv**2 - xsi + eta
-        rexsi = xsi * (x - self.alpha) - epsi
-        reeta = eta * (self.beta - x) - epsi
-        local = np.concatenate([self.P @ uxinv + self.Q @ xlinv, [rex @ rex + rexsi @ rexsi + reeta @ reeta]])
-        sums = self.reduce.sum(local)
-        gvec, squares = sums[:-1], sums[-1]
-        rey = self.c + self.d * y - mu - lam
-        rez = self.a0 - zet - self.a @ lam
-        relam = gvec - self.a * z - y + s - self.b
-        small = np.concatenate([rey, [rez], relam, mu * y - epsi, [zet * z - epsi], lam * s - epsi])
-        norm = np.sqrt(squares + small @ small)
-        biggest = self.reduce.max(max(_max_local(np.abs(rex), np.abs(rexsi), np.abs(reeta)), 0.0))
-        return norm, max(biggest, float(np.abs(small).max()))
+    def _phi(self, lam):
+        """``(phi(lam), phi'(lam), x(lam))`` (collective: one allreduce)."""
+        self.evaluations += 1
+        x, p, q = self.x_of(lam)
+        ux = 1.0 / (self.upp - x)
+        xl = 1.0 / (x - self.low)
+        constraint = float(self.P @ ux + self.Q @ xl)
+        ux2, xl2 = ux * ux, xl * xl
+        slope_terms = self.P * ux2 - self.Q * xl2          # G: the constraint's derivative in x_j
+        p *= ux2
+        p *= ux
+        q *= xl2
+        q *= xl
+        p += q                                             # H / 2: the Lagrangian's second derivative
+        slope_terms *= slope_terms
+        slope_terms /= p
+        inside = (x > self.alpha) & (x < self.beta)        # clipped cells do not move with lam
+        slope = 0.5 * float(np.add.reduce(slope_terms, where=inside))
+        constraint, slope = self.reduce.sum([constraint, slope])
+        y, dy = (max(0.0, (lam - self.c) / self.d), 1.0 / self.d if lam > self.c else 0.0)
+        return constraint - y - self.b, -slope - dy, x
 
-    def _newton_step(self, v, epsi):
-        """The Newton direction of the perturbed KKT system, reduced to m + 1 unknowns (collective)."""
-        x, y, z, lam, xsi, eta, mu, zet, s = v
-        uxinv, xlinv, plam, qlam = self._terms(x, lam)
-        ux2, xl2 = uxinv * uxinv, xlinv * xlinv
-        xa, bx = 1.0 / (x - self.alpha), 1.0 / (self.beta - x)
-        G = self.P * ux2 - self.Q * xl2
-        delx = plam * ux2 - qlam * xl2 - epsi * xa + epsi * bx
-        diagx = 2.0 * (plam * ux2 * uxinv + qlam * xl2 * xlinv) + xsi * xa + eta * bx
-        diagxinv = 1.0 / diagx
-        m = lam.size
-        GD = G * diagxinv
-        local = np.concatenate([self.P @ uxinv + self.Q @ xlinv, G @ (delx * diagxinv), (GD @ G.T).ravel()])
-        sums = self.reduce.sum(local)
-        gvec, Gdelx, GDG = sums[:m], sums[m:2 * m], sums[2 * m:].reshape(m, m)
-        dely = self.c + self.d * y - lam - epsi / y
-        delz = self.a0 - self.a @ lam - epsi / z
-        dellam = gvec - self.a * z - y - self.b + epsi / lam
-        diagy = self.d + mu / y
-        blam = dellam + dely / diagy - Gdelx
-        A = np.zeros((m + 1, m + 1))
-        A[:m, :m] = GDG + np.diag(s / lam + 1.0 / diagy)
-        A[:m, m] = A[m, :m] = self.a
-        A[m, m] = -zet / z
-        solution = np.linalg.solve(A, np.concatenate([blam, [delz]]))
-        dlam, dz = solution[:m], solution[m]
-        dx = -delx * diagxinv - dlam @ GD
-        dy = (dlam - dely) / diagy
-        dxsi = -xsi + epsi * xa - xsi * dx * xa
-        deta = -eta + epsi * bx + eta * dx * bx
-        dmu = -mu + epsi / y - mu * dy / y
-        dzet = -zet + epsi / z - zet * dz / z
-        ds = -s + epsi / lam - s * dlam / lam
-        step = (dx, dy, dz, dlam, dxsi, deta, dmu, dzet, ds)
-        # The longest step that keeps every positive variable positive (with 1 % to spare).
-        local_ratio = _max_local(-1.01 * dx * xa, 1.01 * dx * bx, -1.01 * dxsi / xsi, -1.01 * deta / eta)
-        small_ratio = max(float(np.max(-1.01 * dy / y)), -1.01 * dz / z, float(np.max(-1.01 * dlam / lam)),
-                          float(np.max(-1.01 * dmu / mu)), -1.01 * dzet / zet, float(np.max(-1.01 * ds / s)))
-        ratio = max(self.reduce.max(local_ratio), small_ratio, 1.0)
-        return step, 1.0 / ratio
-
-    def solve(self):
-        """The subproblem's x (this rank's part) by the primal-dual interior-point method."""
-        m = self.b.size
-        x = 0.5 * (self.alpha + self.beta)
-        v = [x, np.ones(m), 1.0, np.ones(m), np.maximum(1.0 / (x - self.alpha), 1.0),
-             np.maximum(1.0 / (self.beta - x), 1.0), np.maximum(1.0, 0.5 * self.c), 1.0, np.ones(m)]
-        epsi = 1.0
-        while epsi > EPSILON_MIN:
-            norm, biggest = self.residual(v, epsi)
-            for _ in range(NEWTON_LIMIT):
-                if biggest <= 0.9 * epsi:
+    def solve(self, start=None):
+        """``(x, lam)``: this rank's part of the subproblem's solution and its multiplier.  ``start``: a
+        guess of the multiplier (the previous iteration's); the root is the same to the stopping step."""
+        phi, slope, x = self._phi(0.0)
+        if phi <= 0.0:
+            return x, 0.0
+        low, high = 0.0, None                               # phi(low) > 0 >= phi(high)
+        lam = start if start is not None and start > 0.0 else 1.0
+        for _ in range(DUAL_ITERATIONS):
+            phi, slope, x = self._phi(lam)
+            if phi > 0.0:
+                low = lam
+            else:
+                high = lam
+            if phi == 0.0:
+                break
+            step = -phi / slope if slope < 0.0 else np.inf
+            if abs(step) <= DUAL_RELATIVE_STEP * lam:
+                break
+            guess = lam + step
+            if high is None:                                 # no upper end yet: Newton, or grow the bracket
+                lam = guess if math.isfinite(guess) and guess > low else 2.0 * max(lam, low, 1.0)
+            elif low < guess < high:
+                lam = guess
+            else:
+                lam = 0.5 * (low + high)
+                if not low < lam < high:                    # the bracket is down to adjacent numbers
                     break
-                step, length = self._newton_step(v, epsi)
-                for _ in range(LINE_SEARCH_HALVINGS):
-                    trial = [value + length * delta for value, delta in zip(v, step)]
-                    trial_norm, trial_biggest = self.residual(trial, epsi)
-                    if trial_norm <= norm:  # a step that does not make the residual worse
-                        break
-                    length *= 0.5
-                v, norm, biggest = trial, trial_norm, trial_biggest
-            epsi *= 0.1
-        return v[0]
+        return x, lam
 
 
 def approximations(x, low, upp, df, xmin=0.0, xmax=1.0):
-    """The notes' ``p`` and ``q`` of a function's gradient ``df`` (rows: functions)."""
+    """The notes' ``p`` and ``q`` of a function's gradient ``df``."""
     xmami = max(xmax - xmin, 1e-5)
     positive, negative = np.maximum(df, 0.0), np.maximum(-df, 0.0)
     p = (upp - x)**2 * (1.001 * positive + 0.001 * negative + RAA0 / xmami)
@@ -178,22 +165,27 @@ def approximations(x, low, upp, df, xmin=0.0, xmax=1.0):
     return p, q
 
 
-class MMAUpdate:
-    """MMA's update of the design in place of OC's (``run_simp``'s ``update(design, dc)`` interface).
+class MMAUpdate(Update):
+    """MMA's update of the design in place of OC's (an :class:`~sphyr_hpc.optimiser.update.Update`).
 
     State between iterations (what a checkpoint saves, :meth:`state`): the two previous designs,
-    the asymptotes, the iteration count and the objective's scale.
+    the asymptotes, the iteration count, the objective's scale and the last multiplier.
     """
 
-    def __init__(self, mpi, dv, is_free, pinned, density_filter, target, move_limit):
+    name = "mma"
+
+    def __init__(self, context):
+        super().__init__(context)
+        mpi, dv, is_free, pinned = context.mpi, context.dv, context.is_free, context.pinned
         self.mpi, self.is_free, self.pinned = mpi, is_free, pinned
-        self.density_filter, self.target, self.move = density_filter, target, move_limit
+        self.density_filter, self.target, self.move = context.density_filter, context.target, context.move_limit
         self.reduce = Reductions(mpi)
         self.free_dv = dv[is_free]
         self.fixed = float(pinned[~is_free].sum() + np.dot(dv[~is_free], pinned[~is_free]))
         self.k = 0
         self.scale = None
         self.xold1 = self.xold2 = self.low = self.upp = None
+        self.dual = None  # the last subproblem's multiplier: where the next one's root find starts
         self.last_subproblem = None
 
     # -- state ----------------------------------------------------------------------------------
@@ -206,10 +198,10 @@ class MMAUpdate:
                 slab = np.zeros(self.is_free.shape)
                 slab[self.is_free] = value
                 arrays[name] = slab
-        return arrays, {"k": self.k, "scale": self.scale}
+        return arrays, {"k": self.k, "scale": self.scale, "dual": self.dual}
 
     def load_state(self, arrays, scalars):
-        self.k, self.scale = int(scalars.get("k", 0)), scalars.get("scale")
+        self.k, self.scale, self.dual = int(scalars.get("k", 0)), scalars.get("scale"), scalars.get("dual")
         for name in ("xold1", "xold2", "low", "upp"):
             setattr(self, name, arrays[name][self.is_free].copy() if name in arrays else None)
 
@@ -222,32 +214,32 @@ class MMAUpdate:
         factor = np.where(sign > 0.0, ASYINCR, np.where(sign < 0.0, ASYDECR, 1.0))
         low = x - factor * (self.xold1 - self.low)
         upp = x + factor * (self.upp - self.xold1)
-        low = np.clip(low, x - 10.0 * span, x - 0.01 * span)
-        upp = np.clip(upp, x + 0.01 * span, x + 10.0 * span)
+        low = np.minimum(np.maximum(low, x - 10.0 * span), x - 0.01 * span)
+        upp = np.minimum(np.maximum(upp, x + 0.01 * span), x + 10.0 * span)
         return low, upp
 
-    def constraints(self, x):
-        """``(values, gradients)`` of the constraints at x: the volume (m = 1)."""
+    def constraint(self, x):
+        """``(value, gradient)`` of the one constraint at x: the volume's, ``V(x) / V* - 1``."""
         volume = float(self.reduce.sum([self.fixed + float(np.dot(self.free_dv, x))])[0])
-        return np.array([volume / self.target - 1.0]), (self.free_dv / self.target)[None, :]
+        return volume / self.target - 1.0, self.free_dv / self.target
 
-    def update(self, design, dc):
-        """The new design, its physical densities and the largest change of a free cell."""
+    def step(self, design, physical, energies, p):
         self.k += 1
         x = design[self.is_free]
-        df0 = dc[self.is_free]
+        df0 = self.density_filter.chain(fe.compliance_sensitivity(physical, energies, p),
+                                        self.context.free_s)[self.is_free]
         if self.scale is None:
             self.scale = OBJECTIVE_SCALE / max(abs(float(self.reduce.sum([np.dot(x, df0)])[0])), 1e-300)
         df0 = df0 * self.scale
-        values, gradients = self.constraints(x)
+        value, gradient = self.constraint(x)
         low, upp = self._asymptotes(x)
-        alpha = np.maximum.reduce([np.zeros_like(x), low + ALBEFA * (x - low), x - self.move])
-        beta = np.minimum.reduce([np.ones_like(x), upp - ALBEFA * (upp - x), x + self.move])
+        alpha = np.maximum(np.maximum(low + ALBEFA * (x - low), x - self.move), 0.0)
+        beta = np.minimum(np.minimum(upp - ALBEFA * (upp - x), x + self.move), 1.0)
         p0, q0 = approximations(x, low, upp, df0)
-        P, Q = approximations(x, low, upp, gradients)
-        b = self.reduce.sum(P @ (1.0 / (upp - x)) + Q @ (1.0 / (x - low))) - values
+        P, Q = approximations(x, low, upp, gradient)
+        b = float(self.reduce.sum([P @ (1.0 / (upp - x)) + Q @ (1.0 / (x - low))])[0]) - value
         self.last_subproblem = Subproblem(self.reduce, low, upp, alpha, beta, p0, q0, P, Q, b)
-        new_x = self.last_subproblem.solve()
+        new_x, self.dual = self.last_subproblem.solve(self.dual)
         self.xold2, self.xold1, self.low, self.upp = self.xold1, x, low, upp
         new_design = self.pinned.copy()
         new_design[self.is_free] = new_x

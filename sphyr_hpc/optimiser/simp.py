@@ -3,55 +3,54 @@
 Runs on the slabs of an :class:`~sphyr_hpc.solvers.system.GridSystem`
 (any number of ranks): sensitivities and the filter are local/parallel PETSc
 operations and every sum in the optimality-criteria bisection is an
-``allreduce``, so no field is gathered inside the loop.  On one rank (the
-scorer's samples) :class:`_SerialUpdate` does the same arithmetic on the free
-cells only and decides the bisection's comparisons analytically where they
-are certain (:func:`_certain_multipliers`): the same multipliers and designs,
-bit for bit, at a fraction of the cost.  The system may also be a
+``allreduce``, so no field is gathered inside the loop.  The system may also be a
 :class:`~sphyr_hpc.solvers.condensed.CondensedSystem`.
 
 Inputs and results are natural (nely, nelx) arrays: ``free`` marks the design
 variables, ``pinned`` holds every other cell's density (L/S already forced to 1
-by the caller, see :func:`design_space`).
+by the caller, see :func:`design_space`).  How the run goes is one frozen
+:class:`SimpSettings`; its design update is one
+:class:`~sphyr_hpc.optimiser.update.Update` chosen by name (:func:`make_update`):
 
-Large grids (``python -m sphyr_hpc.optimize``) use two options the scorer does
-not:
+* ``update="oc"``, optimality criteria.  ``volume_sums="scorer"`` is the scorer's
+  arithmetic: on one rank :class:`SerialOC` (the free cells only, the bisection's
+  comparisons decided analytically where they are certain, :func:`_certain_multipliers`:
+  the same multipliers and designs, bit for bit, at a fraction of the cost), on several
+  :class:`CollectiveOC` (a filter MatMult a step).  ``volume_sums="linear"`` (the large
+  grids of ``python -m sphyr_hpc.optimize``) is :class:`LinearOC`: on every rank count, the
+  bisection's volume ``sum(physical)`` is ``pinned volume + dv . x`` (``dv = H^T (free /
+  Hs)``, the filtered volume sensitivity; equal to the sum of the filtered candidate in
+  exact arithmetic because the filter is linear), one dot product and one allreduce a step
+  over the free cells; the settled candidate is filtered once.
+* ``update="oc88"``: the 88-line code's update and stopping rule (Andreassen et al. 2011,
+  :class:`OC88Update`): its sensitivity filter (``filter="sensitivity"``, ``ft = 1``) or
+  density filter (``"density"``, ``ft = 2``), its bisection, and its loop ``while change >
+  tolerance``; the result's compliance is then the listing's, the last iteration's analysis.
+* ``update="mma"``: Svanberg's method of moving asymptotes (:mod:`.mma`, with ``volume_sums="linear"``).
 
-* ``volume_sums="linear"``: on every rank count, the bisection's volume
-  ``sum(physical)`` is ``pinned volume + dv . x`` (``dv = H^T (free / Hs)``,
-  the filtered volume sensitivity; equal to the sum of the filtered candidate
-  in exact arithmetic because the filter is linear), one dot product and one
-  allreduce a step over the free cells, with ``sqrt(base)`` computed once; the
-  settled candidate is filtered once.  The default, ``"scorer"``, is the
-  scorer's arithmetic: :func:`_oc_update` (a filter MatMult a step) on
-  several ranks, :class:`_SerialUpdate` (the same identity) on one.
-* ``continuation=(p_start, p_step, every)``: the penalty starts at
-  ``p_start`` and grows by ``p_step`` every ``every`` iterations up to
-  ``penal``; the run cannot converge before it gets there.
-
-``oc88=OC88(filter)`` replaces the update and the stopping rule by the 88-line
-code's (Andreassen et al. 2011, :class:`OC88`): its sensitivity filter
-(``filter="sensitivity"``, ``ft = 1``) or density filter (``"density"``,
-``ft = 2``), its bisection, and its loop ``while change > tolerance``; the
-result's compliance is then the listing's, the last iteration's analysis.
+``continuation=(p_start, p_step, every)``: the penalty starts at ``p_start`` and grows by
+``p_step`` every ``every`` iterations up to ``penal``; the run cannot converge before it gets there.
 """
 
 import functools
 import math
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 
 from ..core import discretisation as fe
-from ..runtime import events as timing
+from ..runtime import events
 from ..solvers import csr
 from .filter import FILTERS, filter_sensitivity
+from .update import Update, UpdateContext
 
 MAX_ITERATIONS = 500
 TOLERANCE = 1e-3
 MOVE_LIMIT = 0.2
 VOLUME_SUMS = ("scorer", "linear")
-OPTIMIZERS = ("oc", "mma")
+UPDATES = ("oc", "oc88", "mma")   # the design updates a run chooses by name (SimpSettings.update)
+OPTIMIZERS = ("oc", "mma")        # what ``optimize --optimizer`` offers (oc88: --preset mbb88, --filter sensitivity)
 WARM_START_FLOOR = 1e-3
 OC_BOUNDS = (1e-9, 1e9)
 OC_RELATIVE_GAP = 1e-6
@@ -67,6 +66,56 @@ class SimpResult:
     iterations: int
     converged: bool
     history: list = field(default_factory=list)  # (iteration, compliance, change)
+
+
+class SettingError(ValueError):
+    """A setting out of range: ``field`` names it (the command line names its option instead)."""
+
+    def __init__(self, field_name, value, requirement):
+        super().__init__(f"{field_name} {value} {requirement}")
+        self.field, self.value, self.requirement = field_name, value, requirement
+
+
+@dataclass(frozen=True)
+class SimpSettings:
+    """How a SIMP run goes, checked once when made (:class:`SettingError` for a value out of range).
+
+    ``update``: the design update by name (:data:`UPDATES`, :func:`make_update`): ``"oc"``
+    (optimality criteria), ``"oc88"`` (the 88-line code's update, filter and stopping rule, with
+    ``filter`` "density" or "sensitivity": what it filters) or ``"mma"`` (needs ``volume_sums="linear"``).
+    ``volume_sums``: ``"scorer"`` (the scorer's bisection arithmetic) or ``"linear"`` (the large-grid
+    driver's, see the module's docstring).  ``continuation``: ``(p_start, p_step, every)`` or None.
+    """
+
+    penal: float = fe.PENAL
+    max_iterations: int = MAX_ITERATIONS
+    tolerance: float = TOLERANCE
+    move_limit: float = MOVE_LIMIT
+    continuation: Optional[tuple] = None
+    update: str = "oc"
+    filter: str = "density"
+    volume_sums: str = "scorer"
+
+    def __post_init__(self):
+        def require(ok, name, requirement):
+            if not ok:
+                raise SettingError(name, getattr(self, name), requirement)
+
+        require(self.update in UPDATES, "update", f"is not one of {', '.join(UPDATES)}")
+        require(self.filter in FILTERS, "filter", f"is not one of {', '.join(FILTERS)}")
+        require(self.volume_sums in VOLUME_SUMS, "volume_sums", f"is not one of {', '.join(VOLUME_SUMS)}")
+        require(self.max_iterations >= 0, "max_iterations", "must be at least 0")
+        require(self.tolerance >= 0, "tolerance", "must be >= 0")
+        require(0 < self.move_limit <= 1, "move_limit", "must be in (0, 1]")
+        require(self.penal > 0, "penal", "must be positive")
+        require(self.update != "mma" or self.volume_sums == "linear", "update",
+                'needs volume_sums="linear" (the volume as one dot product)')
+        require(self.filter == "density" or self.update == "oc88", "filter",
+                "is the 88-line code's (update oc88): the other updates filter the densities")
+        if self.continuation is not None:
+            start, step, every = self.continuation
+            require(step > 0 and every >= 1 and every == int(every) and start <= self.penal, "continuation",
+                    f"needs p_start <= penal ({self.penal:g}), p_step > 0 and every a positive integer")
 
 
 def design_space(loadcase, free, pinned):
@@ -86,31 +135,24 @@ def free_budget(free, pinned, volume_fraction):
     return budget, pinned_volume
 
 
-def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PENAL,
-             max_iterations=MAX_ITERATIONS, tolerance=TOLERANCE, move_limit=MOVE_LIMIT,
-             initial=None, callback=None, volume_sums="scorer", continuation=None, gather=True, oc88=None,
-             checkpoint=None, optimizer="oc"):
-    """Minimise compliance; ``free``/``pinned`` as returned by :func:`design_space`.
+def run_simp(system, density_filter, volume_fraction, free, pinned, settings=SimpSettings(), initial=None,
+             callback=None, gather=True, checkpoint=None):
+    """Minimise compliance; ``free``/``pinned`` as returned by :func:`design_space`, ``settings`` a
+    :class:`SimpSettings` (its update made once, :func:`make_update`).
 
     ``callback(iteration, compliance, physical, change)`` runs after every
     iteration's update (``physical`` is this rank's slab).  ``gather=False``
     leaves ``SimpResult.densities`` as this rank's slab (flattened) instead of
-    the natural array on every rank; ``oc88`` (an :class:`OC88`): the 88-line code's update and stopping rule.
-    ``checkpoint`` (:mod:`.checkpointing`, with ``volume_sums="linear"``) restores a saved run before
-    the loop and saves the loop's state after its iterations.  ``optimizer="mma"`` (with
-    ``volume_sums="linear"``) updates by MMA (:mod:`.mma`) instead of OC.
+    the natural array on every rank.  ``checkpoint`` (:mod:`.checkpointing`) restores a saved run
+    before the loop and saves the loop's state after its iterations.
     """
-    if volume_sums not in VOLUME_SUMS:
-        raise ValueError(f"volume_sums must be one of {VOLUME_SUMS}, not {volume_sums!r}")
-    from mpi4py import MPI  # here, not at the top: ``optimize --help`` works without mpi4py
-
-    penalty = penalty_schedule(penal, continuation)
+    penalty = penalty_schedule(settings.penal, settings.continuation)
     system.reset()  # an iterative solver warm-starts within this run only, never from another's
     mpi = system.comm.tompi4py()
     budget, pinned_volume = free_budget(free, pinned, volume_fraction)
     n_free = int(free.sum())
     if n_free == 0:
-        c = system.solve(system.slab_of(fe.simp_modulus(pinned, penal)))
+        c = system.solve(system.slab_of(fe.simp_modulus(pinned, settings.penal)))
         return SimpResult(pinned.copy(), c, 0, True)
 
     free_s = system.slab_of(free)
@@ -121,71 +163,46 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, penal=fe.PEN
     design[is_free] = budget / n_free if warm is None else warm[is_free]
     physical = design.copy()
     dv = density_filter.chain(np.ones_like(design), free_s)
-    target = pinned_volume + budget
-    listing, serial, linear = _updates(oc88, optimizer, volume_sums, mpi, dv, is_free, pinned_s, density_filter,
-                                       target, move_limit)
+    update = make_update(settings, UpdateContext(mpi, dv, is_free, pinned_s, density_filter,
+                                                 pinned_volume + budget, settings.move_limit))
 
     compliance, iteration, converged, history = np.inf, 0, False, []
     if checkpoint is not None:  # checkpoint: a resumed run starts from the loop's state as it was saved
-        design, physical, iteration, converged, history = checkpoint.restore(design, physical, listing or linear,
-                                                                             history)
-    while not converged and iteration < max_iterations:
+        design, physical, iteration, converged, history = checkpoint.restore(design, physical, update, history)
+    while not converged and iteration < settings.max_iterations:
         iteration += 1
         p = penalty(iteration)
         compliance = system.solve(fe.simp_modulus(physical, p))
         if not math.isfinite(compliance):
             break
-        with timing.timed(timing.UPDATE):
-            energies = system.unit_energies()
-            if listing is not None:
-                new_design, physical, change = listing.update(design, physical, energies, p)
-            elif serial is not None:
-                new_design, physical, change = serial.update(design, physical, energies, p)
-            else:
-                dc = density_filter.chain(fe.compliance_sensitivity(physical, energies, p), free_s)
-                if linear is not None:
-                    new_design, physical, change = linear.update(design, dc)
-                else:
-                    new_design, physical = _oc_update(mpi, design, dc, dv, is_free, pinned_s, density_filter,
-                                                      target, move_limit)
-                    local_change = float(np.max(np.abs(new_design[is_free] - design[is_free]))) \
-                        if is_free.any() else 0.0
-                    change = mpi.allreduce(local_change, op=MPI.MAX)
-        design = new_design
+        with events.timed(events.UPDATE):
+            design, physical, change = update.step(design, physical, system.unit_energies(), p)
         if callback is not None:
             callback(iteration, compliance, physical, change)
         history.append((iteration, compliance, change))
-        stop = OC88.stops(change, tolerance) if listing is not None else change < tolerance
-        converged = stop and p == penal
+        converged = update.stops(change, settings.tolerance) and p == settings.penal
         if checkpoint is not None:  # checkpoint: saved every few iterations, at the end, on SIGTERM/SIGINT
-            checkpoint.after_iteration(iteration, design, physical, listing or linear, converged,
-                                       iteration >= max_iterations)
+            checkpoint.after_iteration(iteration, design, physical, update, converged,
+                                       iteration >= settings.max_iterations)
 
-    if listing is None:  # (the 88-line code's result is its last analysis: it does not analyse its final update)
-        compliance = system.solve(fe.simp_modulus(physical, penal))
+    if update.name != "oc88":  # (the 88-line code's result is its last analysis: it does not analyse its final update)
+        compliance = system.solve(fe.simp_modulus(physical, settings.penal))
     return SimpResult(system.gather(physical) if gather else physical, compliance, iteration, converged, history)
 
 
-def _updates(oc88, optimizer, volume_sums, mpi, *args):
-    """(the 88-line code's update, the serial OC update, the collective update): the one a run uses
-    is not None (none of them: :func:`_oc_update` with collective bisection sums)."""
-    if oc88 is not None:
-        return _OC88Update(oc88, mpi, *args), None, None
-    serial = _SerialUpdate(*args) if volume_sums == "scorer" and mpi.Get_size() == 1 else None
-    return None, serial, _collective_update(optimizer, volume_sums, mpi, *args)
-
-
-def _collective_update(optimizer, volume_sums, *args):
-    """The update of ``volume_sums="linear"``: OC's (:class:`_LinearUpdate`) or MMA's, None otherwise."""
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, not {optimizer!r}")
-    if optimizer == "mma":
-        if volume_sums != "linear":
-            raise ValueError('optimizer="mma" needs volume_sums="linear"')
+def make_update(settings, context):
+    """The :class:`~sphyr_hpc.optimiser.update.Update` a run with ``settings`` steps its design by, chosen
+    by ``settings.update``; OC's arithmetic by ``settings.volume_sums`` and the rank count (the scorer's
+    on one rank: :class:`SerialOC`; on several: :class:`CollectiveOC`; the linear sums: :class:`LinearOC`)."""
+    if settings.update == "oc88":
+        return OC88Update(context, settings.filter)
+    if settings.update == "mma":
         from .mma import MMAUpdate
 
-        return MMAUpdate(*args)
-    return _LinearUpdate(*args) if volume_sums == "linear" else None
+        return MMAUpdate(context)
+    if settings.volume_sums == "linear":
+        return LinearOC(context)
+    return SerialOC(context) if context.mpi.Get_size() == 1 else CollectiveOC(context)
 
 
 def penalty_schedule(penal, continuation):
@@ -198,109 +215,109 @@ def penalty_schedule(penal, continuation):
     return lambda iteration: min(float(penal), float(start) + float(step) * ((iteration - 1) // int(every)))
 
 
-def _oc_update(mpi, design, dc, dv, is_free, pinned, density_filter, target, move_limit):
+def _sensitivities(context, physical, energies, p):
+    """The filtered compliance sensitivity ``H^T (dc * free / Hs)`` on this rank's slab."""
+    return context.density_filter.chain(fe.compliance_sensitivity(physical, energies, p), context.free_s)
+
+
+def _largest_change(mpi, new, old):
+    """The largest change of a free cell over the ranks (``new``, ``old``: this rank's free cells)."""
+    from mpi4py import MPI
+
+    return mpi.allreduce(float(np.max(np.abs(new - old))) if old.size else 0.0, op=MPI.MAX)
+
+
+class CollectiveOC(Update):
     """Optimality criteria with bisection on the volume multiplier, sums collective (docs/scoring.md, "SIMP run").
 
     Every step filters its candidate and sums it over the ranks.  One rank
-    uses :class:`_SerialUpdate` instead (the same multipliers, far fewer sums).
-    """
-    from mpi4py import MPI
-
-    base = np.maximum(-dc, 0.0) / np.maximum(dv, 1e-12)
-    low = design - move_limit
-    high = design + move_limit
-    last = {}
-
-    def over(middle):
-        candidate = fe.clip(fe.clip(design * np.sqrt(base / middle), low, high), 0.0, 1.0)
-        last["design"] = np.where(is_free, candidate, pinned)
-        last["physical"] = np.where(is_free, density_filter.apply(last["design"]), pinned)
-        return mpi.allreduce(float(last["physical"].sum()), op=MPI.SUM) > target
-
-    _bisect(-np.inf, np.inf, over)  # every step evaluated: ``last`` holds the final middle's design
-    return last["design"], last["physical"]
-
-
-@dataclass(frozen=True)
-class OC88:
-    """The 88-line code's optimality-criteria update and stopping rule (Andreassen et al. 2011).
-
-    ``filter``: ``"sensitivity"`` (the listing's ``ft = 1``: the sensitivities
-    filtered with the guard ``max(1e-3, x)``, the physical densities are the
-    design) or ``"density"`` (``ft = 2``: the densities and the volume
-    sensitivity filtered).  The update bisects the multiplier on [0, 1e9]
-    until ``(l2 - l1) / (l1 + l2) <= 1e-3``, every step filtering its
-    candidate and summing its volume; the step is ``x sqrt(-dc / dv / lmid)``
-    (damping 0.5) within the move limit and [0, 1].  The run stops after the
-    first iteration whose largest change is not above the tolerance (the
-    listing's ``while change > 0.01``).
+    uses :class:`SerialOC` instead (the same multipliers, far fewer sums).
     """
 
-    filter: str = "density"
+    name = "oc"
 
-    def __post_init__(self):
-        if self.filter not in FILTERS:
-            raise ValueError(f"filter must be one of {FILTERS}, not {self.filter!r}")
+    def step(self, design, physical, energies, p):
+        from mpi4py import MPI
 
-    @staticmethod
-    def stops(change, tolerance):
-        return not change > tolerance
+        c = self.context
+        mpi, is_free, pinned, density_filter = c.mpi, c.is_free, c.pinned, c.density_filter
+        dc = _sensitivities(c, physical, energies, p)
+        base = np.maximum(-dc, 0.0) / np.maximum(c.dv, 1e-12)
+        low = design - c.move_limit
+        high = design + c.move_limit
+        last = {}
+
+        def over(middle):
+            candidate = fe.clip(fe.clip(design * np.sqrt(base / middle), low, high), 0.0, 1.0)
+            last["design"] = np.where(is_free, candidate, pinned)
+            last["physical"] = np.where(is_free, density_filter.apply(last["design"]), pinned)
+            return mpi.allreduce(float(last["physical"].sum()), op=MPI.SUM) > c.target
+
+        _bisect(-np.inf, np.inf, over)  # every step evaluated: ``last`` holds the final middle's design
+        return last["design"], last["physical"], _largest_change(mpi, last["design"][is_free], design[is_free])
 
 
 OC88_BOUNDS = (0.0, 1e9)
 OC88_RELATIVE_GAP = 1e-3
 
 
-class _OC88Update:
-    """One iteration's sensitivities, filter and OC step as the 88-line listing computes them, on slabs
-    (every volume summed over the ranks).  Pinned cells keep their densities and are not design variables."""
+class OC88Update(Update):
+    """The 88-line code's optimality-criteria update and stopping rule (Andreassen et al. 2011), on slabs.
 
-    def __init__(self, settings, mpi, dv, is_free, pinned, density_filter, target, move_limit):
-        self.sensitivity = settings.filter == "sensitivity"
-        self.mpi, self.is_free, self.pinned = mpi, is_free, pinned
-        self.density_filter, self.target, self.move = density_filter, target, move_limit
-        self.free_s = is_free.astype(float)
-        self.dv = np.ones(int(is_free.sum())) if self.sensitivity else dv[is_free]  # ft = 1: dv = 1
-        self.fixed_volume = float(pinned[~is_free].sum())
+    ``filter``: ``"sensitivity"`` (the listing's ``ft = 1``: the sensitivities
+    filtered with the guard ``max(1e-3, x)``, the physical densities are the
+    design) or ``"density"`` (``ft = 2``: the densities and the volume
+    sensitivity filtered).  The update bisects the multiplier on [0, 1e9]
+    until ``(l2 - l1) / (l1 + l2) <= 1e-3``, every step filtering its
+    candidate and summing its volume over the ranks; the step is ``x sqrt(-dc / dv / lmid)``
+    (damping 0.5) within the move limit and [0, 1].  The run stops after the
+    first iteration whose largest change is not above the tolerance (the
+    listing's ``while change > 0.01``).  Pinned cells keep their densities and are not design variables.
+    """
 
-    def state(self):
-        """What a checkpoint saves of this update: nothing (the listing's step depends on the design
-        and the sensitivities only)."""
-        return {}, {}
+    name = "oc88"
 
-    def load_state(self, arrays, scalars):
-        """A resumed run: nothing to restore (see :meth:`state`)."""
+    def __init__(self, context, filter="density"):
+        super().__init__(context)
+        if filter not in FILTERS:
+            raise ValueError(f"filter must be one of {FILTERS}, not {filter!r}")
+        self.sensitivity = filter == "sensitivity"
+        is_free = context.is_free
+        self.dv = np.ones(int(is_free.sum())) if self.sensitivity else context.dv[is_free]  # ft = 1: dv = 1
+        self.fixed_volume = float(context.pinned[~is_free].sum())
 
-    def update(self, design, physical, energies, p):
-        """(new design, new physical, change) from this iteration's unit energies at penalty ``p``."""
+    def stops(self, change, tolerance):
+        return not change > tolerance
+
+    def step(self, design, physical, energies, p):
         from mpi4py import MPI
 
-        mpi, free, f = self.mpi, self.is_free, self.density_filter
+        c = self.context
+        mpi, free, f, move = c.mpi, c.is_free, c.density_filter, c.move_limit
         dc = -p * (fe.E0 - fe.EMIN) * physical ** (p - 1.0) * energies
-        dc = filter_sensitivity(f, design, dc) if self.sensitivity else f.chain(dc, self.free_s)
+        dc = filter_sensitivity(f, design, dc) if self.sensitivity else f.chain(dc, c.free_s)
         ratio = -dc[free] / self.dv
         x = design[free]
-        new_design = self.pinned.copy()
+        new_design = c.pinned.copy()
         l1, l2 = OC88_BOUNDS
         while (l2 - l1) / (l1 + l2) > OC88_RELATIVE_GAP:
             lmid = 0.5 * (l2 + l1)
-            new_design[free] = np.maximum(0.0, np.maximum(x - self.move, np.minimum(
-                1.0, np.minimum(x + self.move, x * np.sqrt(ratio / lmid)))))
+            new_design[free] = np.maximum(0.0, np.maximum(x - move, np.minimum(
+                1.0, np.minimum(x + move, x * np.sqrt(ratio / lmid)))))
             if self.sensitivity:
                 new_physical = new_design
                 volume = self.fixed_volume + float(new_design[free].sum())
             else:
-                new_physical = np.where(free, f.apply(new_design), self.pinned)
+                new_physical = np.where(free, f.apply(new_design), c.pinned)
                 volume = float(new_physical.sum())
-            if mpi.allreduce(volume, op=MPI.SUM) > self.target:
+            if mpi.allreduce(volume, op=MPI.SUM) > c.target:
                 l1 = lmid
             else:
                 l2 = lmid
-        local_change = float(np.max(np.abs(new_design[free] - x))) if x.size else 0.0
-        return new_design, new_physical.copy(), mpi.allreduce(local_change, op=MPI.MAX)
+        return new_design, new_physical.copy(), _largest_change(mpi, new_design[free], x)
 
 
-class _SerialUpdate:
+class SerialOC(Update):
     """Sensitivities, filter and OC step of one iteration on one rank, on the free cells only.
 
     The same arithmetic as the collective path, term for term: the filter's
@@ -314,17 +331,21 @@ class _SerialUpdate:
     comparisons exactly; the step it settles on is filtered as docs/scoring.md ("SIMP run") says.
     """
 
-    def __init__(self, dv, is_free, pinned, density_filter, target, move_limit):
+    name = "oc"
+
+    def __init__(self, context):
+        super().__init__(context)
+        dv, is_free, pinned = context.dv, context.is_free, context.pinned
         self.free = np.flatnonzero(is_free)
         self.pinned = pinned
-        self.target = target
-        self.move = move_limit
+        self.target = context.target
+        self.move = context.move_limit
         fixed = ~is_free
         self.offset = float(pinned[fixed].sum() + dv[fixed] @ pinned[fixed])
         self.g = dv[self.free]
         self.g_floor = np.maximum(self.g, 1e-12)
         # Rows of H for the free cells' physical densities, H^T on the free cells for the chain rule.
-        self.rows, self.chain_rule, self.Hs = density_filter.on_cells(self.free)
+        self.rows, self.chain_rule, self.Hs = context.density_filter.on_cells(self.free)
 
     def volume_over(self, d, b, middle, floor, ceiling):
         """The published comparison: is the candidate at ``middle`` over the budget?
@@ -335,8 +356,7 @@ class _SerialUpdate:
         """
         return self.offset + self.g @ fe.clip(d * np.sqrt(b / middle), floor, ceiling) > self.target
 
-    def update(self, design, physical, energies, p):
-        """(new design, new physical, change) from this iteration's unit energies."""
+    def step(self, design, physical, energies, p):
         free, move = self.free, self.move
         dc = fe.compliance_sensitivity(physical[free], energies[free], p)
         dc = csr.matvec(self.chain_rule, dc / self.Hs)
@@ -398,8 +418,8 @@ def _oc_kernels():
         return None
 
 
-class _LinearUpdate:
-    """:func:`_oc_update` with the volume of a candidate as ``pinned part + dv . x`` (no MatMult a step).
+class LinearOC(Update):
+    """:class:`CollectiveOC` with the volume of a candidate as ``pinned part + dv . x`` (no MatMult a step).
 
     sum(physical) = sum of pinned over non-free cells + sum over free cells of
     (H x)_e / Hs_e, and the latter is x . H^T (free / Hs) = x . dv.  Only the
@@ -408,22 +428,22 @@ class _LinearUpdate:
     the next (the same values a gather of the design would give).
     """
 
-    def __init__(self, mpi, dv, is_free, pinned, density_filter, target, move_limit):
+    name = "oc"
+
+    def __init__(self, context):
+        super().__init__(context)
+        mpi, dv, is_free, pinned = context.mpi, context.dv, context.is_free, context.pinned
         self.mpi, self.is_free, self.pinned = mpi, is_free, pinned
-        self.density_filter, self.target, self.move_limit = density_filter, target, move_limit
+        self.density_filter, self.target, self.move_limit = context.density_filter, context.target, context.move_limit
         self.free_dv = dv[is_free]
         self.dv_floor = np.maximum(self.free_dv, 1e-12)
         self.fixed = float(pinned[~is_free].sum() + np.dot(dv[~is_free], pinned[~is_free]))
         self._x = None  # the free cells' design the last step returned
         self._returned = None
 
-    def state(self):
-        """What a checkpoint saves of this update: nothing (``({}, {})``).  OC's step depends on the
-        design and the sensitivities only; the free cells kept between steps are the design's."""
-        return {}, {}
-
     def load_state(self, arrays, scalars):
-        """A resumed run: nothing to restore (see :meth:`state`)."""
+        """A resumed run: nothing saved (OC's step depends on the design and the sensitivities only;
+        the free cells kept between steps are the design's)."""
         self._x = self._returned = None
 
     def _free_design(self, design):
@@ -431,10 +451,10 @@ class _LinearUpdate:
             return self._x
         return design[self.is_free]
 
-    def update(self, design, dc):
-        """The new design, its physical densities and the largest change of a free cell."""
+    def step(self, design, physical, energies, p):
         from mpi4py import MPI
 
+        dc = _sensitivities(self.context, physical, energies, p)
         mpi, free_dv, move_limit, target = self.mpi, self.free_dv, self.move_limit, self.target
         x = self._free_design(design)
         scaled = np.negative(dc[self.is_free])
@@ -468,7 +488,7 @@ class _LinearUpdate:
         def over(middle):
             if top + slope / np.sqrt(middle) < target - margin:
                 return False
-            with timing.timed(timing.BISECTION_PASS):  # counted: the bytes model's passes
+            with events.timed(events.BISECTION_PASS):  # counted: the bytes model's passes
                 if kernels is not None:  # one pass reading scaled, x and dv (oc_volume.c), nothing stored
                     volume = kernels[0](x.size, scaled.ctypes.data, x.ctypes.data, free_dv.ctypes.data, move_limit,
                                         1.0 / np.sqrt(middle))

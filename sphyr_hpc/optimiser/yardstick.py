@@ -12,18 +12,21 @@ computes on any rank; :func:`yardstick` takes those already computed and
 does the rest, so a sample's work can be spread over idle ranks with the same
 result.  Large load cases run SIMP on multigrid (:mod:`sphyr_hpc.solvers.sizing`).
 
-Yardsticks are cached per :class:`YardstickKey` in a
-:class:`~sphyr_hpc.runtime.cache.BoundedCache`: every model's completion of a sample
-shares one.
+A yardstick runs in a :class:`Workspace`: what the yardsticks of one load case reuse (the condensed
+systems, the filter, the SIMP runs' multigrid system, the solid compliance), kept with the load case's
+system by its owner.  How it runs is one frozen :class:`YardstickSettings`.  Yardsticks are cached per
+:class:`YardstickKey` in a :class:`~sphyr_hpc.runtime.cache.BoundedCache`: every model's completion
+of a sample shares one.
 """
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
 from ..core import discretisation as fe
-from ..core.analysis import compliance_of
-from ..solvers import sizing
+from ..core.analysis import compliance_of, solid_compliance
+from ..solvers import condensed, sizing
 from ..solvers.base import SolverError
 from . import simp
 from .discrete import binarise, polish
@@ -35,6 +38,82 @@ BUDGET_SLACK = 1e-9
 # every change that could change a yardstick's bits (here, in simp/filter/discrete, the solvers, the
 # element matrix or the analysis), so no run is ever served a yardstick another algorithm computed.
 YARDSTICK_ALGORITHM_VERSION = 1
+
+
+@dataclass(frozen=True)
+class YardstickSettings:
+    """How a yardstick runs (checked when made): the final ``penal``ty, the filter ``radius``, the
+    penalty ``schedule`` of its cold runs and chain, whether the winner is polished, each SIMP run's
+    ``max_iterations`` and ``tolerance``, and the DOFs from which its SIMP runs solve on multigrid
+    (``mg_min_dofs``, None: never; :mod:`sphyr_hpc.solvers.sizing`)."""
+
+    penal: float = fe.PENAL
+    radius: float = FILTER_RADIUS
+    schedule: tuple = PENAL_SCHEDULE
+    polish: bool = True
+    max_iterations: int = simp.MAX_ITERATIONS
+    tolerance: float = simp.TOLERANCE
+    mg_min_dofs: Optional[int] = sizing.MG_MIN_DOFS
+
+    def __post_init__(self):
+        if not self.radius > 0:
+            raise simp.SettingError("radius", self.radius, "must be positive")
+        if not self.schedule:
+            raise simp.SettingError("schedule", self.schedule, "needs at least one penalty")
+        for p in (*self.schedule, self.penal):  # every SIMP run's settings are valid
+            self.simp_settings(p)
+
+    def simp_settings(self, penal):
+        """The settings of one SIMP run at ``penal``."""
+        return simp.SimpSettings(penal=penal, max_iterations=self.max_iterations, tolerance=self.tolerance)
+
+
+class Workspace:
+    """What the yardsticks of one load case reuse, kept with its ``system`` by whoever keeps that (and
+    closed by it first, :meth:`close`): the condensed systems (``condensed``, shared with the analyses
+    of the completions), a density filter per radius, the SIMP runs' multigrid system (made when first
+    needed, :func:`~sphyr_hpc.solvers.sizing.simp_system`) and the solid compliance per penalty."""
+
+    def __init__(self, system):
+        self.system = system
+        self.condensed = condensed.CondensedSystems(system)
+        self._filters = {}
+        self._multigrid = None
+        self._solid = {}
+
+    def density_filter(self, radius):
+        """The density filter of ``radius`` on the system's grid (one per radius)."""
+        if float(radius) not in self._filters:
+            self._filters[float(radius)] = DensityFilter(self.system, radius)
+        return self._filters[float(radius)]
+
+    def simp_system(self, exact, mg_min_dofs):
+        """The system the SIMP runs solve on: ``exact``, or from the crossover on the multigrid system."""
+        if not sizing.uses_multigrid(self.system, exact, mg_min_dofs):
+            return exact
+        if self._multigrid is None:
+            self._multigrid = sizing.simp_system(self.system)
+        return self._multigrid
+
+    def solid_compliance(self, penal):
+        """The all-solid design's compliance at ``penal`` (solved once)."""
+        if float(penal) not in self._solid:
+            self._solid[float(penal)] = solid_compliance(self.system, penal)
+        return self._solid[float(penal)]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        for density_filter in self._filters.values():
+            density_filter.close()
+        if self._multigrid is not None:
+            self._multigrid.close()
+        self.condensed.close()
+        self._filters, self._multigrid = {}, None
 
 
 @dataclass(frozen=True)
@@ -87,30 +166,29 @@ class _Setup:
     run: object          # run(penalty, initial=None) -> natural densities of one SIMP run
 
 
-def _setup(system, volume_fraction, free, pinned, penal, radius, max_iterations, tolerance, mg_min_dofs, on_run):
-    lc = system.loadcase
+def _setup(workspace, volume_fraction, free, pinned, settings, on_run):
+    lc = workspace.system.loadcase
     free, pinned = simp.design_space(lc, free, pinned)
     budget_cells, _ = simp.free_budget(free, pinned, volume_fraction)
     cell_budget = float(volume_fraction) * lc.n_elements + BUDGET_SLACK
-    # The filter depends on the grid alone: one per system and radius, closed with the system.
-    density_filter = system.attachments.get(("filter", float(radius)))
-    if density_filter is None:
-        density_filter = system.attachments[("filter", float(radius))] = DensityFilter(system, radius)
+    density_filter = workspace.density_filter(settings.radius)
     # Every design here shares the pinned cells: on one rank, solve them condensed onto the free cells' DOFs;
     # SIMP runs of large load cases on multigrid (sizing.MG_MIN_DOFS).
-    exact = sizing.exact_system(system, free)
-    solver = sizing.simp_system(system, exact, mg_min_dofs)
+    exact = sizing.exact_system(workspace.condensed, free)
+    solver = workspace.simp_system(exact, settings.mg_min_dofs)
 
     def run(p, initial=None):
-        arguments = dict(penal=p, max_iterations=max_iterations, tolerance=tolerance, initial=initial)
+        run_settings = settings.simp_settings(p)
         try:
-            densities = simp.run_simp(solver, density_filter, volume_fraction, free, pinned, **arguments).densities
+            densities = simp.run_simp(solver, density_filter, volume_fraction, free, pinned, run_settings,
+                                      initial=initial).densities
         except SolverError:
             if solver is exact:
                 raise
             # The multigrid stalled on some design of this run: the whole run again on the exact
             # solver, which decides the run's designs alone (a run depends on its inputs only).
-            densities = simp.run_simp(exact, density_filter, volume_fraction, free, pinned, **arguments).densities
+            densities = simp.run_simp(exact, density_filter, volume_fraction, free, pinned, run_settings,
+                                      initial=initial).densities
         if on_run is not None:
             on_run()
         return densities
@@ -157,26 +235,23 @@ def _computed_piece(setup, piece, seeds, penal, schedule):
     return PieceResult(designs, known)
 
 
-def run_piece(system, piece, volume_fraction, free, pinned, seeds=(), penal=fe.PENAL, radius=FILTER_RADIUS,
-              schedule=PENAL_SCHEDULE, max_iterations=simp.MAX_ITERATIONS, tolerance=simp.TOLERANCE,
-              mg_min_dofs=sizing.MG_MIN_DOFS, on_run=None):
+def run_piece(workspace, piece, volume_fraction, free, pinned, seeds=(), settings=YardstickSettings(),
+              on_run=None):
     """One of :func:`pieces` as :func:`yardstick` computes it: a :class:`PieceResult` (its designs,
     and the exact compliances of their candidates within the cell budget)."""
-    setup = _setup(system, volume_fraction, free, pinned, penal, radius, max_iterations, tolerance, mg_min_dofs,
-                   on_run)
-    return _computed_piece(setup, tuple(piece), seeds, penal, schedule)
+    setup = _setup(workspace, volume_fraction, free, pinned, settings, on_run)
+    return _computed_piece(setup, tuple(piece), seeds, settings.penal, settings.schedule)
 
 
-def yardstick(system, volume_fraction, free, pinned, seeds=(), penal=fe.PENAL, radius=FILTER_RADIUS,
-              schedule=PENAL_SCHEDULE, polish_design=True, max_iterations=simp.MAX_ITERATIONS,
-              tolerance=simp.TOLERANCE, mg_min_dofs=sizing.MG_MIN_DOFS, computed=None, on_run=None):
-    """Best design at ``volume_fraction`` on ``system`` (collective on its communicator).
+def yardstick(workspace, volume_fraction, free, pinned, seeds=(), settings=YardstickSettings(), computed=None,
+              on_run=None):
+    """Best design at ``volume_fraction`` on the :class:`Workspace`'s system (collective on its communicator).
 
     ``computed``: {piece: :class:`PieceResult`} of pieces already computed by :func:`run_piece`
     (elsewhere); the others are computed here.  ``on_run()`` is called after every SIMP run.
     """
-    setup = _setup(system, volume_fraction, free, pinned, penal, radius, max_iterations, tolerance, mg_min_dofs,
-                   on_run)
+    penal, schedule = settings.penal, settings.schedule
+    setup = _setup(workspace, volume_fraction, free, pinned, settings, on_run)
     computed = dict(computed or {})
     for piece in pieces(schedule, len(seeds)):
         if piece not in computed:  # its candidates are solved below, with everyone else's
@@ -209,8 +284,9 @@ def yardstick(system, volume_fraction, free, pinned, seeds=(), penal=fe.PENAL, r
         best = candidates[-1]
         best_c = compliance(best)
     polished = False
-    if polish_design:
-        design, c = polish(system, binarise(best, free, budget_cells), free, penal)
+    if settings.polish:
+        design, c = polish(workspace.system, binarise(best, free, budget_cells), free, penal,
+                           solid=workspace.solid_compliance(penal))
         if c < best_c and design.sum() <= cell_budget:
             best, best_c, polished = design, c, True
     return YardstickResult(np.array(best, dtype=float), float(best_c), len(candidates), polished)

@@ -45,7 +45,7 @@ class BoundedCache:
             for value in items:
                 self.on_evict(value)
 
-    close = clear  # a cache kept among a system's attachments is closed with it
+    close = clear  # a cache its owner keeps beside other resources closes as they do
 
     def __len__(self):
         return len(self._items)

@@ -6,7 +6,7 @@ Four events split an iteration (they nest in nothing and do not overlap):
 * ``sphyr_setup``: KSP/PC set-up for the new K (Galerkin products, smoother
   eigenvalue estimates, coarse or full factorisation);
 * ``sphyr_solve``: the Krylov iterations (or the triangular solves);
-* ``sphyr_update``: sensitivities, filter and the optimality-criteria update.
+* ``sphyr_update``: sensitivities, filter and the design update (OC, the 88-line code's OC or MMA).
 
 One more counts rather than times: ``sphyr_bisection_pass``, one pass of the
 optimality-criteria bisection over the free cells (inside ``sphyr_update``;

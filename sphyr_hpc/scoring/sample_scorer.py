@@ -10,7 +10,7 @@ truth, input grid and yardstick optimum that every record keeps (``grids``).
 A completion then costs its own parse into densities, its reconstruction
 metrics, its analysis (shared by equal completions through the scorer's
 analysis cache, and condensed onto the masked cells' DOFs where that is
-cheaper, see :func:`~sphyr_hpc.solvers.condensed.analysis_system`) and its
+cheaper, see :meth:`~sphyr_hpc.solvers.condensed.CondensedSystems.analysis_system`) and its
 diagnosis; a completion whose cells equal an earlier completion's of the same
 sample (models often agree, and often give the answer itself) costs a table
 lookup: every metric is a function of the cells (``SCORED_PER_SAMPLE`` distinct

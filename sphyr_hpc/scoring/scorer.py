@@ -16,14 +16,14 @@ import numpy as np
 from ..core import discretisation as fe
 from ..core import grid as grids
 from ..core import loadcase as loadcases
-from ..core.analysis import analyse, clipped_volume_fraction, solid_compliance
+from ..core.analysis import analyse, clipped_volume_fraction
 from ..runtime.cache import BoundedCache
 from .diagnosis import diagnose
 from ..core.metrics import (clipped_ratio, empty_metrics, material_efficiency, reconstruction_metrics,
                             valid_output_grid)
 from ..optimiser.filter import FILTER_RADIUS
-from ..optimiser.yardstick import PENAL_SCHEDULE, YardstickKey, pieces, run_piece, yardstick
-from ..solvers.condensed import analysis_system
+from ..optimiser.yardstick import (PENAL_SCHEDULE, Workspace, YardstickKey, YardstickSettings, pieces, run_piece,
+                                   yardstick)
 from ..solvers.sizing import MG_MIN_DOFS
 from .yardstick_store import StoredYardsticks, reference_fingerprint
 
@@ -50,16 +50,19 @@ class ScoringConfig:
 
 
 class _Problem:
-    """The solver and solid compliance of one load case: analyses and yardsticks share it."""
+    """The solver, its yardstick workspace and the solid compliance of one load case: analyses and
+    yardsticks share them."""
 
     def __init__(self, lc, config):
         from ..solvers.elasticity import elasticity_system
         from ..runtime.petsc import petsc
 
         self.system = elasticity_system(lc, comm=petsc().COMM_SELF, prefix=config.solver_prefix)
-        self.solid = solid_compliance(self.system, config.penal)
+        self.workspace = Workspace(self.system)
+        self.solid = self.workspace.solid_compliance(config.penal)
 
     def close(self):
+        self.workspace.close()
         self.system.close()
 
 
@@ -94,14 +97,14 @@ class Scorer:
 
         ``pinned``: ``(free, truth)`` of the sample; a design equal to ``truth``
         outside the ``free`` cells is solved condensed onto them
-        (:func:`~sphyr_hpc.solvers.condensed.analysis_system`).
+        (:meth:`~sphyr_hpc.solvers.condensed.CondensedSystems.analysis_system`).
         """
         if pinned is not None and len(self._stored_analyses):
             known = _reference_key(lc, rho, *pinned)
             if known in self._stored_analyses:  # the store's: no solve (stored_reference)
                 return self._stored_analyses.get_or_compute(known, None)
         prob = self.problem(lc)
-        system = prob.system if pinned is None else analysis_system(prob.system, rho, *pinned)
+        system = prob.system if pinned is None else prob.workspace.condensed.analysis_system(rho, *pinned)
         # Keyed by the system too: the last digits of a condensed and a full solve differ, and a
         # record must not depend on which sample analysed its design first (on which rank).
         where = None if system is prob.system else np.asarray(pinned[0], dtype=bool).tobytes()
@@ -118,13 +121,17 @@ class Scorer:
         kept = None if reference is None else (reference_fingerprint(pinned, free, cfg.solver_prefix), reference)
 
         def compute():
-            return yardstick(self.problem(lc).system, volume_fraction, free, pinned, seeds=seeds, penal=cfg.penal,
-                             radius=cfg.filter_radius, mg_min_dofs=cfg.mg_min_dofs,
-                             computed=self._computed.pop(key, None), on_run=self.on_run)
+            return yardstick(self.problem(lc).workspace, volume_fraction, free, pinned, seeds=seeds,
+                             settings=self._yardstick_settings(), computed=self._computed.pop(key, None),
+                             on_run=self.on_run)
 
         inputs = (lc, free, pinned, volume_fraction, seeds, cfg.penal, cfg.filter_radius)
         return self.yardsticks.get_or_compute(key, lambda: self.stored.get(key, inputs, cfg.mg_min_dofs, compute,
                                                                            kept))
+
+    def _yardstick_settings(self):
+        cfg = self.config
+        return YardstickSettings(penal=cfg.penal, radius=cfg.filter_radius, mg_min_dofs=cfg.mg_min_dofs)
 
     def stored_reference(self, lc, free, truth):
         """``(analysis, optimum)`` of a sample (ground truth ``truth``, ``free`` cells) when the store
@@ -165,10 +172,9 @@ class Scorer:
 
     def run_piece(self, case, piece):
         """The designs of one piece of ``case``'s yardstick, on this process."""
-        cfg = self.config
         _, (lc, free, pinned, vf, seeds) = self._main_yardstick(case)
-        return run_piece(self.problem(lc).system, piece, vf, free, pinned, seeds=seeds, penal=cfg.penal,
-                         radius=cfg.filter_radius, mg_min_dofs=cfg.mg_min_dofs, on_run=self.on_run)
+        return run_piece(self.problem(lc).workspace, piece, vf, free, pinned, seeds=seeds,
+                         settings=self._yardstick_settings(), on_run=self.on_run)
 
     def supply(self, case, computed):
         """Pieces of ``case``'s yardstick computed elsewhere ({piece: designs}), used when it is needed."""

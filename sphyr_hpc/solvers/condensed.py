@@ -35,8 +35,8 @@ displacement field of a solve is one more back-substitution,
 :meth:`~CondensedSystem.max_displacement`): an analysis (docs/scoring.md, "Analysis") of a design
 that differs from the pinned one only in the free cells runs here too.
 
-:func:`shared` keeps one condensed system per free mask with its base system
-(``attachments``, bounded), so a sample's yardstick and the analyses of its
+:class:`CondensedSystems` keeps one condensed system per free mask of a base system
+(bounded), so a sample's yardstick and the analyses of its
 completions share the condensation: every completion equal to the ground
 truth outside the mask costs one dense k x k Cholesky.
 """
@@ -69,7 +69,7 @@ REFERENCE_DOFS = 242
 ANALYSIS_MAX_DOFS = 16
 # Sets of pinned moduli kept (one per penalty in a yardstick).
 MAX_CACHED = 8
-# Condensed systems kept per base system by :func:`shared` (one per free mask: a load case's samples).
+# Condensed systems kept per base system by :class:`CondensedSystems` (one per free mask: a load case's samples).
 MAX_SHARED = 8
 
 
@@ -114,25 +114,33 @@ def usable(system, free, max_dofs=MAX_DOFS):
             and 0 < condensed_dofs(system.loadcase, free).size <= limit)
 
 
-def shared(base, free):
-    """The :class:`CondensedSystem` of ``base`` on ``free``, made once and closed with ``base``."""
-    systems = base.attachments.get("condensed")
-    if systems is None:
-        systems = base.attachments["condensed"] = BoundedCache(MAX_SHARED)
-    return systems.get_or_compute(np.asarray(free, dtype=bool).tobytes(), lambda: CondensedSystem(base, free))
+class CondensedSystems:
+    """The condensed systems of one base system, one per free mask (the last :data:`MAX_SHARED`), and
+    which masks an analysis condenses: kept by whoever keeps ``base`` (a sample's yardstick and the
+    analyses of its completions share them), closed by it before ``base``."""
 
+    def __init__(self, base):
+        self.base = base
+        self._systems = BoundedCache(MAX_SHARED)
+        self._decided = BoundedCache(MAX_SHARED)
 
-def analysis_system(base, rho, free, truth, max_dofs=ANALYSIS_MAX_DOFS):
-    """The system to analyse design ``rho`` on: :func:`shared` when it equals ``truth`` outside ``free``
-    and the condensation is small enough to be cheaper (decided once per free mask), else ``base``."""
-    free = np.asarray(free, dtype=bool)
-    decided = base.attachments.get("analysis_condensed")
-    if decided is None:
-        decided = base.attachments["analysis_condensed"] = BoundedCache(MAX_SHARED)
-    cheaper = decided.get_or_compute((free.tobytes(), max_dofs), lambda: usable(base, free, max_dofs))
-    if cheaper and np.array_equal(np.asarray(rho)[~free], np.asarray(truth)[~free]):
-        return shared(base, free)
-    return base
+    def shared(self, free):
+        """The :class:`CondensedSystem` of the base system on ``free``, made once."""
+        return self._systems.get_or_compute(np.asarray(free, dtype=bool).tobytes(),
+                                            lambda: CondensedSystem(self.base, free))
+
+    def analysis_system(self, rho, free, truth, max_dofs=ANALYSIS_MAX_DOFS):
+        """The system to analyse design ``rho`` on: :meth:`shared` when it equals ``truth`` outside ``free``
+        and the condensation is small enough to be cheaper (decided once per free mask), else the base."""
+        free = np.asarray(free, dtype=bool)
+        cheaper = self._decided.get_or_compute((free.tobytes(), max_dofs), lambda: usable(self.base, free, max_dofs))
+        if cheaper and np.array_equal(np.asarray(rho)[~free], np.asarray(truth)[~free]):
+            return self.shared(free)
+        return self.base
+
+    def close(self):
+        self._systems.clear()
+        self._decided.clear()
 
 
 class CondensedSystem(LinearSystem):

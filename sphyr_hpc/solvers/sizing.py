@@ -59,26 +59,26 @@ def simp_solver(n_dofs, mg_min_dofs=MG_MIN_DOFS):
     return "mg" if mg_min_dofs is not None and n_dofs >= mg_min_dofs else "direct"
 
 
-def exact_system(system, free):
+def exact_system(condensed_systems, free):
     """What a yardstick solves exactly on: the condensed system where usable (one rank, shared with the
-    analyses of the same mask: :func:`~sphyr_hpc.solvers.condensed.shared`), else ``system``."""
-    return condensed.shared(system, free) if condensed.usable(system, free) else system
+    analyses of the same mask: :class:`~sphyr_hpc.solvers.condensed.CondensedSystems`), else their base."""
+    base = condensed_systems.base
+    return condensed_systems.shared(free) if condensed.usable(base, free) else base
 
 
-def simp_system(system, exact, mg_min_dofs=MG_MIN_DOFS):
-    """The system a yardstick's SIMP runs solve on: ``exact`` below the crossover (or when it is
-    condensed), else a multigrid system of the same load case and communicator, made once and
-    kept (closed) with ``system``."""
-    if exact is not system or simp_solver(system.loadcase.n_dofs, mg_min_dofs) == "direct":
-        return exact
-    key = ("simp-mg", SIMP_PREFIX)
-    if key not in system.attachments:
-        from .elasticity import elasticity_system
+def uses_multigrid(system, exact, mg_min_dofs=MG_MIN_DOFS):
+    """Whether a yardstick's SIMP runs on ``system`` solve on a multigrid system of their own
+    (:func:`simp_system`) rather than on ``exact``: not when it is condensed, nor below the crossover."""
+    return exact is system and simp_solver(system.loadcase.n_dofs, mg_min_dofs) == "mg"
 
-        comm = system.comm if system.comm is not None else petsc().COMM_SELF
-        system.attachments[key] = elasticity_system(system.loadcase, comm=comm, prefix=SIMP_PREFIX,
-                                                    **simp_system_arguments())
-    return system.attachments[key]
+
+def simp_system(system):
+    """A new multigrid system of ``system``'s load case and communicator for a yardstick's SIMP runs
+    (the caller keeps it and closes it)."""
+    from .elasticity import elasticity_system
+
+    comm = system.comm if system.comm is not None else petsc().COMM_SELF
+    return elasticity_system(system.loadcase, comm=comm, prefix=SIMP_PREFIX, **simp_system_arguments())
 
 
 def simp_system_arguments():

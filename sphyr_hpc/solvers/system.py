@@ -69,7 +69,6 @@ class GridSystem(SlabFields, LinearSystem):
         self.hierarchy = None        # multigrid levels as logged after the first set-up
         self.multigrid = None        # the multigrid set-up (levels, interpolations), MultigridSystem only
         self.last_iterations = 0     # KSP iterations of the last solve
-        self.attachments = {}        # what lives and dies with this system (closed in close() if closable)
         self._values = None          # K's own CSR values when assembled in place (one rank)
         self._options = dict(options or {})  # the caller's option defaults: K's build reads them too
         self.da = node_dmda(PETSc, loadcase.shape, self.comm, prefix)
@@ -280,10 +279,6 @@ class GridSystem(SlabFields, LinearSystem):
         return ()
 
     def close(self):
-        for attachment in getattr(self, "attachments", {}).values():
-            if hasattr(attachment, "close"):
-                attachment.close()
-        self.attachments = {}
         for owned in self._owned_objects():
             if owned is not None and hasattr(owned, "close"):
                 owned.close()

@@ -49,9 +49,11 @@ def main(out):
     GridSystem.solve = counted
     lc, free, truth = upscaled_problem()
     PETSc = petsc()
-    with elasticity_system(lc, comm=PETSc.COMM_WORLD, solver="direct") as system:
-        result = yardstick.yardstick(system, float(truth.mean()), free, truth, seeds=(truth,),
-                                     max_iterations=MAX_ITERATIONS, mg_min_dofs=0)
+    with elasticity_system(lc, comm=PETSc.COMM_WORLD, solver="direct") as system, \
+            yardstick.Workspace(system) as workspace:
+        result = yardstick.yardstick(workspace, float(truth.mean()), free, truth, seeds=(truth,),
+                                     settings=yardstick.YardstickSettings(max_iterations=MAX_ITERATIONS,
+                                                                          mg_min_dofs=0))
     failures = PETSc.COMM_WORLD.tompi4py().allreduce(len(failed))
     if PETSc.COMM_WORLD.getRank() == 0:
         Path(out).write_text(json.dumps({"compliance": result.compliance, "densities": result.densities.tolist(),
