@@ -13,7 +13,6 @@ measurement helpers (:func:`run_summary`, :func:`copy_bandwidth`,
 command's ``--json`` and the scaling study.
 """
 
-import contextlib
 import os
 import resource
 import time
@@ -24,7 +23,7 @@ from ..core import discretisation as fe
 from ..core.metrics import clipped_ratio, material_efficiency, raw_ratio
 from . import problems
 from ..runtime import events as timing
-from ..runtime.process import signals_deferred
+from ..runtime.process import Interrupted, interrupt_point, signals_deferred
 from . import simp
 from .checkpointing import RunCheckpoint
 from ..solvers.hierarchy import format_hierarchy, level_visits
@@ -113,17 +112,17 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
     on_iteration = _IterationLog(system, mpi, lc, penalty, log, callback, writer, total=iterations)
     hooks = RunCheckpoint(checkpoint, system, on_iteration, writer, log, optimizer) \
         if checkpoint is not None else None
+    on_iteration.interrupts = mpi if hooks is None else None  # (a checkpoint takes it once written)
+    labels = _labels(oc88, free)
     try:
-        with large_arrays_reused(), signals_deferred() if hooks is not None else contextlib.nullcontext():
-            result = simp.run_simp(system, density_filter, volume_fraction, free, pinned, penal=penal,
-                                   max_iterations=iterations, tolerance=tolerance, move_limit=move,
-                                   initial=initial, callback=on_iteration, volume_sums="linear",
-                                   continuation=continuation, gather=False, oc88=oc88, checkpoint=hooks,
-                                   optimizer=optimizer)
-        out = _outcome(problem, system, mpi, result, on_iteration.history, volume_fraction, setup_seconds)
-        out["filter"] = oc88.filter if oc88 is not None else "density"
-        out["update"] = "oc88" if oc88 is not None else "oc"
-        out["free_cells"] = int(free.sum())
+        with large_arrays_reused():
+            result = _at_safe_points(mpi, lambda: simp.run_simp(
+                system, density_filter, volume_fraction, free, pinned, penal=penal, max_iterations=iterations,
+                tolerance=tolerance, move_limit=move, initial=initial, callback=on_iteration, volume_sums="linear",
+                continuation=continuation, gather=False, oc88=oc88, checkpoint=hooks, optimizer=optimizer),
+                lambda: _interrupted_outcome(problem, system, mpi, on_iteration, volume_fraction, setup_seconds, labels))
+        out = {**_outcome(problem, system, mpi, result, on_iteration.history, volume_fraction, setup_seconds),
+               **labels}
         if writer is not None:
             writer.write_step(result.iterations, result.densities, compliance=result.compliance, force=True)
             out["fields"] = str(writer.path)
@@ -143,6 +142,25 @@ def optimise(problem, comm=None, solver=None, prefix="sphyr_", iterations=DEFAUL
             system.close()
 
 
+def _labels(oc88, free):
+    return {"filter": oc88.filter if oc88 is not None else "density", "update": "oc88" if oc88 is not None else "oc",
+            "free_cells": int(free.sum())}
+
+
+def _at_safe_points(mpi, loop, so_far):
+    """``loop()`` with signals taken only at safe points, on every rank at once
+    (:func:`~sphyr_hpc.runtime.process.interrupt_point`): now (in the command, whose signals wait all
+    along: ``cli.Command.safe_points``), and at the end of every iteration (the iteration log's or the
+    checkpoint's).  The :class:`Interrupted` carries ``so_far()`` as its ``outcome``: the design so far."""
+    interrupt_point(mpi)
+    try:
+        with signals_deferred():
+            return loop()
+    except Interrupted as err:
+        err.outcome = so_far()
+        raise
+
+
 class _IterationLog:
     """What happens after every SIMP iteration: the history row (with the PETSc log events' seconds),
     the log line, the multigrid hierarchy after the first set-up, the callback and the fields step."""
@@ -151,6 +169,8 @@ class _IterationLog:
         self.system, self.mpi, self.loadcase, self.penalty = system, mpi, loadcase, penalty
         self.log, self.callback, self.writer, self.total = log, callback, writer, total
         self.history = []
+        self.physical = None  # the design (physical densities) of the last iteration
+        self.interrupts = None  # the communicator whose safe point the end of every iteration is
         self.first = 0  # the iteration the run (or its resumption) started after
         self.last = self.started = time.perf_counter()
         self.events = {n: timing.seconds(n) for n in timing.EVENTS}
@@ -181,7 +201,9 @@ class _IterationLog:
         self.last = time.perf_counter()
         self.events = {n: timing.seconds(n) for n in timing.EVENTS}
         self.passes = timing.count(timing.BISECTION_PASS)
-
+        self.physical = physical
+        if self.interrupts is not None:
+            interrupt_point(self.interrupts)
 
     def resume(self, history):
         """A resumed run: the rows of the iterations before it (as saved: rank 0's seconds)."""
@@ -210,6 +232,21 @@ def _outcome(problem, system, mpi, result, history, volume_fraction, setup_secon
         "history": history, "setup_seconds_once": setup_seconds,
         "hierarchy": _hierarchy_json(system),
     }
+
+
+def _interrupted_outcome(problem, system, mpi, on_iteration, volume_fraction, setup_seconds, labels):
+    """What an interrupted run returns (collective: every rank takes the interrupt at one point): the
+    history so far and the design of its last iteration (None before the first has ended), with
+    ``"interrupted": True``; the density gathered to rank 0 as :func:`optimise`'s."""
+    history = on_iteration.history
+    if on_iteration.physical is None:
+        return None
+    last = history[-1]
+    result = simp.SimpResult(on_iteration.physical, last["compliance"], last["iteration"], False, [])
+    out = {**_outcome(problem, system, mpi, result, history, volume_fraction, setup_seconds), **labels}
+    out["interrupted"] = True
+    out["density"] = system.gather(on_iteration.physical, root=0)
+    return out
 
 
 def _hierarchy_json(system):

@@ -168,7 +168,8 @@ _held = {"depth": 0, "signum": None,  # signals_deferred: how deep, and the sign
          "peers": None,  # the communicator interrupted ranks meet on (share_interrupts)
          "together": False,  # this rank ended an interrupt together with every other (end_interrupted)
          "own_process": False,  # the command is this process's own (own_process)
-         "ended": False}  # the command has returned its status (command_ended)
+         "ended": False,  # the command has returned its status (command_ended)
+         "agreed": False}  # every rank took the interrupt at one safe point together (interrupt_point)
 
 
 def ended_together():
@@ -309,7 +310,7 @@ def _send_again(signum):
 def interrupts():
     """SIGINT and SIGTERM raise :class:`Interrupted` inside the block (main thread only), also
     when they arrive inside a callback that cannot raise (:func:`_redeliver`)."""
-    _held["raised"], _held["ended"] = None, False
+    _held["raised"], _held["ended"], _held["agreed"] = None, False, False
     previous = {s: signal.signal(s, _raise) for s in (signal.SIGINT, signal.SIGTERM)}
     previous_hook = sys.unraisablehook
     sys.unraisablehook = functools.partial(_redeliver, previous_hook)
@@ -326,9 +327,13 @@ def interrupts():
 
 def _quiet_end():
     """On the way out, a further SIGINT or SIGTERM (the launcher ending the ranks an abort left,
-    a second Ctrl-C) ends this process at once, without a second message or a traceback."""
+    a second Ctrl-C) ends this process at once, without a second message or a traceback.  Once
+    every rank has taken the interrupt at one safe point (:func:`interrupt_point`) it is ignored
+    instead: the ranks end together, and the copy of the signal that reaches a rank late (bin/mpirun
+    hands it to one rank after the other) would only turn that rank's clean end into a death by
+    signal and OpenMPI's banner."""
     for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, signal.SIG_DFL)
+        signal.signal(s, signal.SIG_IGN if _held["agreed"] else signal.SIG_DFL)
 
 
 def _say_interrupted(prog, err, note):
@@ -418,21 +423,52 @@ def signals_deferred():
     "Exception ignored" and lost, instead of ending the command.
     """
     _held["depth"] += 1
+    leaving = False
     try:
         yield
+    except BaseException:
+        leaving = True  # already on its way out (an interrupt taken inside): no second one raised
+        raise
     finally:
         _held["depth"] -= 1
         if _held["depth"] == 0:  # an inner block leaves the signal to the outermost one
             signum, _held["signum"] = _held["signum"], None
-            if signum is not None:
+            if signum is not None and not leaving:
                 raise Interrupted(signum)
 
 
-def pending_interrupt():
-    """Inside :func:`signals_deferred`: the signal (number) that has arrived and waits for the block's
-    end, or None.  Code that can stop cleanly at a point of its own (an optimisation between two
-    iterations, which saves its checkpoint first) asks here and raises :class:`Interrupted` itself."""
-    return _held["signum"]
+def interrupt_point(comm):
+    """A safe point of a collective computation inside :func:`signals_deferred` (between two
+    iterations of an optimisation: no collective half entered, every PETSc object whole): collective
+    on ``comm`` (mpi4py; None: this process alone).  When a signal waits on any rank, every rank
+    raises :class:`Interrupted` for it here, together; otherwise returns.
+
+    The signal waits for the next such point (a SIMP iteration, a few seconds at most at the largest
+    sizes), so that every rank leaves through the same ``finally`` blocks in the same order (their
+    destroys are collective: MUMPS's clean-up, a DMDA's) and none is left inside a collective the
+    others have left, which would hang both."""
+    raise_agreed_interrupt(agreed_interrupt(comm))
+
+
+def agreed_interrupt(comm):
+    """The first half of :func:`interrupt_point` (collective): the signal waiting on any rank of
+    ``comm`` (the largest number), or 0; taken, so that the block's end does not raise it again.
+    For a point that has something to do before it raises (a checkpoint written)."""
+    signum = int(_held["signum"] or 0)
+    if comm is not None and comm.size > 1:
+        from mpi4py import MPI
+
+        signum = comm.allreduce(signum, op=MPI.MAX)
+    if signum:
+        _held["signum"] = None
+        _held["agreed"] = True
+    return signum
+
+
+def raise_agreed_interrupt(signum):
+    """The second half of :func:`interrupt_point`: :class:`Interrupted` for ``signum`` (0: nothing)."""
+    if signum:
+        raise Interrupted(signum)
 
 
 @contextmanager
