@@ -68,7 +68,7 @@ def build_parser():
         prog=PROG,
         description="SIMP topology optimisation of one problem over all MPI ranks.\n\n"
                     "The problem: a grid file, --preset NAME --size NXxNY, or --dataset FILE --index I.\n"
-                    "The solver: a direct factorisation (Cholesky on one rank, MUMPS LU on several) up to\n"
+                    "The solver: a direct factorisation (Cholesky, on rank 0 for several ranks) up to\n"
                     "200k DOFs, CG + geometric multigrid above (--solver chooses).",
         epilog="Single-dash options go to PETSc: the solver's under the prefix -sphyr_ (-sphyr_ksp_rtol 1e-8,\n"
                "-sphyr_ksp_view: shown once), PETSc's own (-log_view).  An option under -sphyr_ that no\n"
