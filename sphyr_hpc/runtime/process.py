@@ -22,6 +22,13 @@ every rank ends with 128 + the signal, without MPI_Abort and its banner.  A
 rank that does not arrive in time (the signal reached one rank only, or a rank
 is inside a long call) is ended by MPI_Abort, as before any rank knew.  A rank
 interrupted before its command started MPI starts it then, and ends the same way.
+
+Safe points (:func:`interrupt_point`): a collective computation (an optimisation, whose
+iterations are collectives and PETSc calls from end to end) runs with its signals deferred
+(:func:`signals_deferred`) and takes them at points of its own, every rank at once through one
+allreduce: the ranks then leave through the same ``finally`` blocks, whose destroys are
+collective too, and end together without waiting or MPI_Abort, also when the signal reached one
+rank only.
 """
 
 import functools
