@@ -253,7 +253,7 @@ def command_ended():
 
 
 def _raise(signum, frame):
-    if _held["ended"]:
+    if _held["ended"] or _held["agreed"]:  # (agreed: every rank is already taking an interrupt together)
         return
     if _held["depth"]:
         _held["signum"] = _held["signum"] or signum
