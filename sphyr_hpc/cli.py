@@ -20,7 +20,8 @@ in this order and the same way for every command:
    checked (a small solve with them in a probe process,
    :func:`~sphyr_hpc.solvers.probe.check_options`), the job run;
 5. one interrupt path: SIGINT or SIGTERM on any rank, at any point (one that
-   comes during 2-4 is taken once they are done on every rank), or the end
+   comes during 2-4 is taken once they are done on every rank; a command with
+   ``safe_points`` takes it only at those, every rank at once), or the end
    of the launcher that started the ranks (:func:`~sphyr_hpc.runtime.launcher.watched`),
    prints the same message once and ends every rank with 130 or 143
    (:func:`~sphyr_hpc.runtime.process.end_interrupted`); one abort path: an
@@ -44,9 +45,9 @@ from typing import Callable, Optional
 
 from .io.limits import positive_int  # noqa: F401  (the commands' argparse type, one definition)
 from .runtime.launcher import watched
-from .runtime.petsc import OptionsError, command_options, require, split_petsc_args
+from .runtime.petsc import OptionsError, command_options, release_garbage, require, split_petsc_args
 from .runtime.process import (USAGE_STATUS, UsageError, command_ended, command_environment, end_interrupted,
-                              end_unexpected, interrupts, share_interrupts, signals_deferred,
+                              end_unexpected, interrupt_point, interrupts, share_interrupts, signals_deferred,
                               stdout_to_a_reader_that_may_go, swallowed_interrupt, world_rank)
 
 __all__ = ["Command", "Context", "Formatter", "Output", "Parser", "UsageError", "main", "positive_int",
@@ -177,6 +178,9 @@ class Command:
     ``preflight(args, comm)``: a collective check once MPI has started and before PETSc does (an
     estimate of the memory the job needs against what the node has): :class:`UsageError` on every rank.
     ``interrupt_note(args)``: appended to the interrupt message (where the work done so far is).
+    ``safe_points``: the job takes signals only at its safe points
+    (:func:`~sphyr_hpc.runtime.process.interrupt_point`, every rank at once: a collective
+    computation's) and at its end, never inside a collective or a PETSc call.
     """
 
     prog: str
@@ -192,6 +196,7 @@ class Command:
     h5py: Callable = lambda args: False
     interrupt_note: Callable = lambda args: ""
     abort_note: str = ""
+    safe_points: bool = False
 
     def __post_init__(self):
         if self.split_petsc is None:
@@ -245,8 +250,14 @@ def main(command, argv=None):
                             from .solvers.probe import check_options
 
                             check_options(comm=context.comm)
-                status = command.run(args, context)
+                if command.safe_points:
+                    with signals_deferred():
+                        status = command.run(args, context)
+                        interrupt_point(context.comm)
+                else:
+                    status = command.run(args, context)
                 command_ended()
+                release_garbage()  # (after command_ended: no signal cuts its collective short)
                 return status
         except (UsageError, OptionsError) as err:
             return report_usage_error(command.prog, err, context.comm.rank if context.comm else None)
@@ -258,4 +269,7 @@ def main(command, argv=None):
                 end_unexpected(command.prog, context.comm, command.abort_note)
             else:
                 note = command.interrupt_note(args) if args is not None else ""
-                return end_interrupted(command.prog, interrupt, context.comm, note)
+                status = end_interrupted(command.prog, interrupt, context.comm, note)
+                if context.comm is None or context.comm.size == 1:  # (ranks that end together skip PETSc's end)
+                    release_garbage()
+                return status

@@ -41,8 +41,9 @@ may be given anywhere on the command line.
 Exit status: 0 done (converged or not), 1 a solve failed (SolverError) or
 the design cannot carry its load, 2 a usage or problem error (before any
 work: also an output that cannot be written), 3 an unexpected error aborted
-every rank, 130/143 interrupted by SIGINT/SIGTERM (with ``--checkpoint DIR``, the run is saved
-there first: ``--resume`` continues it).  The run itself is
+every rank, 130/143 interrupted by SIGINT/SIGTERM, taken at the end of an iteration on every rank
+at once (the design of that iteration is written first where ``--png``, ``--save-density`` and
+``--json`` ask for it; with ``--checkpoint DIR``, the run is saved there: ``--resume`` continues it).  The run itself is
 :mod:`sphyr_hpc.jobs.optimize`'s.
 """
 
@@ -67,7 +68,7 @@ def build_parser():
         prog=PROG,
         description="SIMP topology optimisation of one problem over all MPI ranks.\n\n"
                     "The problem: a grid file, --preset NAME --size NXxNY, or --dataset FILE --index I.\n"
-                    "The solver: a direct factorisation (Cholesky on one rank, MUMPS LU on several) up to\n"
+                    "The solver: a direct factorisation (Cholesky, on rank 0 for several ranks) up to\n"
                     "200k DOFs, CG + geometric multigrid above (--solver chooses).",
         epilog="Single-dash options go to PETSc: the solver's under the prefix -sphyr_ (-sphyr_ksp_rtol 1e-8,\n"
                "-sphyr_ksp_view: shown once), PETSc's own (-log_view).  An option under -sphyr_ that no\n"
@@ -160,9 +161,11 @@ def _outputs(args):
 
 
 def _interrupt_note(args):
+    written = getattr(args, "written_on_interrupt", None)  # set by the run once it has written them
+    note = f"; the design of its last iteration is in {', '.join(written)}" if written else ""
     if not args.checkpoint:
-        return ""
-    return (f"; the run is saved in {args.checkpoint}: run the same command with --resume to continue it")
+        return note
+    return note + f"; the run is saved in {args.checkpoint}: run the same command with --resume to continue it"
 
 
 def _run(args, context):
@@ -176,7 +179,7 @@ def _run(args, context):
 
 COMMAND = cli.Command(prog=PROG, build_parser=build_parser, run=_run, check=_check, outputs=_outputs,
                       probe=False, preflight=_memory, h5py=lambda args: args.fields is not None and args.fields_format != "vtu",
-                      interrupt_note=_interrupt_note)
+                      interrupt_note=_interrupt_note, safe_points=True)
 
 
 def main(argv=None):

@@ -145,8 +145,7 @@ def test_a_checkpoint_of_2_ranks_resumes_on_1(tmp_path):
         resumed = _run(directory, comm=petsc().COMM_SELF, solver="direct")
         assert [h["iteration"] for h in resumed["history"]] == list(range(1, ITERATIONS + 1))
         # The compliance to 1e-10; the densities to 1e-8: six OC steps after the resumption amplify the
-        # ranks' rounding (~1e-16) to a few 1e-10 in the densities (MUMPS's LU on 2 ranks differs from
-        # itself, run to run, by as much).
+        # ranks' rounding (~1e-16) to a few 1e-10 in the densities.
         assert abs(resumed["compliance"] - full["compliance"]) < 1e-10 * full["compliance"]
         assert np.abs(resumed["density"] - full["density"]).max() < 1e-8
 

@@ -202,7 +202,7 @@ def test_files_written_on_two_ranks_equal_the_one_rank_files(written):
                     if isinstance(a[key], h5py.Dataset):
                         x, y = a[key][()], b[key][()]
                         assert x.shape == y.shape and x.dtype == y.dtype, (name, key)
-                        # The 2-rank solve (MUMPS LU) differs from the serial Cholesky in the last digits only.
+                        # The 2-rank solve (K summed in another order) differs from the serial one in the last digits only.
                         np.testing.assert_allclose(y, x, rtol=1e-9, atol=1e-12 * max(1.0, np.abs(np.nan_to_num(x)).max()),
                                                    err_msg=f"{name}:{key}")
         # Exact: the index files hold names, sizes and step numbers, no value that a solve computes.

@@ -1,4 +1,5 @@
-"""An interrupt under ``bin/mpirun -n 2``, at any point of a scoring run, ends it the one way.
+"""An interrupt under ``bin/mpirun -n 2``, at any point of a scoring run, ends it the one way; so does
+one of an optimisation or a scaling study (at the end of an iteration, the design so far written).
 
 SIGINT (Ctrl-C) and SIGTERM (a kill, a batch system's end of time) reach every
 rank (bin/mpirun hands them to the ranks: Open MPI's mpirun alone would turn
@@ -17,9 +18,10 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from conftest import EXAMPLE_RESULTS, ROOT, children, console_script, process_name
+from conftest import EXAMPLE_RESULTS, ROOT, children, console_script, process_name, running
 
 MPIRUN = str(ROOT / "bin" / "mpirun")
 
@@ -355,3 +357,70 @@ def test_a_pipe_whose_reader_has_gone_drops_the_rest_of_the_output_and_every_fil
     assert len((out / "results.jsonl").read_text().splitlines()) == 144
     assert (out / "report.html").is_file() and (out / "leaderboard.png").is_file()
     assert json.loads((out / "summary.json").read_text())
+
+
+# -- optimize and scaling ------------------------------------------------------------------------
+def _descendants(pid):
+    found, todo = [], [pid]
+    while todo:
+        for child in children(todo.pop()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+@pytest.mark.parametrize("ranks,solver,sig", [(1, "mg", signal.SIGINT), (1, "gamg", signal.SIGTERM),
+                                              (2, "direct", signal.SIGINT), (2, "mg", signal.SIGTERM)],
+                         ids=["1-mg-SIGINT", "1-gamg-SIGTERM", "2-direct-SIGINT", "2-mg-SIGTERM"])
+def test_an_interrupted_optimisation_ends_with_one_message_and_the_design_so_far_written(ranks, solver, sig,
+                                                                                          tmp_path):
+    """The signal is taken at the end of the iteration in progress, on every rank at once: the design
+    of that iteration goes where --save-density and --json ask, then the one message and 128 + the
+    signal; no rank left in a collective, no PETSc object left for PETSc's end to destroy after
+    Python's (the segmentation fault of a multigrid smoother's Python context)."""
+    density, record = tmp_path / "design.npy", tmp_path / "run.json"
+    command = ([MPIRUN, "-n", str(ranks)] if ranks > 1 else []) + [
+        sys.executable, "-m", "sphyr_hpc.optimize", "--preset", "mbb", "--size", "128x64", "--iterations", "1000",
+        "--tolerance", "0", "--solver", solver, "--save-density", str(density), "--json", str(record)]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ))
+    for line in proc.stdout:
+        if line.startswith("it    2/"):
+            proc.send_signal(sig)
+            break
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig, out[-2000:] + err[-3000:]
+    assert err.count(f"python -m sphyr_hpc.optimize: interrupted ({sig.name}); the design of its last iteration "
+                     f"is in {density}, {record}") == 1, err[-3000:]
+    for trouble in ("Traceback", "Segmentation", "signal", "MPI_ABORT", "ORTE", "mpirun"):
+        assert trouble not in err.replace(f"({sig.name})", ""), err[-3000:]
+    run = json.loads(record.read_text())
+    assert run["interrupted"] is True
+    done = [h["iteration"] for h in run["history"]]
+    assert done == list(range(1, len(done) + 1)) and len(done) >= 2
+    assert run["iterations"] == done[-1] and run["compliance"] == run["history"][-1]["compliance"]
+    design = np.load(density)
+    assert design.shape == (64, 128) and abs(design.mean() - 0.5) < 1e-3  # the OC update's volume, kept
+
+
+def test_an_interrupted_scaling_study_ends_its_run_and_leaves_no_process(tmp_path):
+    """SIGINT to ``scaling`` while a 2-rank run is timed: the run gets the signal and ends on its own
+    interrupt path (no rank left running, none killed in a collective), then the study ends with its
+    one message and 130, its finished runs kept in --json."""
+    study = tmp_path / "study.json"
+    proc = subprocess.Popen([sys.executable, "-m", "sphyr_hpc.scaling", "--sizes", "64x32,128x64", "--ranks", "1,2",
+                             "--iterations", "1000", "--design-iterations", "0", "--no-bandwidth", "--json", str(study)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    _wait_for(lambda: any(process_name(p) == "mpirun" for p in _descendants(proc.pid)), proc)
+    time.sleep(3)  # the ranks under way
+    started = _descendants(proc.pid)
+    assert started, "the study started no run"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-2000:] + err[-3000:]
+    assert err.count("python -m sphyr_hpc.scaling: interrupted (SIGINT)") == 1, err[-3000:]
+    assert "Traceback" not in err
+    deadline = time.time() + 10
+    while running(started) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not running(started), [process_name(p) for p in running(started)]

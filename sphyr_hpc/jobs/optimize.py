@@ -18,7 +18,7 @@ from ..optimiser.measure import bounds, phase_bytes
 from ..optimiser.problems import ProblemError
 from ..reporting.density import save_png
 from ..runtime.petsc import PREFIX, OptionsError, explain_petsc_error, petsc
-from ..runtime.process import UsageError
+from ..runtime.process import Interrupted, UsageError
 from ..solvers.base import SolverError
 from ..solvers.elasticity import default_solver
 from ..solvers.layout import PartitionError
@@ -46,11 +46,22 @@ def run(args, comm, petsc_args=()):
         print(f"load average at start: {' '.join(f'{v:.2f}' for v in load_start)}", flush=True)
     try:
         out = _optimise(args, comm, problem, truth, initial, checkpoint)
+    except Interrupted as err:  # every rank here at once (a safe point): the design so far written, then the interrupt
+        if getattr(err, "outcome", None) is not None:
+            _finish(args, problem, err.outcome, mpi, petsc_args, load_start)
+        raise
     except PartitionError as err:
         raise UsageError(str(err)) from None
     except SolverError as err:
         rank0_logger(mpi)(f"error: the solve failed: {err}")
         return FAILED_STATUS
+    _finish(args, problem, out, mpi, petsc_args, load_start)
+    ok = np.isfinite(out["compliance"])
+    return 0 if ok else FAILED_STATUS
+
+
+def _finish(args, problem, out, mpi, petsc_args, load_start):
+    """The summary and the outputs of a run that ended or was interrupted (collective)."""
     out["summary"] = run_summary(out, mpi)
     _measure_bandwidth(out, mpi)
     out["load_average_start"] = load_start
@@ -59,8 +70,9 @@ def run(args, comm, petsc_args=()):
     out["petsc_options"] = list(petsc_args)
     if mpi.rank == 0:
         _report(args, problem, out, density)
-    ok = np.isfinite(out["compliance"])
-    return 0 if ok else FAILED_STATUS
+        if out.get("interrupted"):  # named in the interrupt's message (sphyr_hpc.optimize)
+            args.written_on_interrupt = [path for path in (args.png, args.save_density and density_path(args.save_density),
+                                                           args.json) if path]
 
 
 def _optimise(args, comm, problem, truth, initial, checkpoint):
@@ -122,11 +134,13 @@ def _measure_bandwidth(out, mpi):
 def _report(args, problem, out, density):
     """The result line and the outputs the options ask for (rank 0)."""
     summary = out["summary"]
-    status = "converged" if out["converged"] else "stopped"
+    status = "interrupted" if out.get("interrupted") else "converged" if out["converged"] else "stopped"
     # The iteration lines show each design before its update; the result is the design after the
     # last update, analysed once more at the final penalty: hence a compliance of its own.  The
-    # 88-line code's update reports its last iteration's analysis instead, as the listing does.
+    # 88-line code's update reports its last iteration's analysis instead, as the listing does, and
+    # so does an interrupted run (the design written is its last update's).
     analysed = ("the last iteration's analysis, as the 88-line code reports it" if out["update"] == "oc88"
+                else "the last iteration's analysis" if out.get("interrupted")
                 else f"the final design, analysed at p = {args.penal:g}")
     print(f"{status} after {out['iterations']} iterations: compliance {out['compliance']:.6e} ({analysed}), volume "
           f"{out['volume_fraction']:.4f}; mean {summary['seconds']:.3f} s/iteration (after the first), "

@@ -10,6 +10,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -23,7 +24,7 @@ from ..optimiser.problems import ProblemError
 from ..reporting.scaling import baseline, plot
 from ..runtime.messages import no_such
 from ..runtime.node_memory import available
-from ..runtime.process import UsageError
+from ..runtime.process import UsageError, interrupted
 
 REPO_MPIRUN = Path(__file__).resolve().parent.parent.parent / "bin" / "mpirun"
 KEYS = ("nelx", "nely", "ranks", "dofs", "ksp_iterations", "seconds_per_iteration", "assembly_seconds",
@@ -61,11 +62,43 @@ def mpirun_command(override=None):
     return ["mpirun", "--oversubscribe"], env
 
 
+# How long a run that this study stops (an interrupt, its time limit) has to end by itself: an
+# interrupted optimisation ends at the end of its iteration in progress, then writes its outputs.
+STOP_SECONDS = 60.0
+
+
 def _run(cmd, env, timeout, log):
+    """(the finished process, its seconds).  The run is a session of its own, so that a Ctrl-C
+    reaches this process only; an interrupt of this process (or the run's ``timeout``) is handed to
+    the run as its signal (SIGTERM for the time limit), which ends it on its own interrupt path, all
+    its ranks, before this process goes on: no run is left behind, none is killed half-way through
+    a collective (``bin/mpirun`` hands the signal to its ranks)."""
     log("$ " + " ".join(cmd))
     started = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    return proc, time.perf_counter() - started
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop(proc, signal.SIGTERM)
+        raise
+    except KeyboardInterrupt as interrupt:
+        _stop(proc, interrupted(interrupt).signum)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err), time.perf_counter() - started
+
+
+def _stop(proc, signum):
+    """End ``proc`` with ``signum`` and wait for it; after :data:`STOP_SECONDS`, kill its session."""
+    try:
+        proc.send_signal(signum)
+        proc.communicate(timeout=STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.communicate()
 
 
 def make_design(args, size, workdir, env, log):

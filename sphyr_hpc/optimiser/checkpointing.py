@@ -5,8 +5,9 @@ by the driver.  After every iteration the loop calls :meth:`RunCheckpoint.after_
 writes a checkpoint (:mod:`sphyr_hpc.io.checkpoint`) every ``every`` iterations, after the last
 one, and when SIGTERM or SIGINT has arrived on any rank: the driver runs the loop inside
 :func:`~sphyr_hpc.runtime.process.signals_deferred`, so a signal waits for the end of the
-iteration, every rank learns of it through one small allreduce, the checkpoint is written, and
-:class:`~sphyr_hpc.runtime.process.Interrupted` then takes the command's one interrupt path.
+iteration, every rank learns of it at once (:func:`~sphyr_hpc.runtime.process.agreed_interrupt`),
+the checkpoint is written, and :class:`~sphyr_hpc.runtime.process.Interrupted` then takes the
+command's one interrupt path.
 
 What a checkpoint holds is everything the next iteration reads: the design and its physical
 densities, the optimiser's own state (:meth:`~sphyr_hpc.optimiser.update.Update.state`: nothing for
@@ -20,7 +21,7 @@ another the ranks' sums differ by rounding.
 from dataclasses import dataclass, field
 
 from ..io import checkpoint
-from ..runtime.process import Interrupted, pending_interrupt
+from ..runtime.process import agreed_interrupt, raise_agreed_interrupt
 
 DEFAULT_EVERY = 10
 
@@ -92,14 +93,11 @@ class RunCheckpoint:
     def after_iteration(self, iteration, design, physical, update, converged, last):
         """Write the checkpoint when it is due (at the end: ``converged`` or ``last``, the iteration
         limit), or when an interrupt has arrived (then raise it)."""
-        from mpi4py import MPI
-
-        signum = self.mpi.allreduce(int(pending_interrupt() or 0), op=MPI.MAX)
+        signum = agreed_interrupt(self.mpi)
         if not (signum or converged or last or iteration % self.options.every == 0):
             return
         self.save(iteration, design, physical, update, converged=converged)
-        if signum:
-            raise Interrupted(signum)
+        raise_agreed_interrupt(signum)
 
     def save(self, iteration, design, physical, update, converged=False):
         arrays, scalars = update.state()

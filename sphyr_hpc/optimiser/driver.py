@@ -14,7 +14,6 @@ measurement helpers (:func:`run_summary`, :func:`copy_bandwidth`,
 command's ``--json`` and the scaling study.
 """
 
-import contextlib
 import os
 import resource
 import time
@@ -28,7 +27,7 @@ from ..core.metrics import clipped_ratio, material_efficiency, raw_ratio
 from ..io import field_files
 from . import problems
 from ..runtime import events
-from ..runtime.process import signals_deferred
+from ..runtime.process import Interrupted, interrupt_point, signals_deferred
 from . import simp
 from .simp import SettingError, SimpSettings
 from .checkpointing import RunCheckpoint
@@ -167,14 +166,16 @@ def optimise(problem, settings=RunSettings(), comm=None, prefix="sphyr_", initia
     penalty = simp.penalty_schedule(settings.penal, settings.continuation)
     on_iteration = _IterationLog(system, mpi, lc, penalty, log, callback, writer, total=settings.iterations)
     hooks = RunCheckpoint(checkpoint, system, on_iteration, writer, log) if checkpoint is not None else None
+    on_iteration.interrupts = mpi if hooks is None else None  # (a checkpoint takes it once written)
+    labels = {"filter": settings.filter, "update": settings.update, "free_cells": int(free.sum())}
     try:
-        with large_arrays_reused(), signals_deferred() if hooks is not None else contextlib.nullcontext():
-            result = simp.run_simp(system, density_filter, volume_fraction, free, pinned, settings.simp,
-                                   initial=initial, callback=on_iteration, gather=False, checkpoint=hooks)
-        out = _outcome(problem, system, mpi, result, on_iteration.history, volume_fraction, setup_seconds)
-        out["filter"] = settings.filter
-        out["update"] = settings.update
-        out["free_cells"] = int(free.sum())
+        with large_arrays_reused():
+            result = _at_safe_points(mpi, lambda: simp.run_simp(
+                system, density_filter, volume_fraction, free, pinned, settings.simp, initial=initial,
+                callback=on_iteration, gather=False, checkpoint=hooks),
+                lambda: _interrupted_outcome(problem, system, mpi, on_iteration, volume_fraction, setup_seconds, labels))
+        out = {**_outcome(problem, system, mpi, result, on_iteration.history, volume_fraction, setup_seconds),
+               **labels}
         if writer is not None:
             writer.write_step(result.iterations, result.densities, compliance=result.compliance, force=True)
             out["fields"] = str(writer.path)
@@ -194,6 +195,20 @@ def optimise(problem, settings=RunSettings(), comm=None, prefix="sphyr_", initia
             system.close()
 
 
+def _at_safe_points(mpi, loop, so_far):
+    """``loop()`` with signals taken only at safe points, on every rank at once
+    (:func:`~sphyr_hpc.runtime.process.interrupt_point`): now (in the command, whose signals wait all
+    along: ``cli.Command.safe_points``), and at the end of every iteration (the iteration log's or the
+    checkpoint's).  The :class:`Interrupted` carries ``so_far()`` as its ``outcome``: the design so far."""
+    interrupt_point(mpi)
+    try:
+        with signals_deferred():
+            return loop()
+    except Interrupted as err:
+        err.outcome = so_far()
+        raise
+
+
 class _IterationLog:
     """What happens after every SIMP iteration: the history row (with the PETSc log events' seconds),
     the log line, the multigrid hierarchy after the first set-up, the callback and the fields step."""
@@ -202,6 +217,8 @@ class _IterationLog:
         self.system, self.mpi, self.loadcase, self.penalty = system, mpi, loadcase, penalty
         self.log, self.callback, self.writer, self.total = log, callback, writer, total
         self.history = []
+        self.physical = None  # the design (physical densities) of the last iteration
+        self.interrupts = None  # the communicator whose safe point the end of every iteration is
         self.first = 0  # the iteration the run (or its resumption) started after
         self.last = self.started = time.perf_counter()
         self.events = {n: events.seconds(n) for n in events.EVENTS}
@@ -232,7 +249,9 @@ class _IterationLog:
         self.last = time.perf_counter()
         self.events = {n: events.seconds(n) for n in events.EVENTS}
         self.passes = events.count(events.BISECTION_PASS)
-
+        self.physical = physical
+        if self.interrupts is not None:
+            interrupt_point(self.interrupts)
 
     def resume(self, history):
         """A resumed run: the rows of the iterations before it (as saved: rank 0's seconds)."""
@@ -261,6 +280,21 @@ def _outcome(problem, system, mpi, result, history, volume_fraction, setup_secon
         "history": history, "setup_seconds_once": setup_seconds,
         "hierarchy": _hierarchy_json(system),
     }
+
+
+def _interrupted_outcome(problem, system, mpi, on_iteration, volume_fraction, setup_seconds, labels):
+    """What an interrupted run returns (collective: every rank takes the interrupt at one point): the
+    history so far and the design of its last iteration (None before the first has ended), with
+    ``"interrupted": True``; the density gathered to rank 0 as :func:`optimise`'s."""
+    history = on_iteration.history
+    if on_iteration.physical is None:
+        return None
+    last = history[-1]
+    result = simp.SimpResult(on_iteration.physical, last["compliance"], last["iteration"], False, [])
+    out = {**_outcome(problem, system, mpi, result, history, volume_fraction, setup_seconds), **labels}
+    out["interrupted"] = True
+    out["density"] = system.gather(on_iteration.physical, root=0)
+    return out
 
 
 def _hierarchy_json(system):

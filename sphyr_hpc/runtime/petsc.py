@@ -20,6 +20,7 @@ without them): a missing one is named with the two supported ways to get it,
 exit status 2, no traceback.
 """
 
+import gc
 import glob
 import importlib
 import os
@@ -120,6 +121,22 @@ def petsc(argv=None):
         _PETSc = PETSc
         return_freed_memory()
     return _PETSc
+
+
+def release_garbage():
+    """Destroy now, while Python runs, every PETSc object that Python has let go of (collective on
+    PETSC_COMM_WORLD, then PETSC_COMM_SELF; nothing before PETSc has started).
+
+    petsc4py hands an object that Python frees to PETSc's garbage, which PetscFinalize empties: after
+    the interpreter has ended, when the object has a Python context (a shell matrix's, a Python
+    smoother's) and its destroy calls into it, a segmentation fault (``PetscFinalize ->
+    PetscGarbageCleanup -> KSPDestroy -> KSPReset -> petsc4py -> PyThreadState_New``: an optimisation
+    interrupted on one rank).  A collection first frees what only cycles keep (a context holding its
+    own matrix).  Every command calls this at its end (``cli.main``), on every rank."""
+    if _PETSc is None:
+        return
+    gc.collect()
+    _PETSc.garbage_cleanup()
 
 
 # glibc's mallopt parameters (malloc.h).

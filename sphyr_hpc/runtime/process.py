@@ -22,6 +22,13 @@ every rank ends with 128 + the signal, without MPI_Abort and its banner.  A
 rank that does not arrive in time (the signal reached one rank only, or a rank
 is inside a long call) is ended by MPI_Abort, as before any rank knew.  A rank
 interrupted before its command started MPI starts it then, and ends the same way.
+
+Safe points (:func:`interrupt_point`): a collective computation (an optimisation, whose
+iterations are collectives and PETSc calls from end to end) runs with its signals deferred
+(:func:`signals_deferred`) and takes them at points of its own, every rank at once through one
+allreduce: the ranks then leave through the same ``finally`` blocks, whose destroys are
+collective too, and end together without waiting or MPI_Abort, also when the signal reached one
+rank only.
 """
 
 import functools
@@ -168,7 +175,8 @@ _held = {"depth": 0, "signum": None,  # signals_deferred: how deep, and the sign
          "peers": None,  # the communicator interrupted ranks meet on (share_interrupts)
          "together": False,  # this rank ended an interrupt together with every other (end_interrupted)
          "own_process": False,  # the command is this process's own (own_process)
-         "ended": False}  # the command has returned its status (command_ended)
+         "ended": False,  # the command has returned its status (command_ended)
+         "agreed": False}  # every rank took the interrupt at one safe point together (interrupt_point)
 
 
 def ended_together():
@@ -245,7 +253,7 @@ def command_ended():
 
 
 def _raise(signum, frame):
-    if _held["ended"]:
+    if _held["ended"] or _held["agreed"]:  # (agreed: every rank is already taking an interrupt together)
         return
     if _held["depth"]:
         _held["signum"] = _held["signum"] or signum
@@ -309,7 +317,7 @@ def _send_again(signum):
 def interrupts():
     """SIGINT and SIGTERM raise :class:`Interrupted` inside the block (main thread only), also
     when they arrive inside a callback that cannot raise (:func:`_redeliver`)."""
-    _held["raised"], _held["ended"] = None, False
+    _held["raised"], _held["ended"], _held["agreed"] = None, False, False
     previous = {s: signal.signal(s, _raise) for s in (signal.SIGINT, signal.SIGTERM)}
     previous_hook = sys.unraisablehook
     sys.unraisablehook = functools.partial(_redeliver, previous_hook)
@@ -326,9 +334,13 @@ def interrupts():
 
 def _quiet_end():
     """On the way out, a further SIGINT or SIGTERM (the launcher ending the ranks an abort left,
-    a second Ctrl-C) ends this process at once, without a second message or a traceback."""
+    a second Ctrl-C) ends this process at once, without a second message or a traceback.  Once
+    every rank has taken the interrupt at one safe point (:func:`interrupt_point`) it is ignored
+    instead: the ranks end together, and the copy of the signal that reaches a rank late (bin/mpirun
+    hands it to one rank after the other) would only turn that rank's clean end into a death by
+    signal and OpenMPI's banner."""
     for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, signal.SIG_DFL)
+        signal.signal(s, signal.SIG_IGN if _held["agreed"] else signal.SIG_DFL)
 
 
 def _say_interrupted(prog, err, note):
@@ -418,21 +430,52 @@ def signals_deferred():
     "Exception ignored" and lost, instead of ending the command.
     """
     _held["depth"] += 1
+    leaving = False
     try:
         yield
+    except BaseException:
+        leaving = True  # already on its way out (an interrupt taken inside): no second one raised
+        raise
     finally:
         _held["depth"] -= 1
         if _held["depth"] == 0:  # an inner block leaves the signal to the outermost one
             signum, _held["signum"] = _held["signum"], None
-            if signum is not None:
+            if signum is not None and not leaving:
                 raise Interrupted(signum)
 
 
-def pending_interrupt():
-    """Inside :func:`signals_deferred`: the signal (number) that has arrived and waits for the block's
-    end, or None.  Code that can stop cleanly at a point of its own (an optimisation between two
-    iterations, which saves its checkpoint first) asks here and raises :class:`Interrupted` itself."""
-    return _held["signum"]
+def interrupt_point(comm):
+    """A safe point of a collective computation inside :func:`signals_deferred` (between two
+    iterations of an optimisation: no collective half entered, every PETSc object whole): collective
+    on ``comm`` (mpi4py; None: this process alone).  When a signal waits on any rank, every rank
+    raises :class:`Interrupted` for it here, together; otherwise returns.
+
+    The signal waits for the next such point (a SIMP iteration, a few seconds at most at the largest
+    sizes), so that every rank leaves through the same ``finally`` blocks in the same order (their
+    destroys are collective: MUMPS's clean-up, a DMDA's) and none is left inside a collective the
+    others have left, which would hang both."""
+    raise_agreed_interrupt(agreed_interrupt(comm))
+
+
+def agreed_interrupt(comm):
+    """The first half of :func:`interrupt_point` (collective): the signal waiting on any rank of
+    ``comm`` (the largest number), or 0; taken, so that the block's end does not raise it again.
+    For a point that has something to do before it raises (a checkpoint written)."""
+    signum = int(_held["signum"] or 0)
+    if comm is not None and comm.size > 1:
+        from mpi4py import MPI
+
+        signum = comm.allreduce(signum, op=MPI.MAX)
+    if signum:
+        _held["signum"] = None
+        _held["agreed"] = True
+    return signum
+
+
+def raise_agreed_interrupt(signum):
+    """The second half of :func:`interrupt_point`: :class:`Interrupted` for ``signum`` (0: nothing)."""
+    if signum:
+        raise Interrupted(signum)
 
 
 @contextmanager

@@ -10,8 +10,14 @@ one-rank multigrid assembles, :mod:`.multigrid`).
 
 The KSP is ``preonly`` + Cholesky with nested dissection on one rank (K is
 SPD: symmetric Dirichlet rows; PETSc's fastest AIJ factorisation at 882 DOFs,
-15% ahead of LU, ``benchmarks/factorisation.py``), LU with MUMPS on several;
-``-<prefix>pc_type``, ``-<prefix>pc_factor_*`` change it.
+15% ahead of LU, ``benchmarks/factorisation.py``).  On several ranks K is gathered
+to rank 0 and factorised there the same way (PCTELESCOPE, options under
+``-<prefix>telescope_``), so that a run gives the same bits every time: MUMPS's
+parallel LU does not (its parallel factorisation schedules its work as it goes:
+designs 6.6e-6 apart between two 60-iteration runs of 240x80 on 2 ranks, 1.9e-6
+with its sequential analysis and AMD ordering, ``-mat_mumps_icntl_28 1
+-mat_mumps_icntl_7 2``).  What it costs: ``benchmarks/results/direct_default.md``.
+``-<prefix>pc_type lu -<prefix>pc_factor_mat_solver_type mumps`` chooses MUMPS.
 :meth:`DirectSystem.factor_solve` reuses the last factorisation for many
 right-hand sides (the swap polish's screen).
 """
@@ -71,11 +77,13 @@ class DirectSystem(GridSystem):
         ksp.setType(PETSc.KSP.Type.PREONLY)
         pc = ksp.getPC()
         if self.comm.getSize() > 1:
-            pc.setType(PETSc.PC.Type.LU)
-            pc.setFactorSolverType(PETSc.Mat.SolverType.MUMPS)
-        else:
-            pc.setType(PETSc.PC.Type.CHOLESKY)
-            pc.setFactorOrdering(PETSc.Mat.OrderingType.ND)
+            # K gathered to rank 0 and factorised there as on one rank (MUMPS's parallel LU is not
+            # the same from one run to the next: see the module's docstring).
+            pc.setType(PETSc.PC.Type.TELESCOPE)
+            return {"pc_telescope_reduction_factor": self.comm.getSize(), "telescope_ksp_type": "preonly",
+                    "telescope_pc_type": "cholesky", "telescope_pc_factor_mat_ordering_type": "nd"}
+        pc.setType(PETSc.PC.Type.CHOLESKY)
+        pc.setFactorOrdering(PETSc.Mat.OrderingType.ND)
         return {}
 
     def assemble(self, moduli):
