@@ -65,8 +65,9 @@ def pytest_configure(config):
 # discrete decision (a verdict, a threshold, a bound that prunes) from numbers that went through BLAS or
 # LAPACK: NumPy's and SciPy's products and factorisations, PETSc's dense kernels.  The last digits of
 # those change with the kernel; the claims must not.  Every test is marked ``blas`` except those of the
-# modules below, whose claims are about something else, each named with what it checks.  A module
-# not listed is in the second pass: a new one is until it is listed here with its reason.
+# modules below (``file``) and the single tests (``file::test``), whose claims are about something else,
+# each named with what it checks.  A module not listed is in the second pass: a new one is until it is
+# listed here with its reason.
 BLAS_INDEPENDENT = {
     "test_docs.py": "the docs' text and the paths they name",
     "test_layers.py": "imports between layers and module sizes",
@@ -90,12 +91,16 @@ BLAS_INDEPENDENT = {
     "test_store.py": "records with and without the store are byte-identical: one code path",
     "test_memory.py": "memory estimates against measured peaks, and the refusal",
     "test_inspect.py": "the Inspect AI task gives score's numbers: the same scorer in both",
+    "test_fields.py::test_paraview_draws_the_design_as_printed": "ParaView's readers see the values written",
+    "test_fields.py::test_paraview_reads_every_step_of_a_history": "ParaView's readers see every step written",
+    "test_fields.py::test_a_run_that_dies_leaves_a_history_paraview_opens": "ParaView opens what a dying run left",
 }
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.name not in BLAS_INDEPENDENT:
+        if item.path.name not in BLAS_INDEPENDENT and \
+                f"{item.path.name}::{getattr(item, 'originalname', item.name)}" not in BLAS_INDEPENDENT:
             item.add_marker(pytest.mark.blas)
 
 
