@@ -1,6 +1,6 @@
 """ParaView screenshots of sphyr_hpc field files, for docs/.
 
-    xvfb-run -a pvpython examples/fields_screenshots.py [--data build/fields] [--docs docs]
+    xvfb-run -a -s -noreset pvpython examples/fields_screenshots.py [--data build/fields] [--docs docs]
 
 Renders, with ParaView's own readers and filters:
 

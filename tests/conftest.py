@@ -54,6 +54,54 @@ DATA = Path(__file__).resolve().parent / "data"
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "mpi: needs at least 2 MPI ranks (run under mpirun -n 2)")
+    config.addinivalue_line("markers", "blas: its claim could change with the BLAS kernel's rounding (bin/test runs "
+                                       "these again under a second OpenBLAS kernel; conftest.BLAS_INDEPENDENT)")
+
+
+# The BLAS rule (bin/test's second pass runs the tests marked ``blas``, under an OpenBLAS kernel of the
+# other rounding class: with or without fused multiply-add).  A test depends on the BLAS kernel when it
+# compares numbers two different computations made (a published or hand-derived value, an independent
+# implementation, 1 rank against 2, a batch against one by one, a printed number in the docs) or takes a
+# discrete decision (a verdict, a threshold, a bound that prunes) from numbers that went through BLAS or
+# LAPACK: NumPy's and SciPy's products and factorisations, PETSc's dense kernels.  The last digits of
+# those change with the kernel; the claims must not.  Every test is marked ``blas`` except those of the
+# modules below (``file``) and the single tests (``file::test``), whose claims are about something else,
+# each named with what it checks.  A module not listed is in the second pass: a new one is until it is
+# listed here with its reason.
+BLAS_INDEPENDENT = {
+    "test_docs.py": "the docs' text and the paths they name",
+    "test_layers.py": "imports between layers and module sizes",
+    "test_usage_errors.py": "usage errors end with one line, exit 2, before any work",
+    "test_install.py": "the package as pip install . leaves it: files, entry points, no compiler",
+    "test_environment.py": "the environment a command sets (one BLAS thread), not what it computes",
+    "test_examples.py": "the examples run as printed and write their pictures (their numbers: the tests of "
+                        "what they call)",
+    "test_readme.py": "the README's commands run as printed",
+    "test_harness_docs.py": "docs/harness.md's blocks run as printed",
+    "test_output_lock.py": "the output folder's lock and its processes",
+    "test_interrupts.py": "signals end a run the one way: messages, exit statuses, files",
+    "test_lm_eval_task.py": "the lm-eval task's files and functions, compared with the same scorer's output",
+    "test_prompts.py": "the prompts' text, byte for byte",
+    "test_report_html.py": "report.html's counts and that Chromium draws it",
+    "test_hostile_input.py": "bad input costs only itself and buys no unbounded work",
+    "test_fuzz.py": "every mutated record is answered exactly once",
+    "test_completion_formats.py": "the same answers in other file formats give the same rows (one code path)",
+    "test_unmatched_completions.py": "lines naming no record are not scored",
+    "test_checkpoint.py": "a resumed run takes the uninterrupted run's steps: one code path, bit for bit",
+    "test_store.py": "records with and without the store are byte-identical: one code path",
+    "test_memory.py": "memory estimates against measured peaks, and the refusal",
+    "test_inspect.py": "the Inspect AI task gives score's numbers: the same scorer in both",
+    "test_fields.py::test_paraview_draws_the_design_as_printed": "ParaView's readers see the values written",
+    "test_fields.py::test_paraview_reads_every_step_of_a_history": "ParaView's readers see every step written",
+    "test_fields.py::test_a_run_that_dies_leaves_a_history_paraview_opens": "ParaView opens what a dying run left",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name not in BLAS_INDEPENDENT and \
+                f"{item.path.name}::{getattr(item, 'originalname', item.name)}" not in BLAS_INDEPENDENT:
+            item.add_marker(pytest.mark.blas)
 
 
 @pytest.fixture(scope="session")

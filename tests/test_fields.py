@@ -4,7 +4,7 @@ The sample files come from ``tests/paraview/write_sample_fields.py``, run once
 in this process (1 rank) and once under ``bin/mpirun -n 2`` (2 ranks), on a
 non-square grid wide enough for PETSc to split its columns and on one tall
 enough to split its rows.  ParaView's own readers are asked through
-``xvfb-run -a pvpython tests/paraview/inspect_fields.py`` (Debian's
+``xvfb-run -a -s -noreset pvpython tests/paraview/inspect_fields.py`` (Debian's
 ``paraview`` and ``xvfb``, installed by ``bin/setup``); those tests skip, with
 the reason, only where pvpython or xvfb-run is missing.
 
@@ -97,7 +97,7 @@ def paraview(written):
         pytest.skip(f"{' and '.join(missing)} not installed (Debian packages paraview, xvfb; bin/setup installs them)")
     paths = [str(p) for folder in written.values()
              for p in sorted(folder.iterdir()) if p.suffix in (".xdmf", ".vtu", ".pvd")]
-    proc = _run(["xvfb-run", "-a", "pvpython", str(INSPECT), "--values", *paths], timeout=300)
+    proc = _run(["xvfb-run", "-a", "-s", "-noreset", "pvpython", str(INSPECT), "--values", *paths], timeout=300)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("INSPECT ")]
     assert lines, f"pvpython printed no result:\n{proc.stdout}\n{proc.stderr}"
     return json.loads(lines[-1][len("INSPECT "):])

@@ -2,7 +2,7 @@
 
 Run with ParaView's Python (Debian's ``paraview`` package), off screen::
 
-    xvfb-run -a pvpython tests/paraview/inspect_fields.py FILE [FILE ...] [--values]
+    xvfb-run -a -s -noreset pvpython tests/paraview/inspect_fields.py FILE [FILE ...] [--values]
 
 Each FILE (.xdmf, .vtu, .pvd) is opened with ``OpenDataFile`` -- the reader
 ParaView's GUI picks -- and updated at its last time step.  Printed, one JSON
