@@ -60,3 +60,55 @@ def test_certify_png_keeps_its_largest_gap_whole_inside_the_axes():
         x, _ = axes.transData.transform((gap, 0.0))
         left, right = axes.bbox.x0, axes.bbox.x1
         assert left + radius < x < right - radius, (gap, x, left, right)
+
+
+def test_the_scaling_estimate_counts_the_start_up_every_run_pays():
+    """Runs of 5 s start-up plus 0.1 s per unit of cost: after the first (cost 1) the time left is
+    3 start-ups and 14 units of cost, 16.4 s, not the first run's time scaled by cost (71 s)."""
+    from sphyr_hpc.jobs.scaling import _Eta
+
+    costs = [1, 2, 4, 8]
+    eta = _Eta(costs)
+
+    def left(line):
+        minutes, seconds = re.search(r"about (\d+):(\d\d) left", line).groups()
+        return 60 * int(minutes) + int(seconds)
+
+    for i, cost in enumerate(costs):
+        line = eta.step(5.0 + 0.1 * cost, 0.1 * cost)
+        assert abs(left(line) - sum(5.0 + 0.1 * c for c in costs[i + 1:])) <= 1, line
+    assert left(line) == 0
+
+
+def test_an_optimisation_s_picture_marks_its_loads_and_supports(tmp_path):
+    import matplotlib.image
+
+    from sphyr_hpc.optimiser.problems import preset
+    from sphyr_hpc.reporting.density import problem_markers, save_png
+
+    problem = preset("cantilever", 40, 20)
+    loads, supports = problem_markers(problem)
+    assert loads and supports
+    density = problem.design()[1] * 0.0 + 0.5
+    save_png(density, tmp_path / "marked.png", "cantilever", markers=(loads, supports))
+    save_png(density, tmp_path / "plain.png", "cantilever")
+
+    def coloured(path, channel):  # pixels where one channel dominates: red loads, blue supports
+        rgb = matplotlib.image.imread(path)[..., :3]
+        others = [c for c in range(3) if c != channel]
+        return ((rgb[..., channel] > 0.6) & (rgb[..., others].max(axis=-1) < 0.5)).sum()
+
+    assert coloured(tmp_path / "marked.png", 0) > 0 and coloured(tmp_path / "marked.png", 2) > 0
+    assert coloured(tmp_path / "plain.png", 0) == 0 and coloured(tmp_path / "plain.png", 2) == 0
+
+
+def test_one_iteration_is_said_so(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "sphyr_hpc.optimize", "--preset", "cantilever", "--size", "24x12",
+                           "--iterations", "1", "--png", str(tmp_path / "d.png")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"after 1 iteration:", done.stdout), done.stdout
+    assert (tmp_path / "d.png").stat().st_size > 0

@@ -16,7 +16,8 @@ from ..io.atomic import write_json_atomic
 from ..optimiser.driver import copy_bandwidth, mg_cg_bytes_per_iteration, optimise, rank0_logger, run_summary
 from ..optimiser.measure import bounds, phase_bytes
 from ..optimiser.problems import ProblemError
-from ..reporting.density import save_png
+from ..reporting.density import problem_markers, save_png
+from ..reporting.html import plural
 from ..runtime.petsc import PREFIX, OptionsError, explain_petsc_error, petsc
 from ..runtime.process import Interrupted, UsageError
 from ..solvers.base import SolverError
@@ -142,7 +143,7 @@ def _report(args, problem, out, density):
     analysed = ("the last iteration's analysis, as the 88-line code reports it" if out["update"] == "oc88"
                 else "the last iteration's analysis" if out.get("interrupted")
                 else f"the final design, analysed at p = {args.penal:g}")
-    print(f"{status} after {out['iterations']} iterations: compliance {out['compliance']:.6e} ({analysed}), volume "
+    print(f"{status} after {plural(out['iterations'], 'iteration')}: compliance {out['compliance']:.6e} ({analysed}), volume "
           f"{out['volume_fraction']:.4f}; mean {summary['seconds']:.3f} s/iteration (after the first), "
           f"{summary['ksp_iterations_mean']:.1f} KSP iterations/solve, peak memory "
           f"{max(summary['peak_memory_mb_per_rank']):.0f} MB/rank", flush=True)
@@ -158,7 +159,7 @@ def _report(args, problem, out, density):
     if args.png:
         title = (f"{problem.name} {problem.nelx}x{problem.nely}, c = {out['compliance']:.4g}, "
                  f"vf = {out['volume_fraction']:.3f}")
-        save_png(density, args.png, title)
+        save_png(density, args.png, title, markers=problem_markers(problem))
         print(f"density -> {args.png}", flush=True)
     if args.save_density:
         np.save(density_path(args.save_density), density)  # np.save adds .npy to a name without it

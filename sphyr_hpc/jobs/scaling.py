@@ -21,6 +21,7 @@ from pathlib import Path
 from ..io.atomic import write_text_atomic
 from ..optimiser import memory, problems
 from ..optimiser.problems import ProblemError
+from ..reporting.html import plural
 from ..reporting.scaling import baseline, plot
 from ..runtime.messages import no_such
 from ..runtime.node_memory import available
@@ -184,7 +185,7 @@ def run_one(args, size, ranks, design, mpirun, env, workdir, petsc_args, log):
 # -- reports ---------------------------------------------------------------------------------------
 def markdown(entries, meta):
     base = baseline(entries)
-    lines = [f"# SIMP scaling: {meta['preset']} preset, {meta['iterations']} iterations a run, "
+    lines = [f"# SIMP scaling: {meta['preset']} preset, {plural(meta['iterations'], 'iteration')} a run, "
              f"solver {meta['solver']}", "",
              f"Machine: {meta['machine']}.  Timed iterations: all but the first of each run "
              "(means; event times max over ranks).  Memory: peak RSS (ru_maxrss) per rank.", "",
@@ -326,18 +327,26 @@ def _clock(seconds):
 
 
 class _Eta:
-    """Elapsed time and an estimate of the time left after each of a study's runs, whose costs are
-    taken as elements per rank (a run's time grows about so, start-up aside: an estimate, said so)."""
+    """Elapsed time and an estimate of the time left after each of a study's runs.  A run's time is
+    taken as a start-up every run pays (Python, MPI, PETSc, the set-up: seconds whatever the size)
+    plus its iterations, whose time grows with its ``costs`` entry (elements per rank): the start-up
+    is the mean of the finished runs' time outside their iterations, the iterations' time per unit of
+    cost is the finished runs' sum over their costs.  An estimate, said so."""
 
     def __init__(self, costs):
         self.costs, self.done, self.started = costs, 0, time.perf_counter()
+        self.startup = self.iterating = 0.0
 
-    def step(self):
+    def step(self, seconds, iterating):
+        """The line after a run that took ``seconds`` in all, ``iterating`` of them in its iterations
+        (0 for a run that failed)."""
+        iterating = min(max(iterating, 0.0), seconds)
         self.done += 1
-        elapsed = time.perf_counter() - self.started
-        spent = sum(self.costs[:self.done])
-        left = elapsed / spent * sum(self.costs[self.done:]) if spent else 0.0
-        return f"{_clock(elapsed)} elapsed, about {_clock(left)} left"
+        self.startup += seconds - iterating
+        self.iterating += iterating
+        rest = self.costs[self.done:]
+        left = len(rest) * self.startup / self.done + self.iterating / sum(self.costs[:self.done]) * sum(rest)
+        return f"{_clock(time.perf_counter() - self.started)} elapsed, about {_clock(left)} left"
 
 
 def run_scaling(args, petsc_args):
@@ -366,10 +375,12 @@ def run_scaling(args, petsc_args):
         design = make_design(args, smallest, workdir, env, log) if runs else None
         eta = _Eta([size[0] * size[1] / r for size, r in runs])
         for number, (size, r) in enumerate(runs, 1):
+            started = time.perf_counter()
             entry = run_one(args, size, r, design, mpirun, env, workdir, petsc_args, log)
             entries.append(entry)
             write_text_atomic(args.json, json.dumps(entries, indent=1) + "\n")
-            done = f"  [{number}/{len(runs)}, {eta.step()}]"
+            iterating = entry.get("seconds_per_iteration", 0.0) * args.iterations if "error" not in entry else 0.0
+            done = f"  [{number}/{len(runs)}, {eta.step(time.perf_counter() - started, iterating)}]"
             if "error" in entry:
                 log(f"{done} {size[0]}x{size[1]} on {r}: FAILED {entry['error'][-300:]}")
                 continue
