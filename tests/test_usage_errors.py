@@ -388,8 +388,8 @@ def test_scaling_lines_count_the_runs_and_say_the_time_left():
     from sphyr_hpc.jobs.scaling import _Eta
 
     eta = _Eta([1.0, 1.0, 2.0])
-    assert eta.step().endswith("elapsed, about 0:00 left")
-    assert "elapsed" in eta.step() and eta.done == 2
+    assert eta.step(0.0, 0.0).endswith("elapsed, about 0:00 left")
+    assert "elapsed" in eta.step(0.5, 0.25) and eta.done == 2
 
 
 def test_setup_installs_what_scoring_needs_and_the_tests_set_up_the_rest():
