@@ -36,6 +36,17 @@ if (TIKTOKEN_CACHE / O200K).is_file():
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_CACHE))
 
 
+def inspect_or_skip():
+    """``inspect_ai``, or the module's tests skipped with the command that installs it (the constraints
+    file of this Debian release, as bin/setup --test uses it)."""
+    release = next((line.split("=", 1)[1].strip('"') for line in Path("/etc/os-release").read_text().splitlines()
+                    if line.startswith("VERSION_ID=")), "12") if Path("/etc/os-release").is_file() else "12"
+    return pytest.importorskip(
+        "inspect_ai", reason=f"inspect-ai is not installed: .venv/bin/python -m pip install -c "
+                             f"constraints/debian{release}.txt --no-build-isolation -e '.[inspect]' "
+                             f"(bin/setup --test installs it)")
+
+
 def needs_o200k():
     """Skip a test of the ``inspect`` command where mockllm/model's token count would download
     tiktoken's o200k_base (it is in no ``TIKTOKEN_CACHE_DIR``)."""

@@ -18,11 +18,9 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, inspect_or_skip
 
-inspect_ai = pytest.importorskip(
-    "inspect_ai", reason="inspect-ai is not installed: .venv/bin/python -m pip install -c constraints/debian12.txt "
-                         "--no-build-isolation -e '.[inspect]' (bin/setup --test installs it)")
+inspect_ai = inspect_or_skip()
 from inspect_ai.log import read_eval_log  # noqa: E402
 from inspect_ai.model import ChatMessageTool, ChatMessageUser, ModelOutput, ModelUsage, get_model  # noqa: E402
 
