@@ -4,8 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-LOAD_COLOUR, SUPPORT_COLOUR = "#d62728", "#1f77b4"  # as the report's grids draw L and S cells
+from .grids import COLOURS
 
 
 def problem_markers(problem):
@@ -45,11 +44,11 @@ def save_png(density, path, title=None, markers=None):
     ax = fig.add_axes([pad / fig_w, pad / fig_h, width / fig_w, height / fig_h])
     ax.imshow(density, cmap="gray_r", vmin=0.0, vmax=1.0, interpolation="nearest", origin="upper", aspect="equal")
     ax.set_axis_off()
-    for points, shape, colour, label, above in zip(markers or (), ("v", "s"), (LOAD_COLOUR, SUPPORT_COLOUR),
+    for points, shape, colour, label, above in zip(markers or (), ("v", "s"), (COLOURS["load"], COLOURS["support"]),
                                                    ("load", "support"), (4, 3)):  # a load over a support
         if points:
             x, y = np.asarray(points, dtype=float).T
-            ax.scatter(x, y, s=36.0, marker=shape, c=colour, label=label, edgecolors="none", clip_on=False,
+            ax.scatter(x, y, s=36.0, marker=shape, color=colour, label=label, edgecolors="none", clip_on=False,
                        zorder=above)
     if markers and any(markers):
         ax.legend(loc="upper right", fontsize=8, framealpha=0.8, markerscale=1.0)
