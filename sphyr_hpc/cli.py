@@ -223,8 +223,12 @@ def main(command, argv=None):
     """Run ``command`` on ``argv`` (default ``sys.argv[1:]``) and return its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     context, args = Context(), None
-    with command_environment(), interrupts(), watched(), stdout_to_a_reader_that_may_go():
+    with command_environment(), interrupts(), ExitStack() as watch:
         try:
+            # Entered inside the try, kept until its handlers have run: a signal while the launcher
+            # watch starts (SIGINT a moment after the ranks began) takes the interrupt path as well.
+            watch.enter_context(watched())
+            watch.enter_context(stdout_to_a_reader_that_may_go())
             with ExitStack() as stack:
                 # The start, from the arguments to PETSc's options checked, is made whole on every
                 # rank before a signal is taken: a rank that left it for the interrupt path would leave

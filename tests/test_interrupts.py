@@ -426,3 +426,31 @@ def test_an_interrupted_scaling_study_ends_its_run_and_leaves_no_process(tmp_pat
     while running(started) and time.time() < deadline:
         time.sleep(0.1)
     assert not running(started), [process_name(p) for p in running(started)]
+
+
+def test_a_signal_while_the_launcher_watch_starts_ends_the_command_as_interrupted(monkeypatch, capsys):
+    # CI saw it on a 2-rank score: SIGINT a moment after the ranks began landed in the launcher
+    # watch's thread start, before cli.main's try, and the rank ended with a traceback and status 1
+    # instead of the one message and 130.
+    from contextlib import contextmanager
+
+    from sphyr_hpc import cli
+
+    @contextmanager
+    def watched():
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10_000):  # the handler runs here, as it did inside Thread.start
+            pass
+        yield
+
+    monkeypatch.setattr(cli, "watched", watched)
+    command = cli.Command(prog="starting", build_parser=lambda: cli.Parser(prog="starting"),
+                          run=lambda args, context: 0, mpi=False)
+    try:
+        status = cli.main(command, [])
+    except BaseException as err:  # (an Interrupted that got out would otherwise end pytest's session)
+        pytest.fail(f"cli.main let {err!r} out")
+    assert status == 128 + signal.SIGINT
+    err = capsys.readouterr().err
+    assert "starting: interrupted (SIGINT)" in err and "Traceback" not in err, err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # pytest's handler back

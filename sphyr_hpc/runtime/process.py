@@ -318,11 +318,12 @@ def interrupts():
     """SIGINT and SIGTERM raise :class:`Interrupted` inside the block (main thread only), also
     when they arrive inside a callback that cannot raise (:func:`_redeliver`)."""
     _held["raised"], _held["ended"], _held["agreed"] = None, False, False
-    previous = {s: signal.signal(s, _raise) for s in (signal.SIGINT, signal.SIGTERM)}
-    previous_hook = sys.unraisablehook
+    previous, previous_hook = {}, sys.unraisablehook
     sys.unraisablehook = functools.partial(_redeliver, previous_hook)
     try:
         with warnings.catch_warnings():  # the filter _raise adds ends with the block
+            for s in (signal.SIGINT, signal.SIGTERM):  # (last: nothing of the start left to cut short)
+                previous[s] = signal.signal(s, _raise)
             yield
     finally:
         closing = _held["own_process"] and _held["ended"]  # own_process: ignored while it closes down
