@@ -6,7 +6,9 @@ One mechanism for every page (docs/development.md, "Writing docs"):
   a folder that looks like a fresh checkout (one folder per page, the page's blocks in order, so a
   command may read what an earlier one of the page wrote), and the lines after it, up to the next
   ``$ `` line, are what it prints (stdout and stderr as one stream; a progress bar's ``\\r``
-  redraws reduced to the last one). ``  # exit status N`` after a command gives its status
+  redraws reduced to the last one; under ``bin/mpirun``, whose launcher forwards a rank's stdout and
+  stderr apart and may cut a line of one with the other, the two streams' lines in any interleaving that
+  keeps each stream's order). ``  # exit status N`` after a command gives its status
   (default 0). The printed text must match the block line by line, runs of spaces counting as one,
   after the block's placeholders:
 
@@ -34,6 +36,7 @@ One mechanism for every page (docs/development.md, "Writing docs"):
   unnamed fence fails, so a new page's blocks are marked before they land.
 """
 
+import functools
 import json
 import os
 import re
@@ -153,10 +156,43 @@ def printed(text):
     return "\n".join(_trimmed([line.rsplit("\r", 1)[-1] for line in text.split("\n")]))
 
 
-def check(expected, output):
-    """None when ``output`` is what ``expected`` shows, else why not."""
+def _interleaved(expected, out, err):
+    """:func:`_matches` over the lines of two streams taken in any interleaving that keeps each one's
+    order (an mpirun's stdout and stderr, forwarded apart)."""
+    expected = tuple(expected)
+
+    @functools.lru_cache(maxsize=None)
+    def match(e, o, r):
+        if e == len(expected):
+            return [] if o == len(out) and r == len(err) else None
+        if expected[e].strip() == "...":
+            for skip_o in range(len(out) - o + 1):
+                for skip_r in range(len(err) - r + 1):
+                    rest = match(e + 1, o + skip_o, r + skip_r)
+                    if rest is not None:
+                        return rest
+            return None
+        regex, ranges = line_pattern(expected[e])
+        for lines, at, step in ((out, o, (1, 0)), (err, r, (0, 1))):
+            found = regex.fullmatch(lines[at].strip()) if at < len(lines) else None
+            rest = match(e + 1, o + step[0], r + step[1]) if found else None
+            if rest is not None:
+                return [(float(v.replace(",", "")), *g) for v, g in zip(found.groups(), ranges)] + rest
+        return None
+
+    return match(0, 0, 0)
+
+
+def check(expected, output, stderr=None):
+    """None when ``output`` is what ``expected`` shows, else why not.  ``stderr``: the command's stderr
+    apart from ``output`` (its stdout), its lines in any interleaving with ``output``'s."""
     shown = printed(output)
-    times = _matches(_trimmed(expected), shown.split("\n") if shown else [])
+    if stderr is not None:
+        said = printed(stderr)
+        times = _interleaved(_trimmed(expected), shown.split("\n") if shown else [], said.split("\n") if said else [])
+        shown = "\n".join(part for part in (shown, said) if part)
+    else:
+        times = _matches(_trimmed(expected), shown.split("\n") if shown else [])
     if times is None:
         return _first_difference(expected, shown)
     for value, low, high in times:
@@ -184,6 +220,14 @@ def test_the_pattern_matches_placeholders_and_refuses_a_changed_word():
     assert "expected line 1" in check(expected, "full_easy: 20 examples (easy), 8s on 2 rank(s)\nstore x\ndone")
     assert check(["a   b  {n}"], "a b 1,024\n") is None and check(["a b"], "a b c") is not None
     assert check(["x"], "10%|#  | 1/9\r100%|###| 9/9\rx\n") is None
+
+
+def test_an_mpirun_commands_two_streams_match_in_any_interleaving_that_keeps_each_ones_order():
+    assert check(["a", "...", "warn: {n} late", "...", "done"], "a\nb\ndone\n", "warn: 3 late\n") is None
+    assert check(["a", "warn: x", "done"], "a\ndone\n", "warn: x\n") is None
+    assert check(["a", "done"], "a\ndone\n", "warn: x\n") is not None  # a line the page does not show
+    assert check(["done", "a", "warn: x"], "a\ndone\n", "warn: x\n") is not None  # stdout's order kept
+    assert "was measured 9" in check(["w {t:0-5}", "a"], "a\n", "w 9\n")
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[_rel(p) for p in PAGES])
@@ -217,11 +261,13 @@ def test_every_console_block_prints_what_the_page_shows(page, tmp_path, doc_stor
     env.pop("XDG_CACHE_HOME", None)
     wrong = []
     for command, status, expected, number in sessions(page):
-        run = subprocess.run(["bash", "-c", command], cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, timeout=900, env=env)
-        why = check(expected, run.stdout)
+        apart = command.startswith("bin/mpirun ")  # (its stdout and stderr come forwarded apart)
+        run = subprocess.run(["bash", "-c", command], cwd=folder, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE if apart else subprocess.STDOUT, text=True, timeout=900, env=env)
+        why = check(expected, run.stdout, run.stderr if apart else None)
         if run.returncode != status:
-            why = f"exit status {run.returncode}, the page says {status}\n{printed(run.stdout)[-3000:]}"
+            why = (f"exit status {run.returncode}, the page says {status}\n"
+                   f"{printed(run.stdout + (run.stderr or ''))[-3000:]}")
         if why:
             wrong.append(f"{_rel(page)}:{number}: $ {command}\n{why}")
     assert not wrong, "\n\n".join(wrong)

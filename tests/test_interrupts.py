@@ -175,10 +175,13 @@ def test_a_signal_once_the_command_has_ended_leaves_the_finished_runs_status(sig
     proc = subprocess.Popen([MPIRUN, "-n", "2", sys.executable, "-m", "sphyr_hpc.score", str(EXAMPLE_RESULTS),
                              "--out", str(out), "--quiet", "--no-report", "--no-store"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
-    took_over, sent = set(), False
+    took_over, ended, sent = set(), set(), False
     while proc.poll() is None and not sent:
         # A rank running the command catches SIGTERM (its interrupts); once it no longer does while it
         # still runs, its command has ended.  mpirun's fork before it runs the command catches it too.
+        # The signal goes once both ranks' commands have ended: one rank can leave the command's last
+        # collective while the other is still a few instructions inside its command, where a signal is
+        # an interrupt as any other.
         for rank in _ranks_of(proc):
             catches, name = _catches_sigterm(rank), process_name(rank)
             if name is None or name == "mpirun" or catches is None:
@@ -186,8 +189,8 @@ def test_a_signal_once_the_command_has_ended_leaves_the_finished_runs_status(sig
             if catches:
                 took_over.add(rank)
             elif rank in took_over:
-                sent = True
-                break
+                ended.add(rank)
+        sent = len(took_over) == 2 and ended == took_over
         time.sleep(0.0005)
     if not sent:
         proc.communicate(timeout=120)

@@ -189,8 +189,8 @@ def test_a_rank_out_of_work_waits_asleep_for_the_one_still_working():
 
     def compute():
         def task(i, counters):
-            finish = time.perf_counter() + 1.0
-            while time.perf_counter() < finish:  # a task that keeps its rank busy for a second
+            finish = time.process_time() + 1.0
+            while time.process_time() < finish:  # a task that keeps its rank busy for a second of CPU
                 pass
             counters.add_done(1)
 
@@ -201,6 +201,8 @@ def test_a_rank_out_of_work_waits_asleep_for_the_one_still_working():
     spent = collective(compute)
     waited = min(spent, key=lambda s: s[0])  # the rank that took no task
     worked = max(spent, key=lambda s: s[0])
-    assert waited[1] >= 0.9 and worked[0] >= 0.5  # it did wait for the busy rank
-    assert waited[0] < 0.3 * waited[1]  # asleep: a spinning wait burns ~its whole wall time
+    assert waited[1] >= 0.9 and worked[0] >= 1.0  # it did wait for the busy rank
+    # Asleep: a spinning wait gets about the CPU time the busy rank gets, whatever else the machine
+    # runs (on a loaded machine both get less than their wall time: CPU time against CPU time).
+    assert waited[0] < 0.3 * worked[0]
     WORLD.Barrier()
