@@ -24,7 +24,7 @@ from ..reporting.compare import render_comparison
 from ..reporting.html import PICTURES, REPORT_NAME, plural, render_report
 from ..reporting.tools_delta import tools_section
 from ..reporting.model_page import render_model_page
-from ..scoring import diagnosis as failures
+from ..scoring import diagnosis
 from ..scoring.summary import leaderboard
 
 COMPARE_NAME = "compare.html"
@@ -131,14 +131,14 @@ class Report:
         """The charts, written (report.html is what names them), and report.html's text, not written
         yet: (text, chart paths)."""
         models, summary = self.models, self.summary
-        fsum = summary[failures.SUMMARY_KEY]
+        fsum = summary[diagnosis.SUMMARY_KEY]
         topo = {m: {s: e["topology_score"] for s, e in summary[m].items()} for m in models}
-        names = models + [failures.OVERALL]
+        names = models + [diagnosis.OVERALL]
         shares = {m: fsum["models"][m]["shares"] for m in models}
-        shares[failures.OVERALL] = fsum[failures.OVERALL]["shares"]
+        shares[diagnosis.OVERALL] = fsum[diagnosis.OVERALL]["shares"]
         charts = [("topology_heat_map.png", figures.heat_map(models, sorted(self.data.subjects), topo),
                    "mean topology_score per model and subject"),
-                  ("failures.png", figures.failure_bars(names, shares, failures.TALLY_CATEGORIES),
+                  ("failures.png", figures.failure_bars(names, shares, diagnosis.TALLY_CATEGORIES),
                    "categories per model (share of records)")]
         paths = []
         for name, png, _ in charts:

@@ -26,7 +26,7 @@ from ..runtime.petsc import trim_memory
 from ..runtime.process import PEER_GRACE_SECONDS, PROCESS_STARTED, UsageError, heap_frozen
 from ..runtime.progress import progress_bar
 from ..runtime.tasks import Interruptible, run_dynamic, wait_idle
-from ..scoring import pieces as split
+from ..scoring import pieces
 from ..scoring.certified import certified_metrics, read_certified, sample_id
 from ..scoring.diagnosis import SUMMARY_KEY, format_failures
 from ..scoring.sample_scorer import sample_scorers
@@ -184,11 +184,11 @@ class ScoringRun:
         if args.certified:
             certified = comm.bcast(read_certified(args.certified) if self.rank == 0 else None, root=0)
         # Large samples' yardsticks in pieces over the ranks first (scoring/pieces.py), then every group.
-        pieces = split.plan(tasks, scorer, comm.size, comm=comm)
-        cases = {p.task: p.case for p in pieces}
-        promised = [len(group) + (0 if i in cases or group[0].error else split.YARDSTICK_RUNS)
+        planned = pieces.plan(tasks, scorer, comm.size, comm=comm)
+        cases = {p.task: p.case for p in planned}
+        promised = [len(group) + (0 if i in cases or group[0].error else pieces.YARDSTICK_RUNS)
                     for i, group in enumerate(tasks)]
-        phase = {"offset": 0, "total": sum(p.runs for p in pieces)}
+        phase = {"offset": 0, "total": sum(p.runs for p in planned)}
         self.bar = bar = progress_bar(phase["total"] + sum(promised), args.quiet) if self.rank == 0 else None
 
         def progress(count):
@@ -196,13 +196,13 @@ class ScoringRun:
             return count >= phase["total"]
 
         refresh = progress if bar is not None else None
-        steps = split.Steps(refresh)
+        steps = pieces.Steps(refresh)
         scorer.on_run = steps.step
         computed = {}
 
         def run_piece(i, counters):
-            steps.start(counters, pieces[i].runs)
-            computed[(pieces[i].task, pieces[i].piece)] = scorer.run_piece(pieces[i].case, pieces[i].piece)
+            steps.start(counters, planned[i].runs)
+            computed[(planned[i].task, planned[i].piece)] = scorer.run_piece(planned[i].case, planned[i].piece)
             steps.finish()
 
         # What the end of the run needs of the rows this rank writes: the summary's running counts and
@@ -239,9 +239,9 @@ class ScoringRun:
             # balancing absorbs that instead of the run's serial end.
             warm_up()  # the other ranks are already taking tasks
         gathered = {}
-        if pieces:
-            run_dynamic(comm, len(pieces), run_piece, refresh)
-            gathered = split.gather_pieces(comm, computed)
+        if planned:
+            run_dynamic(comm, len(planned), run_piece, refresh)
+            gathered = pieces.gather_pieces(comm, computed)
             computed.clear()
             phase.update(offset=phase["total"], total=sum(promised))
         else:

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from ..core.metrics import STRUCTURAL_METRIC_KEYS
-from ..scoring import diagnosis as failures
+from ..scoring import diagnosis
 
 REPORT_NAME = "report.html"
 PICTURES = "report"
@@ -200,10 +200,10 @@ def _why(fsum, names, tallies, classes):
              "when it passes them all. Every record of results.jsonl keeps every check's outcome in "
              "<code>checks</code>.</p>"]
     parts.append(table(["category", "a record is in it when"],
-                       [[failures.UNANSWERED, "its completion is missing or unreadable (no grid to score)"]]
-                       + [[c.category, f"not: {c.question}"] for c in failures.CHECKS]
-                       + [[failures.SOUND, "every check passes"]]))
-    cats = list(failures.TALLY_CATEGORIES)
+                       [[diagnosis.UNANSWERED, "its completion is missing or unreadable (no grid to score)"]]
+                       + [[c.category, f"not: {c.question}"] for c in diagnosis.CHECKS]
+                       + [[diagnosis.SOUND, "every check passes"]]))
+    cats = list(diagnosis.TALLY_CATEGORIES)
     parts.append("<h3>Share of records per category (count)</h3><p class='note'><b>beats yardstick within "
                  "budget</b>: structural_efficiency_raw > 1 with no more material than the answer (the "
                  "yardstick's budget): it would mean the yardstick is weak, and is expected to be 0. <b>with "
@@ -238,12 +238,12 @@ def render_report(title, data, summary, board, charts, model_pages, yardsticks=N
     """The main page.  ``charts``: ``[(file name, PNG bytes, caption)]`` (heat map, failure bars);
     ``model_pages``: {model: relative link of its page}; ``sections``: HTML put after the leaderboard
     (runs with tools, :mod:`sphyr_hpc.reporting.tools_delta`)."""
-    fsum = summary[failures.SUMMARY_KEY]
+    fsum = summary[diagnosis.SUMMARY_KEY]
     subjects = sorted(data.subjects)
     models = [e["model"] for e in board]
     heat, bars = [figure(*chart) for chart in charts]
-    names = models + [failures.OVERALL]
-    tallies = [fsum["models"][m] for m in models] + [fsum[failures.OVERALL]]
+    names = models + [diagnosis.OVERALL]
+    tallies = [fsum["models"][m] for m in models] + [fsum[diagnosis.OVERALL]]
     classes = [""] * len(models) + ["all"]
     body = [_overview(data, board, subjects, yardsticks), "<h2>Leaderboard</h2>",
             _leaderboard(board, model_pages, summary.get("uncertainty") or {}), sections, heat,

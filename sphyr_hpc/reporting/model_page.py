@@ -12,7 +12,7 @@ its own.
 
 import html
 
-from ..scoring import diagnosis as failures
+from ..scoring import diagnosis
 from . import grids
 from .html import COVERAGE, Raw, coverage_cells, data_uri, interval, page, plural, table
 
@@ -53,7 +53,7 @@ def render_model_page(model, title, summary, data, back):
     subjects = summary.get(model, {})
     stats = ((summary.get("uncertainty") or {}).get("models") or {}).get(model) or {}
     per_subject = stats.get("subjects") or {}
-    cats = list(failures.TALLY_CATEGORIES)
+    cats = list(diagnosis.TALLY_CATEGORIES)
     rows, categories = [], []
     for subject, entry in subjects.items():
         s = per_subject.get(subject) or {}
