@@ -135,6 +135,15 @@ def test_an_interrupt_under_a_bare_mpirun_prints_one_message_and_no_abort_banner
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert "Traceback" not in err and "MPI_ABORT" not in err, err[-3000:]
+    version = subprocess.run([shutil.which("mpirun"), "--version"], capture_output=True, text=True, env=env).stdout
+    if re.search(r"Open MPI\)? 5\.", version):
+        # Open MPI 5's mpirun ends the ranks and its output forwarding at once: nothing reaches the
+        # terminal, status 1 (docs/score.md says so); what the ranks wrote is whole.
+        assert err.strip() == "" and proc.returncode == 1, err[-3000:]
+        log = out / "results.jsonl"
+        for line in (log.read_text().splitlines() if log.exists() else []):
+            json.loads(line)
+        return
     assert err.count("python -m sphyr_hpc.score: interrupted (SIGTERM)") == 1, err[-3000:]
     message, status = _documented("mpirun")  # what docs/score.md shows
     assert [line.replace(str(out), "o") for line in err.strip().splitlines()] == [message]
