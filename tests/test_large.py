@@ -63,7 +63,7 @@ def _coarse_max_dofs(n):
 
 def _stored_interpolations(mg):
     """PCMG's P of a multigrid system as AIJ matrices, coarsest pair first (the caller destroys them)."""
-    levels = mg.multigrid.levels
+    levels = mg.method.levels
     return [multigrid.stored_interpolation(mg, fine, coarse) for fine, coarse in zip(levels[:-1], levels[1:])][::-1]
 
 
@@ -293,7 +293,7 @@ def test_pcmg_builds_the_hierarchy_on_a_non_power_of_two_grid():
         assert [r["rows"] for r in rows] == [2 * 301 * 101, 2 * 151 * 51, 2 * 76 * 26, 2 * 39 * 14]
         assert pc.getMGCoarseSolve().getOperators()[0].getSize()[0] == 2 * 39 * 14
         assert complexity < 1.4  # nested levels keep the 3x3 stencil
-        lines = hierarchy.format_hierarchy(rows, complexity, system.multigrid.levels)
+        lines = hierarchy.format_hierarchy(rows, complexity, system.method.levels)
         assert lines[0].startswith("multigrid: 4 levels, operator complexity")
         assert "300x100 elements" in lines[1]
 
@@ -335,7 +335,7 @@ def test_coarse_operators_from_the_element_moduli_equal_the_galerkin_products(ne
     try:
         with elasticity_system(lc, comm=PETSc.COMM_SELF, prefix="large_gal_", solver="mg", smoother="sor",
                                coarse_max_dofs=100) as mg:
-            assert mg.in_place and mg.multigrid.coarse is not None
+            assert mg.in_place and mg.method.coarse is not None
             mg.solve(mg.slab_of(np.ones(lc.shape)))  # the operators compared are those of the second design
             mg.solve(mg.slab_of(moduli))
             pc = mg.ksp.getPC()
@@ -640,7 +640,7 @@ def _grid_galerkin_differences(nely, nelx, smoother, direct_depth, monkeypatch):
     try:
         with elasticity_system(lc, prefix=prefix, solver="mg", smoother=smoother, matrix_free=False,
                                coarse_max_dofs=100) as mg:
-            assert mg.multigrid.coarse is not None and not mg.in_place
+            assert mg.method.coarse is not None and not mg.in_place
             assert mat_type in mg.K.getType()
             mg.solve(mg.slab_of(np.ones(lc.shape)))  # the operators compared are those of the second design
             mg.solve(mg.slab_of(moduli))
@@ -820,8 +820,8 @@ def test_a_level_cap_is_the_plan_s_input_and_the_hierarchy_built():
     compliances = {}
     for cap in (3, hierarchy.MAX_LEVELS):
         with elasticity_system(lc, comm=petsc().COMM_SELF, solver="mg", max_levels=cap) as system:
-            compliances[len(system.levels)] = system.solve(system.slab_of(np.ones(lc.shape)))
-            assert system.ksp.getPC().getMGLevels() == len(system.levels) == len(system.plan.levels)
+            compliances[len(system.method.levels)] = system.solve(system.slab_of(np.ones(lc.shape)))
+            assert system.ksp.getPC().getMGLevels() == len(system.method.levels) == len(system.method.plan.levels)
     assert sorted(compliances) == [3, 4]
     assert compliances[3] == pytest.approx(compliances[4], rel=1e-6)
 
