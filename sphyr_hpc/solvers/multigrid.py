@@ -20,12 +20,13 @@ What a level can be (the plan's words):
   rank with K's CSR values written in place (:class:`~.direct.InPlaceElements`);
 * the coarsest level is AIJ and factored (LU; PCREDUNDANT on several ranks).
 
-Every level operator offers the same few things: its ``mat``,
-``assemble(moduli)``, ``nbytes`` (what it holds) and ``close()``; the coarser
-levels' operators are summed from the moduli together
-(:class:`~.grid_galerkin.GridGalerkin` on coarse DMDAs, or
-:class:`~.galerkin.ElementGalerkin` on one rank in place), with the same
-``assemble(moduli)``, ``nbytes`` and ``close()``.  The smoothers are set on each
+Every level, the finest and each coarser one, is an object of one small
+interface: its ``mat``, ``assemble(moduli)``, ``nbytes`` (what it holds) and
+``close()``.  The coarser levels' operators are summed from the moduli
+(:class:`~.grid_galerkin.GridGalerkin` on a coarse DMDA a level, a level deeper
+than :data:`~.grid_galerkin.DIRECT_DEPTH` from the one above it, or
+:class:`~.galerkin.ElementGalerkin` on one rank in place); the coarsest is
+factored by PCMG's coarse solve.  The smoothers are set on each
 level's KSP in code as the plan says (the fused Chebyshev smoother,
 :class:`~.fused.ChebyshevSmoother`, a KSPPYTHON; PETSc's Chebyshev/Jacobi; SOR as
 option defaults), and so are the cycles (W below a V on the finest level).
@@ -187,8 +188,8 @@ class MultigridMethod:
         self.fine = finest_level(system, self.plan)
         check_fine_numbering(system, self.levels[0])
         if len(self.levels) > 1:
-            self.coarse = coarse_operators(system, self.plan)
-            self.transfers = transfers(system, self.plan, getattr(self.coarse, "dms", None))
+            self.coarse = coarse_levels(system, self.plan)
+            self.transfers = transfers(system, self.plan, self.coarse)
             self.interpolations = [getattr(owner, "mat", owner) for owner in self.transfers]
         self.mg_cycle, self.mg_finest_cycle = mgplan.CYCLE, mgplan.FINEST_CYCLE
 
@@ -206,8 +207,8 @@ class MultigridMethod:
             return self.plan.options
         pc.setType(PETSc.PC.Type.MG)
         pc.setMGLevels(len(self.plan.levels))
-        for level, A in enumerate(reversed(self.coarse.mats)):  # coarsest first, as PCMG numbers them
-            (pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)).setOperators(A)
+        for number, level in enumerate(reversed(self.coarse)):  # coarsest first, as PCMG numbers them
+            (pc.getMGCoarseSolve() if number == 0 else pc.getMGSmoother(number)).setOperators(level.mat)
         for level, P in enumerate(self.interpolations, start=1):
             pc.setMGInterpolation(level, P)
         set_smoothers(PETSc, pc, self.plan)
@@ -233,7 +234,8 @@ class MultigridMethod:
         """Every level for the moduli; ``ksp``'s coarser levels told that their operators changed."""
         self.fine.assemble(moduli)
         if self.coarse is not None:
-            self.coarse.assemble(moduli)
+            for level in self.coarse:  # finest first: a deep level follows from the one above
+                level.assemble(moduli)
             renew_coarse_smoothers(ksp)
 
     def close(self):
@@ -243,34 +245,36 @@ class MultigridMethod:
             else:
                 owner.destroy()
         self.interpolations = self.transfers = ()
-        for part in (self.coarse, self.fine):
-            if part is not None:
-                part.close()
+        for level in [*(self.coarse or ()), self.fine]:
+            if level is not None:
+                level.close()
         self.coarse = self.fine = None
 
 
-def coarse_operators(system, plan):
-    """The operators of levels 1.. from the moduli, as the plan says."""
+def coarse_levels(system, plan):
+    """The operators of levels 1.. (second finest first) from the moduli, one object a level, as the
+    plan says."""
     if plan.coarse_operators == "element":
-        from .galerkin import ElementGalerkin
+        from .galerkin import element_galerkin_levels
 
-        return ElementGalerkin(system.PETSc, plan.hierarchy, system.local_edofs, system.fixed_local, system.ke,
-                               use_inodes=USE_INODES)
-    from .grid_galerkin import GridGalerkin
+        return element_galerkin_levels(system.PETSc, plan.hierarchy, system.local_edofs, system.fixed_local,
+                                       system.ke, use_inodes=USE_INODES)
+    from .grid_galerkin import grid_galerkin_levels
 
-    return GridGalerkin(system.PETSc, system, plan.hierarchy, plan.coarse_storages, tune=tune_operator)
+    return grid_galerkin_levels(system.PETSc, system, plan.hierarchy, plan.coarse_storages, tune=tune_operator)
 
 
-def transfers(system, plan, coarse_dms):
+def transfers(system, plan, coarse):
     """The interpolations, coarsest pair first, as the plan says: applied from the grids in C
-    (a :class:`~.transfer.GridTransfer`, its ``mat``) or stored as AIJ (the matrix)."""
+    (a :class:`~.transfer.GridTransfer` onto the coarse level's DMDA, its ``mat``) or stored as AIJ
+    (the matrix)."""
     grids = plan.hierarchy
     out = []
-    for depth, (planned, fine, coarse) in enumerate(zip(plan.levels, grids[:-1], grids[1:])):
+    for depth, (planned, fine, coarse_grid) in enumerate(zip(plan.levels, grids[:-1], grids[1:])):
         if planned.transfer == mgplan.GRID:
-            out.append(GridTransfer(system.PETSc, fine, coarse, coarse_dms[depth], hierarchy.axis_weights))
+            out.append(GridTransfer(system.PETSc, fine, coarse_grid, coarse[depth].dm, hierarchy.axis_weights))
         else:
-            out.append(stored_interpolation(system, fine, coarse))
+            out.append(stored_interpolation(system, fine, coarse_grid))
     return out[::-1]
 
 

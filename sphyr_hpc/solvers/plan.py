@@ -104,8 +104,9 @@ class MultigridPlan:
 
     ``hierarchy`` holds the :class:`~.hierarchy.Level` grids (the same order) whose node positions and
     rank boxes the operators and transfers are built from; ``coarse_operators`` says where the coarser
-    levels' operators come from: ``"grid"`` (:class:`~.grid_galerkin.GridGalerkin`, coarse DMDAs),
-    ``"element"`` (:class:`~.galerkin.ElementGalerkin`, one rank in place) or None (one level).
+    levels' operators come from: ``"grid"`` (a :class:`~.grid_galerkin.GridGalerkin` a level, coarse
+    DMDAs), ``"element"`` (a :class:`~.galerkin.ElementGalerkin` a level, one rank in place) or None
+    (one level).
     """
 
     dim: int
