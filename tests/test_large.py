@@ -24,7 +24,7 @@ from sphyr_hpc.optimiser import problems
 from sphyr_hpc.core import loadcase as lcs
 from sphyr_hpc.runtime.petsc import petsc
 from sphyr_hpc.optimiser import driver, simp
-from sphyr_hpc.optimiser.filter import DensityFilter
+from sphyr_hpc.optimiser.filter import DensityFilter, filter_offsets
 from sphyr_hpc.optimiser.problems import ProblemError
 from sphyr_hpc.solvers import assembly, elasticity, hierarchy, multigrid, sizing
 from sphyr_hpc.solvers import plan as mgplan
@@ -785,6 +785,39 @@ def test_the_stencil_filter_kernel_adds_what_the_numpy_passes_add():
         finally:
             dfilter.close()
     assert all(np.array_equal(a, b) for a, b in zip(with_kernel, with_numpy))
+
+
+@pytest.mark.parametrize("radius, cells_2d, cells_3d", [(1.2, 5, 7), (1.5, 9, 19), (2.5, 21, 81)])
+def test_the_filter_weights_take_the_dimension_of_the_grid(radius, cells_2d, cells_3d):
+    # R - |offset| > 0 over the cells within reach: the cell and its edge (2D) or face (3D) neighbours
+    # at R = 1.2; + the diagonal ones at 1.5 (in 3D the 12 edge diagonals, not the 8 corners: sqrt 3 > 1.5).
+    flat, solid = filter_offsets(radius, 2), filter_offsets(radius, 3)
+    assert (len(flat), len(solid)) == (cells_2d, cells_3d)
+    for offsets, dim in ((flat, 2), (solid, 3)):
+        assert all(len(offset) == dim and w > 0 and w == pytest.approx(radius - np.linalg.norm(offset))
+                   for offset, w in offsets)
+        weights = dict(offsets)
+        assert all(weights[tuple(-o for o in offset)] == w for offset, w in offsets)  # H symmetric
+        assert [offset for offset, _ in offsets] == sorted(weights)  # increasing local order
+    # The 3D filter's middle layer is the 2D filter, weight for weight.
+    assert [(offset[1:], w) for offset, w in solid if offset[0] == 0] == flat
+
+
+@ONE_RANK
+@pytest.mark.parametrize("arguments", [{"matrix_free": False}, {"smoother": "sor"}, {}])
+def test_every_multigrid_level_is_one_kind_of_object_and_holds_less_the_coarser_it_is(arguments):
+    # Stored (SBAIJ), one-rank SOR (K in place, element Galerkin levels) and matrix-free + stencils: each
+    # level offers mat, assemble(moduli), nbytes and close; a coarser level holds fewer bytes.
+    lc = problems.preset("mbb", 128, 64).loadcase()
+    with elasticity_system(lc, prefix="large_levels_", solver="mg", coarse_max_dofs=100, **arguments) as system:
+        method = system.method
+        levels = [method.fine, *method.coarse]
+        assert len(levels) == len(method.plan.levels) >= 4
+        assert levels[0].mat is system.K and [lv.mat.getSize()[0] for lv in levels] == [lv.dofs for lv in method.plan.levels]
+        held = [lv.nbytes for lv in levels]
+        assert all(a > b > 0 for a, b in zip(held[1:], held[2:])), held
+        compliance = system.solve(system.slab_of(np.ones(lc.shape)))
+        assert np.isfinite(compliance) and compliance > 0
 
 
 def _second_design_after_first(prefix, first):
