@@ -41,7 +41,7 @@ def run(lc, designs, prefix):
         start = time.perf_counter()
         out = [system.solve(system.slab_of(m)) for m in designs]
         seconds = time.perf_counter() - start
-        return seconds, out, system.plan.finest.storage, system.plan.coarse_operators
+        return seconds, out, system.method.plan.finest.storage, system.method.plan.coarse_operators
 
 
 def main(argv=None):

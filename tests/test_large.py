@@ -24,7 +24,7 @@ from sphyr_hpc.optimiser import problems
 from sphyr_hpc.core import loadcase as lcs
 from sphyr_hpc.runtime.petsc import petsc
 from sphyr_hpc.optimiser import driver, simp
-from sphyr_hpc.optimiser.filter import DensityFilter
+from sphyr_hpc.optimiser.filter import DensityFilter, filter_offsets
 from sphyr_hpc.optimiser.problems import ProblemError
 from sphyr_hpc.solvers import assembly, elasticity, hierarchy, multigrid, sizing
 from sphyr_hpc.solvers import plan as mgplan
@@ -63,7 +63,7 @@ def _coarse_max_dofs(n):
 
 def _stored_interpolations(mg):
     """PCMG's P of a multigrid system as AIJ matrices, coarsest pair first (the caller destroys them)."""
-    levels = mg.multigrid.levels
+    levels = mg.method.levels
     return [multigrid.stored_interpolation(mg, fine, coarse) for fine, coarse in zip(levels[:-1], levels[1:])][::-1]
 
 
@@ -293,7 +293,7 @@ def test_pcmg_builds_the_hierarchy_on_a_non_power_of_two_grid():
         assert [r["rows"] for r in rows] == [2 * 301 * 101, 2 * 151 * 51, 2 * 76 * 26, 2 * 39 * 14]
         assert pc.getMGCoarseSolve().getOperators()[0].getSize()[0] == 2 * 39 * 14
         assert complexity < 1.4  # nested levels keep the 3x3 stencil
-        lines = hierarchy.format_hierarchy(rows, complexity, system.multigrid.levels)
+        lines = hierarchy.format_hierarchy(rows, complexity, system.method.levels)
         assert lines[0].startswith("multigrid: 4 levels, operator complexity")
         assert "300x100 elements" in lines[1]
 
@@ -335,7 +335,7 @@ def test_coarse_operators_from_the_element_moduli_equal_the_galerkin_products(ne
     try:
         with elasticity_system(lc, comm=PETSc.COMM_SELF, prefix="large_gal_", solver="mg", smoother="sor",
                                coarse_max_dofs=100) as mg:
-            assert mg.in_place and mg.multigrid.coarse is not None
+            assert mg.in_place and mg.method.coarse is not None
             mg.solve(mg.slab_of(np.ones(lc.shape)))  # the operators compared are those of the second design
             mg.solve(mg.slab_of(moduli))
             pc = mg.ksp.getPC()
@@ -640,7 +640,7 @@ def _grid_galerkin_differences(nely, nelx, smoother, direct_depth, monkeypatch):
     try:
         with elasticity_system(lc, prefix=prefix, solver="mg", smoother=smoother, matrix_free=False,
                                coarse_max_dofs=100) as mg:
-            assert mg.multigrid.coarse is not None and not mg.in_place
+            assert mg.method.coarse is not None and not mg.in_place
             assert mat_type in mg.K.getType()
             mg.solve(mg.slab_of(np.ones(lc.shape)))  # the operators compared are those of the second design
             mg.solve(mg.slab_of(moduli))
@@ -787,6 +787,39 @@ def test_the_stencil_filter_kernel_adds_what_the_numpy_passes_add():
     assert all(np.array_equal(a, b) for a, b in zip(with_kernel, with_numpy))
 
 
+@pytest.mark.parametrize("radius, cells_2d, cells_3d", [(1.2, 5, 7), (1.5, 9, 19), (2.5, 21, 81)])
+def test_the_filter_weights_take_the_dimension_of_the_grid(radius, cells_2d, cells_3d):
+    # R - |offset| > 0 over the cells within reach: the cell and its edge (2D) or face (3D) neighbours
+    # at R = 1.2; + the diagonal ones at 1.5 (in 3D the 12 edge diagonals, not the 8 corners: sqrt 3 > 1.5).
+    flat, solid = filter_offsets(radius, 2), filter_offsets(radius, 3)
+    assert (len(flat), len(solid)) == (cells_2d, cells_3d)
+    for offsets, dim in ((flat, 2), (solid, 3)):
+        assert all(len(offset) == dim and w > 0 and w == pytest.approx(radius - np.linalg.norm(offset))
+                   for offset, w in offsets)
+        weights = dict(offsets)
+        assert all(weights[tuple(-o for o in offset)] == w for offset, w in offsets)  # H symmetric
+        assert [offset for offset, _ in offsets] == sorted(weights)  # increasing local order
+    # The 3D filter's middle layer is the 2D filter, weight for weight.
+    assert [(offset[1:], w) for offset, w in solid if offset[0] == 0] == flat
+
+
+@ONE_RANK
+@pytest.mark.parametrize("arguments", [{"matrix_free": False}, {"smoother": "sor"}, {}])
+def test_every_multigrid_level_is_one_kind_of_object_and_holds_less_the_coarser_it_is(arguments):
+    # Stored (SBAIJ), one-rank SOR (K in place, element Galerkin levels) and matrix-free + stencils: each
+    # level offers mat, assemble(moduli), nbytes and close; a coarser level holds fewer bytes.
+    lc = problems.preset("mbb", 128, 64).loadcase()
+    with elasticity_system(lc, prefix="large_levels_", solver="mg", coarse_max_dofs=100, **arguments) as system:
+        method = system.method
+        levels = [method.fine, *method.coarse]
+        assert len(levels) == len(method.plan.levels) >= 4
+        assert levels[0].mat is system.K and [lv.mat.getSize()[0] for lv in levels] == [lv.dofs for lv in method.plan.levels]
+        held = [lv.nbytes for lv in levels]
+        assert all(a > b > 0 for a, b in zip(held[1:], held[2:])), held
+        compliance = system.solve(system.slab_of(np.ones(lc.shape)))
+        assert np.isfinite(compliance) and compliance > 0
+
+
 def _second_design_after_first(prefix, first):
     """(compliance, MG-CG iterations) of a design solved from zero, by a system that solved ``first``
     before it (None: a new system)."""
@@ -820,8 +853,8 @@ def test_a_level_cap_is_the_plan_s_input_and_the_hierarchy_built():
     compliances = {}
     for cap in (3, hierarchy.MAX_LEVELS):
         with elasticity_system(lc, comm=petsc().COMM_SELF, solver="mg", max_levels=cap) as system:
-            compliances[len(system.levels)] = system.solve(system.slab_of(np.ones(lc.shape)))
-            assert system.ksp.getPC().getMGLevels() == len(system.levels) == len(system.plan.levels)
+            compliances[len(system.method.levels)] = system.solve(system.slab_of(np.ones(lc.shape)))
+            assert system.ksp.getPC().getMGLevels() == len(system.method.levels) == len(system.method.plan.levels)
     assert sorted(compliances) == [3, 4]
     assert compliances[3] == pytest.approx(compliances[4], rel=1e-6)
 

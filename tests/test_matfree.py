@@ -82,8 +82,8 @@ def _shell_against_stored(preset, nelx, nely, seed=0, layout=None):
         with elasticity_system(lc, prefix="mf_shell_", solver="mg", coarse_max_dofs=COARSE) as shell, \
                 elasticity_system(lc, prefix="mf_stored_", solver="mg", coarse_max_dofs=COARSE,
                                   matrix_free=False) as stored:
-            assert shell.matrix_free and not stored.matrix_free
-            assert [lv.n_dofs for lv in shell.levels] == [lv.n_dofs for lv in stored.levels]
+            assert shell.method.matrix_free and not stored.method.matrix_free
+            assert [lv.n_dofs for lv in shell.method.levels] == [lv.n_dofs for lv in stored.method.levels]
             kinds = (shell.K.getType(), stored.K.getType())
             worst_mult = worst_diag = 0.0
             for m in (moduli, np.ones(lc.shape), moduli[::-1, ::-1].copy()):
@@ -150,7 +150,7 @@ def _energies_against_numpy(layout=None):
     clear = _with_options("mf_energies_", layout or {})
     try:
         with elasticity_system(lc, prefix="mf_energies_", solver="mg", coarse_max_dofs=COARSE) as mg:
-            assert mg.matrix_free  # the energies from the modes in C, not the numpy product
+            assert mg.method.matrix_free  # the energies from the modes in C, not the numpy product
             mg.solve(mg.slab_of(fe.simp_modulus(np.random.default_rng(3).uniform(0.3, 1.0, lc.shape))))
             ours = mg.unit_energies()
             u = mg.local_displacements()
@@ -201,7 +201,7 @@ def test_stencil_nonzeros_count_what_petsc_stores():
             assert mg.K.getType() == "seq" + storage
             stored = mg.K.getInfo()["nz_used"]
             if arguments["solver"] == "mg":
-                assert mg.plan.finest.storage == storage and len(mg.plan.levels) == (2 if storage == "sbaij" else 1)
+                assert mg.method.plan.finest.storage == storage and len(mg.method.plan.levels) == (2 if storage == "sbaij" else 1)
         assert matfree.stencil_nonzeros(lc.shape, storage) == stored
 
 
@@ -322,7 +322,7 @@ def test_the_finest_level_runs_a_v_cycle_below_w_cycles():
         try:
             with elasticity_system(lc, prefix=f"mf_cycle_{cycle}_", solver="mg", coarse_max_dofs=COARSE) as mg:
                 assert mg.ksp.getPC().getMGLevels() >= 4  # levels visited twice and four times a W-cycle
-                results[cycle] = (mg.mg_finest_cycle, mg.mg_cycle, mg.solve(mg.slab_of(moduli)), mg.last_iterations)
+                results[cycle] = (mg.method.mg_finest_cycle, mg.method.mg_cycle, mg.solve(mg.slab_of(moduli)), mg.last_iterations)
         finally:
             clear()
     assert results["default"][:2] == ("v", "w") and results["v"][:2] == ("v", "v")
@@ -354,12 +354,12 @@ def test_the_command_line_cycle_reaches_the_finest_level(monkeypatch):
         try:
             with elasticity_system(lc, prefix=prefix, solver="mg", coarse_max_dofs=COARSE) as mg:
                 n = mg.ksp.getPC().getMGLevels()
-                assert n >= 4 and mg.plan.levels[1].smoother == "fused-chebyshev"
+                assert n >= 4 and mg.method.plan.levels[1].smoother == "fused-chebyshev"
                 visits.clear()
                 mg.solve(mg.slab_of(moduli))
                 # Visits of the second finest level a visit of the finest (one a cycle).
                 ratio = visits[f"{prefix}mg_levels_{n - 2}_"] / visits[f"{prefix}mg_levels_{n - 1}_"]
-                per_cycle[cycle] = (ratio, mg.mg_finest_cycle)
+                per_cycle[cycle] = (ratio, mg.method.mg_finest_cycle)
         finally:
             clear()
     assert per_cycle == {"default": (1.0, "v"), "w": (2.0, "w"), "v": (1.0, "v")}
@@ -388,7 +388,7 @@ def test_the_bytes_model_counts_the_shell_and_the_cycles():
                 if cycle == "default":
                     # The model counts the cycles the system says it runs: told V everywhere, the same
                     # system costs what the V-cycle system does (checked below).
-                    mg.mg_cycle = "v"
+                    mg.method.mg_cycle = "v"
                     phases["default told v"] = measure.phase_bytes(mg, ksp_iterations=7, n_free=lc.n_elements)
         finally:
             clear()

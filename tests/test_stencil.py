@@ -67,7 +67,7 @@ def _stencil_against_sbaij(preset, nelx, nely, seed, monkeypatch, layout=None):
     try:
         with elasticity_system(lc, prefix="st_stencil_", solver="mg", coarse_max_dofs=COARSE) as ours, \
                 _stored(lc, "st_sbaij_") as stock:
-            assert [lv.n_dofs for lv in ours.levels] == [lv.n_dofs for lv in stock.levels]
+            assert [lv.n_dofs for lv in ours.method.levels] == [lv.n_dofs for lv in stock.method.levels]
             # Voids (modulus contrast 1e-9) beside solid cells: the products; then a design CG
             # converges on (random voids leave islands): the solves and the smoothing too.
             for solve, moduli in ((False, _design(lc.shape, seed)), (True, _grey(lc.shape, seed + 1))):

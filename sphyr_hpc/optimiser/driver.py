@@ -238,7 +238,7 @@ class _IterationLog:
         row["bisection_passes"] = events.count(events.BISECTION_PASS) - self.passes
         self.history.append(row)
         if iteration == self.first + 1 and system.hierarchy:
-            for line in format_hierarchy(*system.hierarchy, system.multigrid.levels if system.multigrid else None):
+            for line in format_hierarchy(*system.hierarchy, getattr(system.method, "levels", None)):
                 log(line)
         log(f"it {iteration:4d}{self._of_total(iteration, now)}  c {compliance:.6e}  vol {volume:.4f}  "
             f"change {change:.4f}  p {row['penal']:.2f}  ksp {row['ksp_iterations']:3d}  {row['seconds']:.2f} s")
@@ -388,9 +388,9 @@ def mg_cg_bytes_per_iteration(system):
     def mat_bytes(nnz, m, n):
         return 12.0 * nnz + 8.0 * (m + n)
 
-    cycle = getattr(system, "mg_cycle", "v")
-    finest_cycle = getattr(system, "mg_finest_cycle", cycle)
-    interps = list(system.multigrid.interpolations if system.multigrid else ())[::-1]  # finest pair first
+    cycle = getattr(system.method, "mg_cycle", "v")
+    finest_cycle = getattr(system.method, "mg_finest_cycle", cycle)
+    interps = list(getattr(system.method, "interpolations", ()))[::-1]  # finest pair first
     total = mat_bytes(rows[0]["nonzeros"], rows[0]["rows"], rows[0]["rows"])  # CG's MatMult
     for depth, level in enumerate(rows[:-1]):
         visits = level_visits(depth, cycle, finest_cycle)

@@ -1,17 +1,25 @@
 """The density filter as a parallel PETSc Mat (docs/scoring.md, "SIMP run"), and the sensitivity filter.
 
-H has weight ``R - dist(e, f)`` for every cell f within ``ceil(R) - 1`` rows
-and columns of e with a positive weight; ``Hs`` are its row sums.  R = 1.2
-keeps the cell itself (1.2) and its 4 edge neighbours (0.2 each).  Rows and
-columns live on the element DMDA of an
+H has weight ``R - dist(e, f)`` for every cell f within ``ceil(R) - 1`` cells
+of e along every axis with a positive weight; ``Hs`` are its row sums.  R = 1.2
+keeps the cell itself (1.2) and its edge neighbours (0.2 each: 4 in 2D).  Rows
+and columns live on the element DMDA of an
 :class:`~sphyr_hpc.solvers.system.GridSystem`, so ``H x`` is a
 parallel MatMult and no field is ever gathered.
+
+The grid's dimension is its load case's (``shape``, cells along each axis,
+slowest first): the offsets, the matrix's rows and the stencil's passes are
+written for any number of axes; only the compiled one-pass sum
+(``filter_stencil.c``) is 2D, and a grid of another dimension takes the numpy
+passes (the same sums).
 """
 
+import itertools
 import math
 
 import numpy as np
 
+from ..core import discretisation as fe
 from ..runtime import native
 
 FILTER_RADIUS = 1.2
@@ -27,7 +35,18 @@ def _stencil_kernel():
 
 
 def filter_reach(radius):
+    """How many cells along each axis the filter of ``radius`` reaches (the element halo it needs)."""
     return max(int(math.ceil(radius)) - 1, 0)
+
+
+def filter_offsets(radius, dim):
+    """(offset, weight) of every cell the filter of ``radius`` weighs, on a grid of ``dim`` axes: ``offset``
+    along the axes, slowest first, in increasing local order (the last axis fastest); ``weight`` ``radius -
+    |offset|`` > 0."""
+    reach = filter_reach(radius)
+    offsets = [(offset, radius - math.hypot(*offset))
+               for offset in itertools.product(range(-reach, reach + 1), repeat=dim)]
+    return [(offset, w) for offset, w in offsets if w > 0.0]
 
 
 FILTER_TYPES = ("matrix", "stencil")
@@ -52,7 +71,8 @@ class DensityFilter:
     DMDA; ``kind="stencil"`` (the large-grid driver's)
     stores nothing: H is the same few weights at every cell (0 outside the
     grid), so ``H x`` is the weighted sum of the shifted ghosted slab, one pass
-    an offset, and ``H^T = H`` (the weights are symmetric).  The same terms as
+    an offset, and ``H^T = H`` (the weights are symmetric).  Either on a grid of
+    any dimension (``dim``, the load case's).  The same terms as
     the matrix's rows, added in another order: equal up to rounding.  At
     2048x1024 elements on 2 ranks the matrix is ~115 MB a rank.
     """
@@ -68,35 +88,35 @@ class DensityFilter:
             raise ValueError(f"unknown filter type {kind!r}: expected one of {', '.join(FILTER_TYPES)}")
         self.kind = kind
         self.H = None
+        shape = tuple(system.loadcase.shape)  # cells along each axis, slowest first
+        self.dim = fe.grid_dimension(shape)
+        # This rank's cells and its ghosted box along each axis, slowest first (PETSc lists x first).
+        owned = da.getRanges()[::-1]
+        ghosted = da.getGhostRanges()[::-1]
+        self._offsets = filter_offsets(self.radius, self.dim)
         if kind == "stencil":
-            self._setup_stencil(da, reach)
+            self._setup_stencil(da, reach, owned, ghosted)
             return
-        nely, nelx = system.loadcase.shape
-        (xs, xe), (ys, ye) = da.getRanges()
-        (gxs, gxe), (gys, gye) = da.getGhostRanges()
-        gxm = gxe - gxs
-        n_ghost = gxm * (gye - gys)
+        ghost_shape = [e - s for s, e in ghosted]
+        strides = [int(np.prod(ghost_shape[a + 1:])) for a in range(self.dim)]  # the local (ghosted) numbering
+        n_ghost = int(np.prod(ghost_shape))
         # Offsets with a positive weight, in increasing local column order; every (row,
         # column) pair occurs once, so the CSR is built directly (no sort, int32 indices).
-        offsets = [(dr, dc, self.radius - math.hypot(dr, dc))
-                   for dr in range(-reach, reach + 1) for dc in range(-reach, reach + 1)]
-        offsets = [(dr, dc, w) for dr, dc, w in offsets if w > 0.0]
         PETSc = system.PETSc
-        er, ec = np.meshgrid(np.arange(ys, ye), np.arange(xs, xe), indexing="ij")
-        er, ec = er.ravel(), ec.ravel()
-        inside = np.empty((er.size, len(offsets)), dtype=bool)
-        cols = np.empty((er.size, len(offsets)), dtype=PETSc.IntType)
-        for k, (dr, dc, _) in enumerate(offsets):
-            nr, nc = er + dr, ec + dc
-            inside[:, k] = (nr >= 0) & (nr < nely) & (nc >= 0) & (nc < nelx)
-            cols[:, k] = (nr - gys) * gxm + (nc - gxs)
+        cells = [c.ravel() for c in np.meshgrid(*[np.arange(s, e) for s, e in owned], indexing="ij")]
+        inside = np.empty((cells[0].size, len(self._offsets)), dtype=bool)
+        cols = np.empty((cells[0].size, len(self._offsets)), dtype=PETSc.IntType)
+        for k, (offset, _) in enumerate(self._offsets):
+            moved = [c + o for c, o in zip(cells, offset)]
+            inside[:, k] = np.logical_and.reduce([(m >= 0) & (m < n) for m, n in zip(moved, shape)])
+            cols[:, k] = sum((m - g[0]) * stride for m, g, stride in zip(moved, ghosted, strides))
         counts = np.zeros(n_ghost, dtype=np.int64)
-        counts[(er - gys) * gxm + (ec - gxs)] = inside.sum(axis=1)
+        counts[sum((c - g[0]) * stride for c, g, stride in zip(cells, ghosted, strides))] = inside.sum(axis=1)
         indptr = np.zeros(n_ghost + 1, dtype=PETSc.IntType)
         np.cumsum(counts, out=indptr[1:])
         indices = cols[inside]
-        data = np.broadcast_to(np.array([w for _, _, w in offsets]), inside.shape)[inside]
-        del inside, cols, er, ec
+        data = np.broadcast_to(np.array([w for _, w in self._offsets]), inside.shape)[inside]
+        del inside, cols, cells
         self.H = da.createMatrix()
         self.H.setValuesLocalCSR(indptr, indices, data, addv=PETSc.InsertMode.INSERT_VALUES)
         self.H.assemble()
@@ -128,25 +148,20 @@ class DensityFilter:
             self._cells, self._cells_key = (rows, chain, self.Hs[cells]), key
         return self._cells
 
-    def _setup_stencil(self, da, reach):
-        (xs, xe), (ys, ye) = da.getRanges()
-        (gxs, gxe), (gys, gye) = da.getGhostRanges()
+    def _setup_stencil(self, da, reach, owned, ghosted):
         self._reach = reach
-        self._offsets = [(dr, dc, self.radius - math.hypot(dr, dc))
-                         for dr in range(-reach, reach + 1) for dc in range(-reach, reach + 1)
-                         if self.radius - math.hypot(dr, dc) > 0.0]
-        self._shape = (ye - ys, xe - xs)
-        self._ghost_shape = (gye - gys, gxe - gxs)
-        # The ghosted box (cut to the reach) inside the padded one (zeros outside the grid).
-        r0, r1 = max(gys, ys - reach), min(gye, ye + reach)
-        c0, c1 = max(gxs, xs - reach), min(gxe, xe + reach)
-        self._inner = (slice(r0 - (ys - reach), r1 - (ys - reach)), slice(c0 - (xs - reach), c1 - (xs - reach)))
-        self._ghost_cut = (slice(r0 - gys, r1 - gys), slice(c0 - gxs, c1 - gxs))
-        self._padded = np.zeros((ye - ys + 2 * reach, xe - xs + 2 * reach))
-        self._kernel = _stencil_kernel()
-        self._terms = (np.array([dr for dr, _, _ in self._offsets], dtype=np.int64),
-                       np.array([dc for _, dc, _ in self._offsets], dtype=np.int64),
-                       np.array([w for _, _, w in self._offsets], dtype=float))
+        self._shape = tuple(e - s for s, e in owned)
+        self._ghost_shape = tuple(e - s for s, e in ghosted)
+        # The ghosted box (cut to the reach) inside the padded one (zeros outside the grid), axis by axis.
+        cut = [(max(g0, s - reach), min(g1, e + reach)) for (s, e), (g0, g1) in zip(owned, ghosted)]
+        self._inner = tuple(slice(c0 - (s - reach), c1 - (s - reach)) for (c0, c1), (s, _) in zip(cut, owned))
+        self._ghost_cut = tuple(slice(c0 - g0, c1 - g0) for (c0, c1), (g0, _) in zip(cut, ghosted))
+        self._padded = np.zeros(tuple(n + 2 * reach for n in self._shape))
+        # The compiled one-pass sum is 2D; another dimension takes the numpy passes (the same sums).
+        self._kernel = _stencil_kernel() if self.dim == 2 else None
+        self._terms = (np.array([o[0] for o, _ in self._offsets], dtype=np.int64),
+                       np.array([o[1] for o, _ in self._offsets], dtype=np.int64),
+                       np.array([w for _, w in self._offsets], dtype=float)) if self.dim == 2 else None
         self._x = da.createGlobalVec()
         self._local = da.createLocalVec()
         self._y = None
@@ -157,9 +172,9 @@ class DensityFilter:
         self._x.array[:] = x
         self.system.da_elem.globalToLocal(self._x, self._local)
         self._padded[self._inner] = self._local.array_r.reshape(self._ghost_shape)[self._ghost_cut]
-        ny, nx = self._shape
         r = self._reach
         if self._kernel is not None:  # the same sums in one pass
+            ny, nx = self._shape
             out = np.empty(ny * nx)
             dr, dc, w = self._terms
             self._kernel(ny, nx, r, self._padded.ctypes.data, w.size, dr.ctypes.data, dc.ctypes.data, w.ctypes.data,
@@ -167,8 +182,9 @@ class DensityFilter:
             return out
         out = np.zeros(self._shape)
         scaled = np.empty(self._shape)
-        for dr, dc, w in self._offsets:
-            np.multiply(self._padded[r + dr:r + dr + ny, r + dc:r + dc + nx], w, out=scaled)
+        for offset, w in self._offsets:
+            np.multiply(self._padded[tuple(slice(r + o, r + o + n) for o, n in zip(offset, self._shape))], w,
+                        out=scaled)
             out += scaled
         return out.reshape(-1)
 

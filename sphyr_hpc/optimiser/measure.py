@@ -122,9 +122,9 @@ def phase_bytes(system, ksp_iterations, n_free, bisection_passes=None):
     if pc.getType() != "mg":
         return None
     ops, interps = _levels(system)
-    cycle_type = getattr(system, "mg_cycle", "v")
-    finest_type = getattr(system, "mg_finest_cycle", cycle_type)
-    galerkin_products = system.multigrid is None or system.multigrid.coarse is None
+    cycle_type = getattr(system.method, "mg_cycle", "v")
+    finest_type = getattr(system.method, "mg_finest_cycle", cycle_type)
+    galerkin_products = getattr(system.method, "coarse", None) is None
     n_elements = system.loadcase.n_elements
     fine = ops[0][0]
     n_fine = fine.getSize()[0]

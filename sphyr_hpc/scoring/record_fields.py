@@ -23,7 +23,7 @@ def write_record_fields(directory, model, subject, index, loadcase, designs, mas
     ``designs``: ``{"completion": rho, "ground_truth": rho, "optimum": rho}``
     (any subset, other names allowed) of natural (nely, nelx) densities; L and
     S cells are forced solid as in the analysis.  Each design is solved on one
-    COMM_SELF :class:`~sphyr_hpc.solvers.direct.DirectSystem` (options prefix
+    COMM_SELF direct system (:class:`~sphyr_hpc.solvers.direct.DirectMethod`, options prefix
     ``sphyr_fields_``) and written as
     ``<directory>/<model>__<subject>__<index:04d>__<design>.<suffix>`` with
     unsafe characters replaced.  Not collective: call it on the rank that

@@ -5,11 +5,11 @@ given element moduli E, and reports what a SIMP run needs of the solution.
 Element fields are *slabs*: this rank's box of elements, row-major and
 flattened (on one rank, the whole natural (nely, nelx) array flattened).
 
-Implementations: the PETSc systems on a DMDA, any number of ranks, one class
-a solver (:class:`~sphyr_hpc.solvers.direct.DirectSystem`,
-:class:`~sphyr_hpc.solvers.multigrid.MultigridSystem`,
-:class:`~sphyr_hpc.solvers.gamg.GAMGSystem`, on
-:class:`~sphyr_hpc.solvers.system.GridSystem`; chosen by size in
+Implementations: :class:`~sphyr_hpc.solvers.system.GridSystem`, the PETSc
+system on a DMDA, any number of ranks, with the method that solves it
+(:class:`~sphyr_hpc.solvers.direct.DirectMethod`,
+:class:`~sphyr_hpc.solvers.multigrid.MultigridMethod`,
+:class:`~sphyr_hpc.solvers.gamg.GAMGMethod`; chosen by size in
 :func:`sphyr_hpc.solvers.elasticity.elasticity_system`), and
 :class:`~sphyr_hpc.solvers.condensed.CondensedSystem` (one rank, condensed
 onto the DOFs of the cells an optimiser may change).

@@ -18,20 +18,24 @@ designs 6.6e-6 apart between two 60-iteration runs of 240x80 on 2 ranks, 1.9e-6
 with its sequential analysis and AMD ordering, ``-mat_mumps_icntl_28 1
 -mat_mumps_icntl_7 2``).  What it costs: ``benchmarks/results/direct_default.md``.
 ``-<prefix>pc_type lu -<prefix>pc_factor_mat_solver_type mumps`` chooses MUMPS.
-:meth:`DirectSystem.factor_solve` reuses the last factorisation for many
+:meth:`~.system.GridSystem.factor_solve` reuses the last factorisation for many
 right-hand sides (the swap polish's screen).
 """
 
 import numpy as np
 
-from ..runtime import events as timing
 from .assembly import ElementAssembly
-from .system import GridSystem
+
+
+def matrix_nbytes(A):
+    """The bytes a PETSc matrix holds on all ranks (MatGetInfo's memory)."""
+    return float(A.getInfo(A.InfoType.GLOBAL_SUM)["memory"])
 
 
 class InPlaceElements:
     """K of a system from its element moduli through :class:`~.assembly.ElementAssembly`: in place on
-    one rank in natural order (``values``: K's own CSR values), else into the DMDA's AIJ matrix."""
+    one rank in natural order (``values``: K's own CSR values), else into the DMDA's AIJ matrix
+    (``values`` None).  A level operator (``mat``, ``assemble``, ``nbytes``, ``close``)."""
 
     def __init__(self, system):
         PETSc = system.PETSc
@@ -43,83 +47,67 @@ class InPlaceElements:
         self.values = None
         if system.comm.getSize() == 1 and np.array_equal(system.local_natural_dofs, np.arange(system.n_local_dofs)):
             self.values = self.assembly.diagonal.copy()
-            self.K = PETSc.Mat().createAIJWithArrays(
+            self.mat = PETSc.Mat().createAIJWithArrays(
                 (system.n_local_dofs, system.n_local_dofs),
                 (self.assembly.indptr, self.assembly.indices, self.values), comm=system.comm)
         else:
-            self.K = system.da.createMatrix()
-            self.K.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
+            self.mat = system.da.createMatrix()
+            self.mat.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
 
     def assemble(self, moduli):
         if self.values is not None:
             self.assembly.values(moduli, out=self.values)  # K's own values, in place
-            self.K.assemble()  # a new state (refactorise) and stale cached data dropped (SOR's diagonal)
+            self.mat.assemble()  # a new state (refactorise) and stale cached data dropped (SOR's diagonal)
             return
-        self.K.zeroEntries()
-        self.K.setValuesLocalCSR(self.assembly.indptr, self.assembly.indices, self.assembly.values(moduli),
+        self.mat.zeroEntries()
+        self.mat.setValuesLocalCSR(self.assembly.indptr, self.assembly.indices, self.assembly.values(moduli),
                                  addv=self.PETSc.InsertMode.ADD_VALUES)
-        self.K.assemble()
+        self.mat.assemble()
+
+    @property
+    def nbytes(self):
+        return matrix_nbytes(self.mat)
+
+    def close(self):
+        if self.mat is not None:
+            self.mat.destroy()
+            self.mat = None
 
 
-class DirectSystem(GridSystem):
-    """K(E) u = f solved by a factorisation (see the module docstring)."""
+class DirectMethod:
+    """A factorisation (see the module docstring): the part of a :class:`~.system.GridSystem` that
+    solves directly, K its :class:`InPlaceElements`."""
 
-    solver = "direct"
+    name = "direct"
     iterative = False
 
-    def _build_operator(self):
-        self._elements = InPlaceElements(self)
-        self._values = self._elements.values
-        return self._elements.K
+    def __init__(self, system):
+        self.PETSc = system.PETSc
+        self.fine = InPlaceElements(system)
+        self._ranks = system.comm.getSize()
 
-    def _configure(self, ksp):
+    def configure(self, ksp):
         PETSc = self.PETSc
         ksp.setType(PETSc.KSP.Type.PREONLY)
         pc = ksp.getPC()
-        if self.comm.getSize() > 1:
+        if self._ranks > 1:
             # K gathered to rank 0 and factorised there as on one rank (MUMPS's parallel LU is not
             # the same from one run to the next: see the module's docstring).
             pc.setType(PETSc.PC.Type.TELESCOPE)
-            return {"pc_telescope_reduction_factor": self.comm.getSize(), "telescope_ksp_type": "preonly",
+            return {"pc_telescope_reduction_factor": self._ranks, "telescope_ksp_type": "preonly",
                     "telescope_pc_type": "cholesky", "telescope_pc_factor_mat_ordering_type": "nd"}
         pc.setType(PETSc.PC.Type.CHOLESKY)
         pc.setFactorOrdering(PETSc.Mat.OrderingType.ND)
         return {}
 
-    def assemble(self, moduli):
-        with timing.timed(timing.ASSEMBLY):
-            self._elements.assemble(moduli)
+    def options_read(self, ksp, options):
+        """Nothing to check."""
 
-    # -- what a condensation needs (one rank, assembled in place) --------------------------------
-    def stiffness_pattern(self):
-        """(indptr, indices) of K's CSR structure in natural DOF order (one rank, :attr:`in_place`)."""
-        self._require_in_place()
-        return self._elements.assembly.indptr, self._elements.assembly.indices
+    def set_up(self, ksp, first):
+        """Nothing beyond PETSc's factorisation."""
 
-    def stiffness_values(self, moduli):
-        """K's CSR values for element moduli, a new array in :meth:`stiffness_pattern`'s order."""
-        self._require_in_place()
-        return self._elements.assembly.values(moduli)
+    def assemble(self, moduli, ksp):
+        self.fine.assemble(moduli)
 
-    def factor_solve(self, rhs):
-        """K^{-1} rhs (natural order, columns) with the factorisation of the last solve (one rank).
-
-        One ``MatMatSolve`` for all the columns (PETSc's dense matrices are
-        column-major: the numpy array goes in Fortran order, no copy of PETSc's).
-        """
-        self._require_in_place()
-        PETSc = self.PETSc
-        factor = self.ksp.getPC().getFactorMatrix()
-        n, m = rhs.shape
-        B = PETSc.Mat().createDense((n, m), array=np.asfortranarray(rhs, dtype=float), comm=PETSc.COMM_SELF)
-        X = PETSc.Mat().createDense((n, m), comm=PETSc.COMM_SELF)
-        X.setUp()
-        factor.matSolve(B, X)
-        out = X.getDenseArray().copy()
-        B.destroy()
-        X.destroy()
-        return out
-
-    def _require_in_place(self):
-        if self._values is None:
-            raise RuntimeError("only a one-rank direct system (assembled in place) offers this")
+    def close(self):
+        self.fine.close()

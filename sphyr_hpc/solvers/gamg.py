@@ -9,32 +9,24 @@ threshold 0.01, a coarse grid of about :data:`~.hierarchy.COARSE_MAX_DOFS`
 equations, Chebyshev(2)/Jacobi smoothing with CG eigenvalue estimates.
 """
 
-from ..runtime import events as timing
-from .assembly import ElementBlockAssembly
 from .hierarchy import COARSE_MAX_DOFS
-from .multigrid import MAX_IT, RTOL, SMOOTHING, hierarchy_info, plain_csr_kernels, tune_operator
-from .system import GridSystem
+from .multigrid import MAX_IT, RTOL, SMOOTHING, StoredLevel, plain_csr_kernels
 
 
-class GAMGSystem(GridSystem):
-    """K(E) u = f by CG + PCGAMG (see the module docstring)."""
+class GAMGMethod:
+    """CG + PCGAMG (see the module docstring): the part of a :class:`~.system.GridSystem` that solves
+    by algebraic multigrid, K a :class:`~.multigrid.StoredLevel` (AIJ) with its rigid-body modes."""
 
-    solver = "gamg"
+    name = "gamg"
+    iterative = True
 
-    def _build_operator(self):
-        PETSc = self.PETSc
-        self.da.setMatType("aij")
-        K = self.da.createMatrix()
-        K.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
-        tune_operator(K)
-        (exs, exe), (eys, eye) = self.da_elem.getRanges()
-        self._blocks = ElementBlockAssembly(PETSc, self.loadcase, self.local_edofs[:, 0::2] // 2,
-                                            ((eys, eye), (exs, exe)), self.loadcase.fixed_dofs(), self.ke)
-        self._near_null = PETSc.NullSpace().createRigidBody(self.da.getCoordinates())
-        K.setNearNullSpace(self._near_null)
-        return K
+    def __init__(self, system):
+        self.PETSc = system.PETSc
+        self.fine = StoredLevel(system, "aij")
+        self._near_null = self.PETSc.NullSpace().createRigidBody(system.da.getCoordinates())
+        self.fine.mat.setNearNullSpace(self._near_null)
 
-    def _configure(self, ksp):
+    def configure(self, ksp):
         PETSc = self.PETSc
         ksp.setType(PETSc.KSP.Type.CG)
         ksp.setTolerances(rtol=RTOL, max_it=MAX_IT)
@@ -44,17 +36,19 @@ class GAMGSystem(GridSystem):
         return {"pc_gamg_type": "agg", "pc_gamg_agg_nsmooths": 1, "pc_gamg_threshold": 0.01,
                 "pc_gamg_coarse_eq_limit": COARSE_MAX_DOFS, **SMOOTHING["chebyshev"]}
 
-    def assemble(self, moduli):
-        with timing.timed(timing.ASSEMBLY):
-            self._blocks.assemble(self.K, moduli)
+    def options_read(self, ksp, options):
+        """Nothing to check."""
 
-    def _after_setup(self, first):
+    def set_up(self, ksp, first):
+        """The levels GAMG made switched to the plain CSR kernels, once."""
         if first:
-            plain_csr_kernels(self.ksp)
-            self.hierarchy = hierarchy_info(self.ksp)
+            plain_csr_kernels(ksp)
+
+    def assemble(self, moduli, ksp):
+        self.fine.assemble(moduli)
 
     def close(self):
-        super().close()
-        if getattr(self, "_near_null", None) is not None:
+        self.fine.close()
+        if self._near_null is not None:
             self._near_null.destroy()
             self._near_null = None

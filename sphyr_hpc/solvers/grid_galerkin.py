@@ -172,173 +172,171 @@ def _projected(wy, wx, matrices):
     return np.einsum("...ia,...ij,...jb->...ab", q, matrices, q).reshape(q.shape[:-2] + (64,))
 
 
+def _element_nodes(dm, py, px):
+    """(n, 4) ghosted local node of every corner (in _POS order) of the coarse elements of the box."""
+    (gxs, gxe), (gys, gye) = dm.getGhostRanges()
+    gxm = gxe - gxs
+    ey, ex = np.meshgrid(np.arange(*py), np.arange(*px), indexing="ij")
+    rows = np.stack([(ey.ravel() + ar - gys) * gxm + (ex.ravel() + ac - gxs) for ar, ac in _POS], axis=1)
+    ry = ey.ravel()[:, None] + np.array([r for r, _ in _POS])
+    rx = ex.ravel()[:, None] + np.array([c for _, c in _POS])
+    if rows.size and (ry.min() < gys or ry.max() >= gye or rx.min() < gxs or rx.max() >= gxe):
+        raise RuntimeError("a coarse element of this rank lies outside its coarse DMDA's ghost region")
+    return rows.astype(dm.getLGMap().getIndices().dtype)
+
+def _fixed_elements(system, box):
+    """(rows, cols, A, B) of the slab's elements with a fixed DOF (slab indices): their terms beyond
+    ``E K0`` are ``E A + B`` (A: their element matrix without the fixed rows and columns, minus K0; B:
+    the identity rows they count), or None."""
+    nely, nelx = system.loadcase.shape
+    (ey0, ey1), (ex0, ex1) = box
+    fixed = np.zeros(system.loadcase.n_dofs, dtype=bool)
+    fixed[system.loadcase.fixed_dofs()] = True
+    fixed = fixed.reshape(nely + 1, nelx + 1, 2)
+    # Each fixed DOF's identity row is counted by one element: the one below and right of its
+    # node, moved inside the grid.
+    counted = {}
+    for r, c, d in zip(*np.nonzero(fixed)):
+        er, ec = min(r, nely - 1), min(c, nelx - 1)
+        if ey0 <= er < ey1 and ex0 <= ec < ex1:
+            a = _POS.index((r - er, c - ec))
+            counted.setdefault((er, ec), []).append(2 * a + d)
+    touched = set(counted)
+    rows_with = np.nonzero(fixed.any(axis=2))
+    for r, c in zip(*rows_with):
+        for ar, ac in _POS:
+            er, ec = r - ar, c - ac
+            if ey0 <= er < ey1 and ex0 <= ec < ex1 and 0 <= er < nely and 0 <= ec < nelx:
+                touched.add((er, ec))
+    if not touched:
+        return None
+    ke = system.ke
+    rows, cols, As, Bs = [], [], [], []
+    for er, ec in sorted(touched):
+        dofs = [2 * (er + ar) * (nelx + 1) + 2 * (ec + ac) + d for ar, ac in _POS for d in (0, 1)]
+        free = ~fixed.reshape(-1)[dofs]
+        diag = np.zeros((8, 8))
+        for k in counted.get((er, ec), ()):
+            diag[k, k] = 1.0
+        rows.append(er - ey0)
+        cols.append(ec - ex0)
+        As.append(ke * (free[:, None] & free[None, :]) - ke)
+        Bs.append(diag)
+    return np.asarray(rows), np.asarray(cols), np.asarray(As), np.asarray(Bs)
+
+def _fixed_terms(fixed, chain_y, chain_x, depth, columns):
+    """The fixed-DOF elements' terms at ``depth``: (coarse rows, coarse columns, the fine elements'
+    slab rows and columns, A and B projected to their coarse elements, the values ``columns``), or
+    None."""
+    if fixed is None:
+        return None
+    rows, cols, A, B = fixed
+    wy = chain_y.weights[depth][chain_y.types[depth][rows]]
+    wx = chain_x.weights[depth][chain_x.types[depth][cols]]
+    coarse_rows = np.searchsorted(chain_y.starts[depth], rows, side="right") - 1 + chain_y.box[depth][0]
+    coarse_cols = np.searchsorted(chain_x.starts[depth], cols, side="right") - 1 + chain_x.box[depth][0]
+    return (coarse_rows, coarse_cols, rows, cols, _projected(wy, wx, A)[:, columns],
+            _projected(wy, wx, B)[:, columns], _rounds(coarse_rows, coarse_cols))
+
+
+def grid_galerkin_levels(PETSc, system, levels, mat_types, tune=None):
+    """The operators of ``levels`` 1.. (second finest first; ``levels`` finest first) of ``system``,
+    one :class:`GridGalerkin` a level, each on a coarse DMDA of its own; ``mat_types[l - 1]``: the
+    storage of level l (:data:`STENCIL`: a :class:`~.stencil.StencilOperator`, else the DMDA's matrix
+    type, tuned by ``tune``).  A level deeper than :data:`DIRECT_DEPTH` follows from the one above
+    it: assemble them in order, finest first."""
+    da = system.da
+    (exs, exe), (eys, eye) = system.da_elem.getRanges()
+    slab_shape = (eye - eys, exe - exs)
+    axes_y = [_Axis(a.y_pos, b.y_pos) for a, b in zip(levels[:-1], levels[1:])]
+    axes_x = [_Axis(a.x_pos, b.x_pos) for a, b in zip(levels[:-1], levels[1:])]
+    chain_y, chain_x = _Chain(axes_y, eys, eye), _Chain(axes_x, exs, exe)
+    fixed = _fixed_elements(system, ((eys, eye), (exs, exe)))
+    upper = upper_order()
+    out = []
+    for depth, level in enumerate(levels[1:], start=1):
+        py, px = chain_y.box[depth], chain_x.box[depth]
+        shape = (py[1] - py[0], px[1] - px[0])
+        stencil = mat_types[depth - 1] == STENCIL
+        direct = depth <= DIRECT_DEPTH
+        # Element matrices held where the level is a PETSc matrix or the next one follows from this one.
+        held = not stencil or not direct or (len(levels) > depth + 1 and depth + 1 > DIRECT_DEPTH)
+        G = np.zeros(shape + (64,)) if held else None
+        sums = step = None
+        if direct:
+            wy, wx = chain_y.weights[depth], chain_x.weights[depth]
+            table = _projected(wy[:, None], wx[None, :], system.ke)[..., upper]
+            sums = (ModuliSum(chain_y.starts[depth], chain_x.starts[depth], chain_y.types[depth],
+                              chain_x.types[depth], table),
+                    _fixed_terms(fixed, chain_y, chain_x, depth, slice(None) if held else upper))
+        else:
+            box_y, box_x = chain_y.box[depth - 1], chain_x.box[depth - 1]
+            opy, opx = axes_y[depth - 1].slices(*box_y), axes_x[depth - 1].slices(*box_x)
+            step = [(sy, cy, sx, cx, np.kron(*[_q_matrix(wy, wx)] * 2)) for sy, cy, wy in opy for sx, cx, wx in opx]
+        dm = PETSc.DMDA().create(
+            dim=2, dof=2, sizes=(level.nelx + 1, level.nely + 1), proc_sizes=da.getProcSizes(),
+            ownership_ranges=(np.diff(level.x_starts).tolist(), np.diff(level.y_starts).tolist()),
+            stencil_width=1, stencil_type=PETSc.DMDA.StencilType.BOX, comm=system.comm)
+        if stencil:
+            op = StencilOperator(PETSc, dm, stencil_nonzeros((level.nely, level.nelx), "sbaij"))
+            A = op.mat
+        else:
+            op = None
+            dm.setMatType(mat_types[depth - 1])
+            A = dm.createMatrix()
+            if tune is not None:
+                tune(A)
+        out.append(GridGalerkin(PETSc, dm, A, op, G, (py[0], px[0]), _element_nodes(dm, py, px), sums, step,
+                                out[-1] if out else None, slab_shape))
+    return out
+
+
 class GridGalerkin:
-    """The coarse operators of ``levels`` (finest first) of ``system``, updated from the moduli.
+    """One coarse level's operator, from the element moduli of the rank's slab (made by
+    :func:`grid_galerkin_levels`): ``mat`` (a :class:`~.stencil.StencilOperator`'s shell matrix, that
+    operator ``operator``, or a PETSc matrix on ``dm``), ``G`` its coarse element matrices where held,
+    summed from the moduli (``sums``) or from the level above's (``step``, ``finer``).  Owns its matrix
+    (or operator) and its DMDA."""
 
-    :attr:`mats` are the PETSc matrices of levels 1.. (second finest first: a
-    :class:`~.stencil.StencilOperator`'s shell matrix where ``mat_types[l - 1]`` is
-    :data:`STENCIL`, that operator in :attr:`operators`); ``mat_types[l - 1]`` the storage of
-    level l.  Owns the matrices and the
-    coarse DMDAs (:meth:`close`).
-    """
-
-    def __init__(self, PETSc, system, levels, mat_types, tune=None):
-        self.PETSc = PETSc
-        da = system.da
-        (exs, exe), (eys, eye) = system.da_elem.getRanges()
-        self._slab_shape = (eye - eys, exe - exs)
-        axes_y = [_Axis(a.y_pos, b.y_pos) for a, b in zip(levels[:-1], levels[1:])]
-        axes_x = [_Axis(a.x_pos, b.x_pos) for a, b in zip(levels[:-1], levels[1:])]
-        chain_y, chain_x = _Chain(axes_y, eys, eye), _Chain(axes_x, exs, exe)
-        fixed = self._fixed_elements(system, ((eys, eye), (exs, exe)))
-        self.dms, self.mats, self.G, self._rows, self._steps, self._sums = [], [], [], [], [], []
-        self.operators, self._first = [], []  # per level: its StencilOperator or None; its box's first element
-        upper = upper_order()
-        for depth, level in enumerate(levels[1:], start=1):
-            py, px = chain_y.box[depth], chain_x.box[depth]
-            shape = (py[1] - py[0], px[1] - px[0])
-            stencil = mat_types[depth - 1] == STENCIL
-            direct = depth <= DIRECT_DEPTH
-            # Element matrices held where the level is a PETSc matrix or the next one follows from this one.
-            held = not stencil or not direct or (len(levels) > depth + 1 and depth + 1 > DIRECT_DEPTH)
-            self.G.append(np.zeros(shape + (64,)) if held else None)
-            if direct:
-                wy, wx = chain_y.weights[depth], chain_x.weights[depth]
-                table = _projected(wy[:, None], wx[None, :], system.ke)[..., upper]
-                self._sums.append((ModuliSum(chain_y.starts[depth], chain_x.starts[depth], chain_y.types[depth],
-                                             chain_x.types[depth], table),
-                                   self._fixed_terms(fixed, chain_y, chain_x, depth, slice(None) if held else upper)))
-                self._steps.append(None)
-            else:
-                box_y, box_x = chain_y.box[depth - 1], chain_x.box[depth - 1]
-                opy, opx = axes_y[depth - 1].slices(*box_y), axes_x[depth - 1].slices(*box_x)
-                self._steps.append([(sy, cy, sx, cx, np.kron(*[_q_matrix(wy, wx)] * 2))
-                                    for sy, cy, wy in opy for sx, cx, wx in opx])
-                self._sums.append(None)
-            dm = PETSc.DMDA().create(
-                dim=2, dof=2, sizes=(level.nelx + 1, level.nely + 1), proc_sizes=da.getProcSizes(),
-                ownership_ranges=(np.diff(level.x_starts).tolist(), np.diff(level.y_starts).tolist()),
-                stencil_width=1, stencil_type=PETSc.DMDA.StencilType.BOX, comm=system.comm)
-            if stencil:
-                op = StencilOperator(PETSc, dm, stencil_nonzeros((level.nely, level.nelx), "sbaij"))
-                A = op.mat
-            else:
-                op = None
-                dm.setMatType(mat_types[depth - 1])
-                A = dm.createMatrix()
-                if tune is not None:
-                    tune(A)
-            self.dms.append(dm)
-            self.mats.append(A)
-            self.operators.append(op)
-            self._first.append((py[0], px[0]))
-            self._rows.append(self._element_nodes(dm, py, px))
-
-    @staticmethod
-    def _element_nodes(dm, py, px):
-        """(n, 4) ghosted local node of every corner (in _POS order) of the coarse elements of the box."""
-        (gxs, gxe), (gys, gye) = dm.getGhostRanges()
-        gxm = gxe - gxs
-        ey, ex = np.meshgrid(np.arange(*py), np.arange(*px), indexing="ij")
-        rows = np.stack([(ey.ravel() + ar - gys) * gxm + (ex.ravel() + ac - gxs) for ar, ac in _POS], axis=1)
-        ry = ey.ravel()[:, None] + np.array([r for r, _ in _POS])
-        rx = ex.ravel()[:, None] + np.array([c for _, c in _POS])
-        if rows.size and (ry.min() < gys or ry.max() >= gye or rx.min() < gxs or rx.max() >= gxe):
-            raise RuntimeError("a coarse element of this rank lies outside its coarse DMDA's ghost region")
-        return rows.astype(dm.getLGMap().getIndices().dtype)
-
-    @staticmethod
-    def _fixed_elements(system, box):
-        """(rows, cols, A, B) of the slab's elements with a fixed DOF (slab indices): their terms beyond
-        ``E K0`` are ``E A + B`` (A: their element matrix without the fixed rows and columns, minus K0; B:
-        the identity rows they count), or None."""
-        nely, nelx = system.loadcase.shape
-        (ey0, ey1), (ex0, ex1) = box
-        fixed = np.zeros(system.loadcase.n_dofs, dtype=bool)
-        fixed[system.loadcase.fixed_dofs()] = True
-        fixed = fixed.reshape(nely + 1, nelx + 1, 2)
-        # Each fixed DOF's identity row is counted by one element: the one below and right of its
-        # node, moved inside the grid.
-        counted = {}
-        for r, c, d in zip(*np.nonzero(fixed)):
-            er, ec = min(r, nely - 1), min(c, nelx - 1)
-            if ey0 <= er < ey1 and ex0 <= ec < ex1:
-                a = _POS.index((r - er, c - ec))
-                counted.setdefault((er, ec), []).append(2 * a + d)
-        touched = set(counted)
-        rows_with = np.nonzero(fixed.any(axis=2))
-        for r, c in zip(*rows_with):
-            for ar, ac in _POS:
-                er, ec = r - ar, c - ac
-                if ey0 <= er < ey1 and ex0 <= ec < ex1 and 0 <= er < nely and 0 <= ec < nelx:
-                    touched.add((er, ec))
-        if not touched:
-            return None
-        ke = system.ke
-        rows, cols, As, Bs = [], [], [], []
-        for er, ec in sorted(touched):
-            dofs = [2 * (er + ar) * (nelx + 1) + 2 * (ec + ac) + d for ar, ac in _POS for d in (0, 1)]
-            free = ~fixed.reshape(-1)[dofs]
-            diag = np.zeros((8, 8))
-            for k in counted.get((er, ec), ()):
-                diag[k, k] = 1.0
-            rows.append(er - ey0)
-            cols.append(ec - ex0)
-            As.append(ke * (free[:, None] & free[None, :]) - ke)
-            Bs.append(diag)
-        return np.asarray(rows), np.asarray(cols), np.asarray(As), np.asarray(Bs)
-
-    @staticmethod
-    def _fixed_terms(fixed, chain_y, chain_x, depth, columns):
-        """The fixed-DOF elements' terms at ``depth``: (coarse rows, coarse columns, the fine elements'
-        slab rows and columns, A and B projected to their coarse elements, the values ``columns``), or
-        None."""
-        if fixed is None:
-            return None
-        rows, cols, A, B = fixed
-        wy = chain_y.weights[depth][chain_y.types[depth][rows]]
-        wx = chain_x.weights[depth][chain_x.types[depth][cols]]
-        coarse_rows = np.searchsorted(chain_y.starts[depth], rows, side="right") - 1 + chain_y.box[depth][0]
-        coarse_cols = np.searchsorted(chain_x.starts[depth], cols, side="right") - 1 + chain_x.box[depth][0]
-        return (coarse_rows, coarse_cols, rows, cols, _projected(wy, wx, A)[:, columns],
-                _projected(wy, wx, B)[:, columns], _rounds(coarse_rows, coarse_cols))
+    def __init__(self, PETSc, dm, mat, operator, G, first, rows, sums, step, finer, slab_shape):
+        self.PETSc, self.dm, self.mat, self.operator, self.G = PETSc, dm, mat, operator, G
+        self._first, self._rows, self._sums, self._step, self._finer = first, rows, sums, step, finer
+        self._slab_shape = slab_shape
 
     @property
     def nbytes(self):
-        """What the coarse operators hold on this rank: their element matrices, stencils, matrices."""
-        held = sum(G.nbytes for G in self.G if G is not None)
-        held += sum(op.nbytes if op is not None else A.getInfo(A.InfoType.LOCAL)["memory"]
-                    for op, A in zip(self.operators, self.mats))
+        """What the level holds on this rank: its element matrices, stencils or matrix."""
+        held = self.G.nbytes if self.G is not None else 0
+        held += self.operator.nbytes if self.operator is not None else self.mat.getInfo(self.mat.InfoType.LOCAL)["memory"]
         return float(held)
 
     def assemble(self, moduli):
-        """Every coarse operator for the element moduli of this rank's slab (collective)."""
-        add = self.PETSc.InsertMode.ADD_VALUES
+        """The operator for the element moduli of this rank's slab (collective; the level above first)."""
         moduli = np.ascontiguousarray(moduli, dtype=float).reshape(self._slab_shape)
-        for depth, (G, A, op, first) in enumerate(zip(self.G, self.mats, self.operators, self._first)):
-            if op is not None:
-                op.begin()
-            if self._sums[depth] is not None:
-                self._sum_from_moduli(depth, moduli)
-            else:
-                G.fill(0.0)
-                for sy, cy, sx, cx, kron in self._steps[depth]:
-                    G[sy, sx] += _product(self.G[depth - 1][cy, cx], kron, G[sy, sx].shape)
-            if op is not None:
-                if G is not None:
-                    op.add_elements(G, *first)
-                op.finish()
-            else:
-                rows = self._rows[depth]
-                A.zeroEntries()
-                A.setValuesBlockedLocalRCV(rows, rows, G.reshape(-1, 64), addv=add)
-                A.assemble()
+        G, op = self.G, self.operator
+        if op is not None:
+            op.begin()
+        if self._sums is not None:
+            self._sum_from_moduli(moduli)
+        else:
+            G.fill(0.0)
+            for sy, cy, sx, cx, kron in self._step:
+                G[sy, sx] += _product(self._finer.G[cy, cx], kron, G[sy, sx].shape)
+        if op is not None:
+            if G is not None:
+                op.add_elements(G, *self._first)
+            op.finish()
+        else:
+            self.mat.zeroEntries()
+            self.mat.setValuesBlockedLocalRCV(self._rows, self._rows, G.reshape(-1, 64),
+                                              addv=self.PETSc.InsertMode.ADD_VALUES)
+            self.mat.assemble()
 
-    def _sum_from_moduli(self, depth, moduli):
-        """Level ``depth + 1`` straight from the moduli: into its element matrices where they are held,
-        else into its stencils; the fixed-DOF elements' terms added one by one."""
-        moduli_sum, fixed = self._sums[depth]
-        G, op, first = self.G[depth], self.operators[depth], self._first[depth]
+    def _sum_from_moduli(self, moduli):
+        """Straight from the moduli: into the element matrices where they are held, else into the
+        stencils; the fixed-DOF elements' terms added one by one."""
+        moduli_sum, fixed = self._sums
+        G, op, first = self.G, self.operator, self._first
         if G is not None:
             moduli_sum.elements(moduli, G)
         else:
@@ -354,12 +352,10 @@ class GridGalerkin:
             op.add_listed(coarse_rows, coarse_cols, terms)
 
     def close(self):
-        for op in self.operators:
-            if op is not None:
-                op.close()
-        for op, A in zip(self.operators, self.mats):
-            if op is None:
-                A.destroy()
-        for dm in self.dms:
-            dm.destroy()
-        self.mats, self.dms, self.G, self.operators = [], [], [], []
+        if self.operator is not None:
+            self.operator.close()
+        elif self.mat is not None:
+            self.mat.destroy()
+        if self.dm is not None:
+            self.dm.destroy()
+        self.mat = self.operator = self.dm = self.G = None

@@ -89,6 +89,8 @@ class FineOperator(FusedOperator):
     :meth:`getDiagonal` are what PETSc calls; :attr:`mat` is the shell matrix.
     """
 
+    values = None  # no stored K
+
     def __init__(self, PETSc, da, da_elem, shape, fixed_local, ke, comm, storage="aij"):
         """``storage``: the format :attr:`nnz` counts in (the coarser levels', for the operator
         complexity)."""

@@ -1,11 +1,13 @@
 """CG + geometric multigrid on the grid's own hierarchy: the solver of large grids.
 
-:class:`MultigridSystem` makes the grid's :class:`~.plan.MultigridPlan` (a pure
-function of the grid, the ranks, the smoother kind and whether the compiled
-kernels load: :func:`~.plan.make_plan`), builds what each planned level says and
-gives the levels to PETSc's PCMG; the plan's option defaults are inserted and
-``setFromOptions`` is called once, last, so the command line wins on every level
-(the cycle included).  No option is read to choose what is built.
+:class:`MultigridMethod`, the part of a :class:`~.system.GridSystem` that solves
+by multigrid, makes the grid's :class:`~.plan.MultigridPlan` (a pure function of
+the grid, the ranks, the smoother kind and whether the compiled kernels load:
+:func:`~.plan.make_plan`) and builds what each planned level says;
+:meth:`~MultigridMethod.configure` gives the levels to PETSc's PCMG and returns
+the plan's option defaults, which the system inserts before it calls
+``setFromOptions`` once, last, so the command line wins on every level (the
+cycle included).  No option is read to choose what is built.
 
 What a level can be (the plan's words):
 
@@ -15,15 +17,16 @@ What a level can be (the plan's words):
   (:class:`~.stencil.StencilOperator`);
 * ``sbaij``/``aij``: a PETSc matrix on the level's DMDA (the finest assembled in
   2x2 element blocks, :class:`StoredLevel`); ``aij-in-place``: the finest on one
-  rank with K's CSR values written in place (:class:`InPlaceLevel`);
+  rank with K's CSR values written in place (:class:`~.direct.InPlaceElements`);
 * the coarsest level is AIJ and factored (LU; PCREDUNDANT on several ranks).
 
-Every level operator offers the same few things: its ``mat``,
-``assemble(moduli)``, ``nbytes`` (what it holds) and ``close()``; the coarser
-levels' operators are summed from the moduli together
-(:class:`~.grid_galerkin.GridGalerkin` on coarse DMDAs, or
-:class:`~.galerkin.ElementGalerkin` on one rank in place), with the same
-``assemble(moduli)``, ``nbytes`` and ``close()``.  The smoothers are set on each
+Every level, the finest and each coarser one, is an object of one small
+interface: its ``mat``, ``assemble(moduli)``, ``nbytes`` (what it holds) and
+``close()``.  The coarser levels' operators are summed from the moduli
+(:class:`~.grid_galerkin.GridGalerkin` on a coarse DMDA a level, a level deeper
+than :data:`~.grid_galerkin.DIRECT_DEPTH` from the one above it, or
+:class:`~.galerkin.ElementGalerkin` on one rank in place); the coarsest is
+factored by PCMG's coarse solve.  The smoothers are set on each
 level's KSP in code as the plan says (the fused Chebyshev smoother,
 :class:`~.fused.ChebyshevSmoother`, a KSPPYTHON; PETSc's Chebyshev/Jacobi; SOR as
 option defaults), and so are the cycles (W below a V on the finest level).
@@ -41,21 +44,17 @@ stiffness to coarse nodes next to supports.
 """
 
 import sys
-from dataclasses import dataclass
 
 import numpy as np
 
-from ..core import discretisation as fe
-from ..runtime import events
 from ..runtime.native import NativeUnavailable
 from ..runtime.petsc import OptionsError
+from . import hierarchy
 from . import plan as mgplan
 from .assembly import ElementBlockAssembly
-from .direct import InPlaceElements
-from .fused import ChebyshevSmoother, operator_of
-from . import hierarchy
-from .hierarchy import MAX_LEVELS, Level, interpolation_csr
-from .system import GridSystem
+from .direct import InPlaceElements, matrix_nbytes
+from .fused import ChebyshevSmoother
+from .hierarchy import MAX_LEVELS, interpolation_csr
 from .transfer import GridTransfer
 
 # Relative residual reduction of the CG solve.  The residual check of docs/scoring.md is
@@ -92,11 +91,6 @@ def tune_operator(A):
         A.setOption(A.Option.USE_INODES, USE_INODES)
 
 
-def matrix_nbytes(A):
-    """The bytes a PETSc matrix holds on all ranks (MatGetInfo's memory)."""
-    return float(A.getInfo(A.InfoType.GLOBAL_SUM)["memory"])
-
-
 def kernels_available(comm, prefix):
     """Whether every rank loads the compiled kernels (one warning line on rank 0 where not)."""
     from . import matfree
@@ -121,6 +115,8 @@ class StoredLevel:
     """The finest level as a PETSc matrix on the system's nodal DMDA (``storage``: SBAIJ or AIJ),
     assembled from the element moduli in 2x2 element blocks (:class:`~.assembly.ElementBlockAssembly`)."""
 
+    values = None  # not assembled in place
+
     def __init__(self, system, storage):
         PETSc = system.PETSc
         system.da.setMatType(storage)
@@ -144,28 +140,6 @@ class StoredLevel:
             self.mat = None
 
 
-class InPlaceLevel:
-    """The finest level on one rank as AIJ whose CSR values are written in place from the moduli
-    (:class:`~.direct.InPlaceElements`: one sparse product; ``values`` are K's own)."""
-
-    def __init__(self, system):
-        self._elements = InPlaceElements(system)
-        self.mat, self.values = self._elements.K, self._elements.values
-        self.mat.setOption(self.mat.Option.USE_INODES, USE_INODES)
-
-    def assemble(self, moduli):
-        self._elements.assemble(moduli)
-
-    @property
-    def nbytes(self):
-        return matrix_nbytes(self.mat)
-
-    def close(self):
-        if self.mat is not None:
-            self.mat.destroy()
-            self.mat = None
-
-
 def finest_level(system, plan):
     """The operator of ``plan``'s finest level for ``system``."""
     storage = plan.finest.storage
@@ -175,22 +149,94 @@ def finest_level(system, plan):
         return FineOperator(system.PETSc, system.da, system.da_elem, system.loadcase.shape, system.fixed_local,
                             system.ke, system.comm, mgplan.STENCIL)
     if storage == mgplan.IN_PLACE:
-        return InPlaceLevel(system)
+        fine = InPlaceElements(system)
+        fine.mat.setOption(fine.mat.Option.USE_INODES, USE_INODES)
+        return fine
     return StoredLevel(system, storage)
 
 
-@dataclass
-class MultigridSetup:
-    """What :class:`MultigridSystem` built for PCMG: ``levels`` (the grids, finest first),
-    ``interpolations`` (its PETSc interpolation matrices, coarsest pair first), ``transfers`` (what
-    owns each: a :class:`~.transfer.GridTransfer` or the stored matrix itself) and ``coarse`` (the
-    coarse operators, assembled with K), owned by this object and destroyed by :meth:`close` (the
-    system closes it)."""
+class MultigridMethod:
+    """CG + geometric multigrid on the grid's plan (see the module docstring): the part of a
+    :class:`~.system.GridSystem` that solves by multigrid.
 
-    levels: list
-    interpolations: list = ()
-    coarse: object = None
-    transfers: list = ()
+    ``smoother``: ``"chebyshev"`` (the large grids) or ``"sor"`` (stored operators, Gauss-Seidel:
+    the yardstick's SIMP runs); ``coarse_max_dofs``: the coarsest grid's size target (None:
+    :data:`~.hierarchy.COARSE_MAX_DOFS`); ``max_levels``: a cap on the level count;
+    ``matrix_free``: False for the plan without the compiled kernels (every operator a PETSc matrix,
+    what runs where the kernels are not installed), None for the kernels where they load.
+
+    Made, it makes the plan and every level: ``fine`` (K), ``coarse`` (the coarser levels' operators,
+    assembled with K) and the transfers (``interpolations``: PETSc's matrices, coarsest pair first);
+    :meth:`configure` gives them to PCMG with the plan's smoothers and cycles.
+    """
+
+    name = "mg"
+    iterative = True
+
+    def __init__(self, system, smoother="chebyshev", coarse_max_dofs=None, matrix_free=None, max_levels=MAX_LEVELS):
+        if smoother not in SMOOTHERS:
+            raise ValueError(f"unknown smoother {smoother!r}: expected one of {', '.join(SMOOTHERS)}")
+        self.PETSc, self.prefix, self._ranks = system.PETSc, system.prefix, system.comm.getSize()
+        coarse_max_dofs = coarse_max_dofs if coarse_max_dofs is not None else hierarchy.COARSE_MAX_DOFS
+        kernels = smoother == mgplan.CHEBYSHEV and matrix_free is not False and kernels_available(system.comm,
+                                                                                                  system.prefix)
+        self.plan = mgplan.make_plan(system.loadcase.shape, self._ranks, smoother, kernels,
+                                     system.da.getOwnershipRanges(), coarse_max_dofs, max_levels)
+        self.levels = list(self.plan.hierarchy)
+        self.matrix_free = self.plan.finest.storage == mgplan.MATRIX_FREE
+        self.coarse, self.transfers, self.interpolations = None, [], []
+        self.fine = finest_level(system, self.plan)
+        check_fine_numbering(system, self.levels[0])
+        if len(self.levels) > 1:
+            self.coarse = coarse_levels(system, self.plan)
+            self.transfers = transfers(system, self.plan, self.coarse)
+            self.interpolations = [getattr(owner, "mat", owner) for owner in self.transfers]
+        self.mg_cycle, self.mg_finest_cycle = mgplan.CYCLE, mgplan.FINEST_CYCLE
+
+    def configure(self, ksp):
+        """CG on PCMG with the plan's levels, smoothers and cycles (PCLU/PCREDUNDANT for one level)."""
+        PETSc = self.PETSc
+        ksp.setType(PETSc.KSP.Type.CG)
+        ksp.setTolerances(rtol=RTOL, max_it=MAX_IT)
+        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+        ksp.setInitialGuessNonzero(True)  # warm start from the previous displacements
+        pc = ksp.getPC()
+        if self.coarse is None:
+            # Small enough for the coarse solve itself (PCMG would smooth a 1-level "hierarchy").
+            pc.setType(PETSc.PC.Type.LU if self._ranks == 1 else PETSc.PC.Type.REDUNDANT)
+            return self.plan.options
+        pc.setType(PETSc.PC.Type.MG)
+        pc.setMGLevels(len(self.plan.levels))
+        for number, level in enumerate(reversed(self.coarse)):  # coarsest first, as PCMG numbers them
+            (pc.getMGCoarseSolve() if number == 0 else pc.getMGSmoother(number)).setOperators(level.mat)
+        for level, P in enumerate(self.interpolations, start=1):
+            pc.setMGInterpolation(level, P)
+        set_smoothers(PETSc, pc, self.plan)
+        return self.plan.options
+
+    def options_read(self, ksp, options):
+        """The level count is the plan's; the cycles in force, for the reports (PETSc has no getter)."""
+        pc = ksp.getPC()
+        if pc.getType() == "mg" and pc.getMGLevels() != len(self.levels):
+            # setFromOptions took -pc_mg_levels as given: PCMG would set up levels that have no operators.
+            raise OptionsError(f"-{self.prefix}pc_mg_levels {pc.getMGLevels()}: this grid's multigrid plan has "
+                               f"{len(self.levels)} levels (at most {len(self.levels)}); the level count is "
+                               f"the plan's (max_levels), leave the option out")
+        cycle = options.getString("pc_mg_cycle_type", "").lower()  # it sets every level
+        self.mg_cycle = cycle or mgplan.CYCLE
+        self.mg_finest_cycle = cycle or mgplan.FINEST_CYCLE
+
+    def set_up(self, ksp, first):
+        """The fused smoothers' eigenvalue estimates for the current K."""
+        set_up_fused_smoothers(ksp)
+
+    def assemble(self, moduli, ksp):
+        """Every level for the moduli; ``ksp``'s coarser levels told that their operators changed."""
+        self.fine.assemble(moduli)
+        if self.coarse is not None:
+            for level in self.coarse:  # finest first: a deep level follows from the one above
+                level.assemble(moduli)
+            renew_coarse_smoothers(ksp)
 
     def close(self):
         for owner in self.transfers:
@@ -199,133 +245,37 @@ class MultigridSetup:
             else:
                 owner.destroy()
         self.interpolations = self.transfers = ()
-        if self.coarse is not None:
-            self.coarse.close()
-            self.coarse = None
+        for level in [*(self.coarse or ()), self.fine]:
+            if level is not None:
+                level.close()
+        self.coarse = self.fine = None
 
 
-class MultigridSystem(GridSystem):
-    """K(E) u = f by CG + geometric multigrid on the grid's plan (see the module docstring).
+def coarse_levels(system, plan):
+    """The operators of levels 1.. (second finest first) from the moduli, one object a level, as the
+    plan says."""
+    if plan.coarse_operators == "element":
+        from .galerkin import element_galerkin_levels
 
-    ``smoother``: ``"chebyshev"`` (the large grids) or ``"sor"`` (stored operators, Gauss-Seidel:
-    the yardstick's SIMP runs); ``coarse_max_dofs``: the coarsest grid's size target (None:
-    :data:`~.hierarchy.COARSE_MAX_DOFS`); ``max_levels``: a cap on the level count;
-    ``matrix_free``: False for the plan without the compiled kernels (every operator a PETSc matrix,
-    what runs where the kernels are not installed), None for the kernels where they load.
-    """
+        return element_galerkin_levels(system.PETSc, plan.hierarchy, system.local_edofs, system.fixed_local,
+                                       system.ke, use_inodes=USE_INODES)
+    from .grid_galerkin import grid_galerkin_levels
 
-    solver = "mg"
+    return grid_galerkin_levels(system.PETSc, system, plan.hierarchy, plan.coarse_storages, tune=tune_operator)
 
-    def __init__(self, loadcase, comm=None, prefix="sphyr_", nu=fe.NU, element_halo=1, options=None,
-                 smoother="chebyshev", coarse_max_dofs=None, matrix_free=None, max_levels=MAX_LEVELS):
-        if smoother not in SMOOTHERS:
-            raise ValueError(f"unknown smoother {smoother!r}: expected one of {', '.join(SMOOTHERS)}")
-        self.smoother = smoother
-        self.coarse_max_dofs = coarse_max_dofs if coarse_max_dofs is not None else hierarchy.COARSE_MAX_DOFS
-        self.max_levels = max_levels
-        self._matrix_free = matrix_free
-        self.plan = self._fine = None
-        super().__init__(loadcase, comm=comm, prefix=prefix, nu=nu, element_halo=element_halo, options=options)
 
-    # -- the plan and its operators -------------------------------------------------------------
-    def _build_operator(self):
-        kernels = (self.smoother == mgplan.CHEBYSHEV and self._matrix_free is not False
-                   and kernels_available(self.comm, self.prefix))
-        self.plan = mgplan.make_plan(self.loadcase.shape, self.comm.getSize(), self.smoother, kernels,
-                                     self.da.getOwnershipRanges(), self.coarse_max_dofs, self.max_levels)
-        self.levels = list(self.plan.hierarchy)
-        self.matrix_free = self.plan.finest.storage == mgplan.MATRIX_FREE
-        self._fine = finest_level(self, self.plan)
-        self._values = getattr(self._fine, "values", None)
-        return self._fine.mat
-
-    def _configure(self, ksp):
-        PETSc = self.PETSc
-        ksp.setType(PETSc.KSP.Type.CG)
-        ksp.setTolerances(rtol=RTOL, max_it=MAX_IT)
-        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-        ksp.setInitialGuessNonzero(True)  # warm start from the previous displacements
-        pc = ksp.getPC()
-        plan = self.plan
-        check_fine_numbering(self, self.levels[0])
-        if len(plan.levels) == 1:
-            # Small enough for the coarse solve itself (PCMG would smooth a 1-level "hierarchy").
-            pc.setType(PETSc.PC.Type.LU if self.comm.getSize() == 1 else PETSc.PC.Type.REDUNDANT)
-            self.multigrid = MultigridSetup(self.levels)
-            return plan.options
-        pc.setType(PETSc.PC.Type.MG)
-        pc.setMGLevels(len(plan.levels))
-        coarse = self._coarse_operators()
-        for level, A in enumerate(reversed(coarse.mats)):  # coarsest first, as PCMG numbers them
-            (pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)).setOperators(A)
-        transfers = self._transfers(getattr(coarse, "dms", None))
-        interpolations = [getattr(owner, "mat", owner) for owner in transfers]
-        for level, P in enumerate(interpolations, start=1):
-            pc.setMGInterpolation(level, P)
-        self.multigrid = MultigridSetup(self.levels, interpolations, coarse, transfers)
-        set_smoothers(PETSc, pc, plan)
-        return plan.options
-
-    def _coarse_operators(self):
-        """The operators of levels 1.. from the moduli, as the plan says."""
-        if self.plan.coarse_operators == "element":
-            from .galerkin import ElementGalerkin
-
-            return ElementGalerkin(self.PETSc, self.levels, self.local_edofs, self.fixed_local, self.ke,
-                                   use_inodes=USE_INODES)
-        from .grid_galerkin import GridGalerkin
-
-        return GridGalerkin(self.PETSc, self, self.levels, self.plan.coarse_storages, tune=tune_operator)
-
-    def _transfers(self, coarse_dms):
-        """The interpolations, coarsest pair first, as the plan says: applied from the grids in C
-        (a :class:`~.transfer.GridTransfer`, its ``mat``) or stored as AIJ (the matrix)."""
-        out = []
-        for depth, (planned, fine, coarse) in enumerate(zip(self.plan.levels, self.levels[:-1], self.levels[1:])):
-            if planned.transfer == mgplan.GRID:
-                out.append(GridTransfer(self.PETSc, fine, coarse, coarse_dms[depth], hierarchy.axis_weights))
-            else:
-                out.append(stored_interpolation(self, fine, coarse))
-        return out[::-1]
-
-    def _after_options(self, ksp, options):
-        pc = ksp.getPC()
-        if pc.getType() == "mg" and pc.getMGLevels() != len(self.levels):
-            # setFromOptions took -pc_mg_levels as given: PCMG would set up levels that have no operators.
-            raise OptionsError(f"-{self.prefix}pc_mg_levels {pc.getMGLevels()}: this grid's multigrid plan has "
-                               f"{len(self.levels)} levels (at most {len(self.levels)}); the level count is "
-                               f"the plan's (max_levels), leave the option out")
-        # The cycles in force, for the reports (PETSc has no getter): -pc_mg_cycle_type sets every level.
-        cycle = options.getString("pc_mg_cycle_type", "").lower()
-        self.mg_cycle = cycle or mgplan.CYCLE
-        self.mg_finest_cycle = cycle or mgplan.FINEST_CYCLE
-
-    def _after_setup(self, first):
-        set_up_fused_smoothers(self.ksp)
-        if first:
-            self.hierarchy = hierarchy_info(self.ksp)
-
-    # -- assembly and what the solution gives ---------------------------------------------------
-    def assemble(self, moduli):
-        with events.timed(events.ASSEMBLY):
-            self._fine.assemble(moduli)
-            if self.multigrid is not None and self.multigrid.coarse is not None:
-                self.multigrid.coarse.assemble(moduli)
-                renew_coarse_smoothers(self.ksp)
-
-    def unit_energies(self):
-        """u_e^T K0 u_e of every element of this rank's slab (from the element modes in C where the
-        finest level is applied from the moduli)."""
-        if self.matrix_free:
-            return self._fine.energies(self.local_displacements())
-        return super().unit_energies()
-
-    def _owned_objects(self):
-        return (self.multigrid, self._fine)
-
-    def close(self):
-        super().close()
-        self.multigrid = self._fine = None
+def transfers(system, plan, coarse):
+    """The interpolations, coarsest pair first, as the plan says: applied from the grids in C
+    (a :class:`~.transfer.GridTransfer` onto the coarse level's DMDA, its ``mat``) or stored as AIJ
+    (the matrix)."""
+    grids = plan.hierarchy
+    out = []
+    for depth, (planned, fine, coarse_grid) in enumerate(zip(plan.levels, grids[:-1], grids[1:])):
+        if planned.transfer == mgplan.GRID:
+            out.append(GridTransfer(system.PETSc, fine, coarse_grid, coarse[depth].dm, hierarchy.axis_weights))
+        else:
+            out.append(stored_interpolation(system, fine, coarse_grid))
+    return out[::-1]
 
 
 def set_smoothers(PETSc, pc, plan):
@@ -430,27 +380,4 @@ def plain_csr_kernels(ksp):
             A.assemble()
 
 
-def hierarchy_info(ksp):
-    """Levels of a PCMG/PCGAMG preconditioner after set-up, finest first.
-
-    Returns a list of dicts (``level``, ``rows``, ``nonzeros``) and the operator
-    complexity (sum of nonzeros over the fine level's), or None for another
-    preconditioner.  Collective.
-    """
-    pc = ksp.getPC()
-    if pc.getType() not in ("mg", "gamg"):
-        return None
-    n = pc.getMGLevels()
-    rows = []
-    for level in range(n - 1, -1, -1):
-        smoother = pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)
-        A = smoother.getOperators()[0]
-        fine = operator_of(A)  # applied from the moduli: the nonzeros it stands for
-        nonzeros = fine.nnz if fine is not None else int(A.getInfo(A.InfoType.GLOBAL_SUM)["nz_used"])
-        rows.append({"level": level, "rows": A.getSize()[0], "nonzeros": nonzeros})
-    complexity = sum(r["nonzeros"] for r in rows) / rows[0]["nonzeros"] if rows and rows[0]["nonzeros"] else None
-    return rows, complexity
-
-
-__all__ = ["InPlaceLevel", "Level", "MultigridSetup", "MultigridSystem", "StoredLevel", "hierarchy_info",
-           "kernels_available", "set_smoothers"]
+__all__ = ["MultigridMethod", "StoredLevel", "kernels_available", "set_smoothers"]

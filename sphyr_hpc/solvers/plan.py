@@ -5,7 +5,7 @@ dimension), the ranks and how the grid's nodes are split over them, the
 smoother kind and whether the compiled kernels load.  It returns a frozen
 :class:`MultigridPlan`: the levels (the hierarchy of :mod:`.hierarchy`), each
 with its storage, the transfer into it from the next coarser level, its
-smoother and its cycle.  :class:`~.multigrid.MultigridSystem` builds what the
+smoother and its cycle.  :class:`~.multigrid.MultigridMethod` builds what the
 plan says and nothing else; printed (``str(plan)``), the plan is the hierarchy
 table a run logs.  No PETSc option is read here: what a user may change on the
 command line (smoothing, cycles, the coarse solve) are PETSc options over the
@@ -104,8 +104,9 @@ class MultigridPlan:
 
     ``hierarchy`` holds the :class:`~.hierarchy.Level` grids (the same order) whose node positions and
     rank boxes the operators and transfers are built from; ``coarse_operators`` says where the coarser
-    levels' operators come from: ``"grid"`` (:class:`~.grid_galerkin.GridGalerkin`, coarse DMDAs),
-    ``"element"`` (:class:`~.galerkin.ElementGalerkin`, one rank in place) or None (one level).
+    levels' operators come from: ``"grid"`` (a :class:`~.grid_galerkin.GridGalerkin` a level, coarse
+    DMDAs), ``"element"`` (a :class:`~.galerkin.ElementGalerkin` a level, one rank in place) or None
+    (one level).
     """
 
     dim: int
@@ -162,7 +163,7 @@ def make_plan(shape, ranks=1, smoother=CHEBYSHEV, kernels=True, ownership=None,
     default one process along each axis, only right for one rank); ``kernels``: whether every rank
     loads the compiled kernels; ``coarse_max_dofs``: the coarsest level's size target; ``max_levels``:
     a cap on the level count (the one input that changes the levels; PCMG's ``-pc_mg_levels`` does
-    not: a different count is an error, see :class:`~.multigrid.MultigridSystem`).
+    not: a different count is an error, see :class:`~.multigrid.MultigridMethod`).
     """
     dim = fe.grid_dimension(shape)
     if dim != 2:

@@ -44,7 +44,7 @@ SIMP_PREFIX = "sphyr_simp_"
 # within ~4e-9 of the exact solve's and the SIMP designs' candidates hold the parity rules (tests/test_sizes.py).
 # The residual rule of docs/scoring.md, "Finite elements", (||K u - f|| <= 1e-6 max(||f||, 1)) is checked after every solve as always.
 SIMP_RTOL = 1e-6
-# Smoothing: Gauss-Seidel (``smoother="sor"`` of :class:`~sphyr_hpc.solvers.multigrid.MultigridSystem`:
+# Smoothing: Gauss-Seidel (``smoother="sor"`` of :class:`~sphyr_hpc.solvers.multigrid.MultigridMethod`:
 # a forward sweep on the way down, a backward one on the way up) instead of the Chebyshev(2)/Jacobi
 # default, which re-estimates eigenvalues at every set-up (10 CG steps a level); V-cycles down to a
 # coarse grid of at most SIMP_COARSE_MAX_DOFS (10x10 elements at 80x80), whose LU is redone at every

@@ -1,4 +1,4 @@
-"""What the three PETSc systems share: the grid on DMDAs, the vectors, the KSP and the solve.
+"""What every PETSc system shares: the grid on DMDAs, the vectors, the KSP and the solve.
 
 Who owns what
 -------------
@@ -12,23 +12,44 @@ A :class:`GridSystem` owns every PETSc handle it creates and destroys them in
   elements ``DMDAGetElements`` hands each rank.  Element fields (densities,
   moduli, energies, sensitivities) live on it; locally each rank holds its box
   of elements row-major, called its *slab*.
-* ``K`` (made by the subclass), ``ksp`` (options prefix ``prefix``), vectors
-  ``f`` (forces, zero on fixed DOFs), ``u`` (displacements), ``r`` (residual).
+* ``method``: the solver's part (below), which owns K and every other operator;
+  ``ksp`` (options prefix ``prefix``), vectors ``f`` (forces, zero on fixed
+  DOFs), ``u`` (displacements), ``r`` (residual).
 
-Dirichlet conditions are symmetric in every subclass (fixed rows and columns
+Dirichlet conditions are symmetric in every method (fixed rows and columns
 dropped, 1 on the fixed diagonal): K stays SPD, and the residual of the
 modified system equals the residual on the free DOFs of the original one.
 
-The subclasses are the three solvers: :class:`~.direct.DirectSystem`,
-:class:`~.multigrid.MultigridSystem` and :class:`~.gamg.GAMGSystem`.  Each
-builds its operator (:meth:`GridSystem._build_operator`), sets its KSP's
-defaults in code (:meth:`GridSystem._configure`), and assembles K for new
-moduli (:meth:`GridSystem.assemble`); ``setFromOptions`` is called last, so any
-``-<prefix>ksp_*``/``-<prefix>pc_*`` option on the command line wins.  The
-KSP is created once and reused: each :meth:`GridSystem.solve` sets the new
-operator, sets the preconditioner up again (event ``sphyr_setup``) and, for the
-iterative solvers, starts from the linear extrapolation of the last two
-solutions.
+The solver's part
+-----------------
+What differs between the solvers is one object, ``method``, made for the
+system by the factory the system is given: :class:`~.direct.DirectMethod`,
+:class:`~.multigrid.MultigridMethod` or :class:`~.gamg.GAMGMethod`
+(:func:`~.elasticity.elasticity_system` picks one).  Each offers the same few
+things, and :class:`GridSystem` calls them in this order, all of it visible in
+``__init__``, ``_set_up`` and ``solve`` below:
+
+1. made (``method(system)``), it builds its operators: ``fine``, the finest
+   level (``mat`` is K, ``assemble(moduli)``, ``nbytes``, ``close()``;
+   ``values``: K's own CSR values when assembled in place on one rank, else
+   None), and whatever else it needs (a multigrid's coarser levels and
+   transfers);
+2. ``configure(ksp)``: the KSP's and PC's types set in code; returns option
+   defaults {name: value} that ``setFromOptions`` and the first set-up read
+   (the command line wins over them);
+3. ``options_read(ksp, options)``: after ``setFromOptions`` (``options``: the
+   database under the prefix, defaults inserted): checks of what was given;
+4. ``set_up(ksp, first)``: after every set-up of the KSP;
+5. ``assemble(moduli, ksp)``: every operator for new element moduli (this
+   rank's slab), and ``ksp`` told which of its operators changed;
+6. ``close()``: every handle it owns.
+
+``name`` (``"direct"``, ``"mg"``, ``"gamg"``) and ``iterative`` (an iterative
+solve that fails raises SolverError; a direct one is a singular design) say
+what it is.  The KSP is created once and reused: each :meth:`GridSystem.solve`
+assembles, sets the new operator, sets the preconditioner up again (event
+``sphyr_setup``) and, for the iterative solvers, starts from the linear
+extrapolation of the last two solutions.
 """
 
 import numpy as np
@@ -37,6 +58,7 @@ from ..core import discretisation as fe
 from ..runtime import events
 from ..runtime.petsc import inserted_options, petsc, view_once
 from .base import RESIDUAL_TOLERANCE, LinearSystem, SolverError, residual_acceptable
+from .fused import operator_of
 from .layout import ElementLayout, SlabFields, node_dmda
 
 # Element energies are computed this many elements at a time (two 4 MB temporaries, not two of
@@ -52,14 +74,12 @@ def _reason_name(PETSc, reason):
 
 
 class GridSystem(SlabFields, LinearSystem):
-    """K(E) u = f for one :class:`~sphyr_hpc.core.loadcase.LoadCase` on ``comm`` (a solver's base)."""
+    """K(E) u = f for one :class:`~sphyr_hpc.core.loadcase.LoadCase` on ``comm``, solved by ``method``."""
 
-    solver = None       # "direct", "mg" or "gamg": the subclass's name for itself
-    iterative = True    # an iterative solve that fails raises SolverError; a direct one is a singular design
-
-    def __init__(self, loadcase, comm=None, prefix="sphyr_", nu=fe.NU, element_halo=1, options=None):
-        """``options``: more option defaults ({name: value} under ``prefix``) over the solver's own;
-        the command line still wins."""
+    def __init__(self, loadcase, method, comm=None, prefix="sphyr_", nu=fe.NU, element_halo=1, options=None):
+        """``method``: makes the solver's part for this system (see the module docstring);
+        ``options``: more option defaults ({name: value} under ``prefix``) over the method's own; the
+        command line still wins."""
         PETSc = petsc()
         self.PETSc = PETSc
         self.loadcase = loadcase
@@ -67,10 +87,8 @@ class GridSystem(SlabFields, LinearSystem):
         self.prefix = prefix
         self.ke = fe.element_stiffness(nu, dim=fe.grid_dimension(loadcase.shape))
         self.hierarchy = None        # multigrid levels as logged after the first set-up
-        self.multigrid = None        # the multigrid set-up (levels, interpolations), MultigridSystem only
         self.last_iterations = 0     # KSP iterations of the last solve
-        self._values = None          # K's own CSR values when assembled in place (one rank)
-        self._options = dict(options or {})  # the caller's option defaults: K's build reads them too
+        self.method = self.ksp = None
         self.da = node_dmda(PETSc, loadcase.shape, self.comm, prefix)
         layout = ElementLayout(PETSc, self.da, loadcase.shape, self.comm, element_halo)
         self.da_elem, self.slab, self.slab_shape = layout.da_elem, layout.slab, layout.slab_shape
@@ -80,29 +98,18 @@ class GridSystem(SlabFields, LinearSystem):
         self.fixed_local = np.isin(self.local_natural_dofs, fixed_natural)
         self.n_fixed = fixed_natural.size
         self.n_free = loadcase.n_dofs - fixed_natural.size
-        self.K = self._build_operator()
+        try:
+            # 1. The operators, K the finest level's.
+            self.method = method(self)
+        except BaseException:
+            self.close()
+            raise
+        self.solver, self.iterative = self.method.name, self.method.iterative
+        self.K = self.method.fine.mat
+        self._values = self.method.fine.values  # K's own CSR values when assembled in place (one rank)
         self._setup_vectors()
-        self.ksp = self._create_ksp(self._options)
-
-    # -- what a solver provides ---------------------------------------------------------------
-    def _build_operator(self):
-        """K (and whatever assembles it), before the vectors and the KSP exist."""
-        raise NotImplementedError
-
-    def _configure(self, ksp):
-        """Types and tolerances of ``ksp`` set in code; returns option defaults {name: value} that
-        ``setFromOptions`` and the first set-up read (the command line wins over them)."""
-        raise NotImplementedError
-
-    def assemble(self, moduli):
-        """K for element moduli given as this rank's slab."""
-        raise NotImplementedError
-
-    def _after_options(self, ksp, options):
-        """After ``setFromOptions`` (``options``: the database under the prefix, defaults inserted)."""
-
-    def _after_setup(self, first):
-        """After every set-up of the KSP (``first``: the first, with the defaults still inserted)."""
+        # 2.-3. The KSP: the method's defaults, the caller's over them, setFromOptions last.
+        self.ksp = self._create_ksp(dict(options or {}))
 
     # -- set-up ---------------------------------------------------------------------------------
     def _setup_vectors(self):
@@ -127,31 +134,38 @@ class GridSystem(SlabFields, LinearSystem):
         self._u_view = self.u.array_r if self._values is not None else None
 
     def _create_ksp(self, options):
-        """The KSP: defaults in code (:meth:`_configure`), the caller's ``options`` over them, and
+        """The KSP: defaults in code (``method.configure``), the caller's ``options`` over them, and
         ``setFromOptions`` last.  The defaults are in the options database while setFromOptions
         reads them and again for the first set-up, where multigrid reads its level options."""
         ksp = self.PETSc.KSP().create(comm=self.comm)
         ksp.setOptionsPrefix(self.prefix)
         ksp.setOperators(self.K, self.K)
         with inserted_options(self.prefix, options):
-            defaults = self._configure(ksp)
+            defaults = self.method.configure(ksp)
         self._defaults = {**defaults, **options}
         with inserted_options(self.prefix, self._defaults) as opts:
             ksp.setFromOptions()
-            self._after_options(ksp, opts)
+            self.method.options_read(ksp, opts)
         return ksp
 
     def _set_up(self):
+        """4. The KSP set up for the current K (the first time with the defaults inserted)."""
         with events.timed(events.SETUP):
             if self._defaults is None:  # set up before: the options were read then
                 self.ksp.setUp()
-                self._after_setup(first=False)
+                self.method.set_up(self.ksp, first=False)
                 return
             with inserted_options(self.prefix, self._defaults):
                 self.ksp.setUp()
-                self._after_setup(first=True)
+                self.method.set_up(self.ksp, first=True)
+                self.hierarchy = hierarchy_info(self.ksp)
         self._defaults = None
         view_once(self.ksp)  # -<prefix>ksp_view: once per distinct solver, not per solve
+
+    def assemble(self, moduli):
+        """5. K (and every operator of the method) for element moduli given as this rank's slab."""
+        with events.timed(events.ASSEMBLY):
+            self.method.assemble(moduli, self.ksp)
 
     # -- solve ----------------------------------------------------------------------------------
     def solve(self, moduli):
@@ -250,7 +264,10 @@ class GridSystem(SlabFields, LinearSystem):
         return self._u_local.array_r
 
     def unit_energies(self):
-        """u_e^T K0 u_e of every element of this rank's slab."""
+        """u_e^T K0 u_e of every element of this rank's slab (from the element modes in C where the
+        finest level is applied from the moduli: it offers ``energies``)."""
+        if hasattr(self.method.fine, "energies"):
+            return self.method.fine.energies(self.local_displacements())
         return unit_energies(self.local_displacements(), self.local_edofs, self.ke)
 
     def max_displacement(self):
@@ -273,16 +290,48 @@ class GridSystem(SlabFields, LinearSystem):
             out[idx] = vals
         return out
 
-    # -- life cycle -----------------------------------------------------------------------------
-    def _owned_objects(self):
-        """What the subclass owns besides the PETSc handles below (each with ``close``)."""
-        return ()
+    # -- what a condensation and the swap polish need (one rank, assembled in place) ---------------
+    def stiffness_pattern(self):
+        """(indptr, indices) of K's CSR structure in natural DOF order (one rank, :attr:`in_place`)."""
+        self._require_in_place()
+        return self.method.fine.assembly.indptr, self.method.fine.assembly.indices
 
+    def stiffness_values(self, moduli):
+        """K's CSR values for element moduli, a new array in :meth:`stiffness_pattern`'s order."""
+        self._require_in_place()
+        return self.method.fine.assembly.values(moduli)
+
+    def factor_solve(self, rhs):
+        """K^{-1} rhs (natural order, columns) with the factorisation of the last solve (one rank,
+        a factorising preconditioner: the direct solver's).
+
+        One ``MatMatSolve`` for all the columns (PETSc's dense matrices are
+        column-major: the numpy array goes in Fortran order, no copy of PETSc's).
+        """
+        self._require_in_place()
+        PETSc = self.PETSc
+        factor = self.ksp.getPC().getFactorMatrix()
+        n, m = rhs.shape
+        B = PETSc.Mat().createDense((n, m), array=np.asfortranarray(rhs, dtype=float), comm=PETSc.COMM_SELF)
+        X = PETSc.Mat().createDense((n, m), comm=PETSc.COMM_SELF)
+        X.setUp()
+        factor.matSolve(B, X)
+        out = X.getDenseArray().copy()
+        B.destroy()
+        X.destroy()
+        return out
+
+    def _require_in_place(self):
+        if self._values is None:
+            raise RuntimeError("only a one-rank system assembled in place offers this")
+
+    # -- life cycle -----------------------------------------------------------------------------
     def close(self):
-        for owned in self._owned_objects():
-            if owned is not None and hasattr(owned, "close"):
-                owned.close()
-        for name in ("ksp", "K", "f", "u", "r", "_u_previous", "_u_saved", "_u_local", "da_elem", "da"):
+        """6. The method's operators, then the KSP, the vectors and the DMDAs."""
+        if self.method is not None:
+            self.method.close()
+            self.K = None
+        for name in ("ksp", "f", "u", "r", "_u_previous", "_u_saved", "_u_local", "da_elem", "da"):
             obj = getattr(self, name, None)
             if obj is not None:
                 obj.destroy()
@@ -300,3 +349,25 @@ def unit_energies(u, edofs, ke):
         ue = u[edofs[a:a + ENERGY_BLOCK]]
         out[a:a + ENERGY_BLOCK] = np.einsum("ij,ij->i", ue @ ke, ue)
     return out
+
+
+def hierarchy_info(ksp):
+    """Levels of a PCMG/PCGAMG preconditioner after set-up, finest first.
+
+    Returns a list of dicts (``level``, ``rows``, ``nonzeros``) and the operator
+    complexity (sum of nonzeros over the fine level's), or None for another
+    preconditioner.  Collective.
+    """
+    pc = ksp.getPC()
+    if pc.getType() not in ("mg", "gamg"):
+        return None
+    n = pc.getMGLevels()
+    rows = []
+    for level in range(n - 1, -1, -1):
+        smoother = pc.getMGCoarseSolve() if level == 0 else pc.getMGSmoother(level)
+        A = smoother.getOperators()[0]
+        fine = operator_of(A)  # applied from the moduli: the nonzeros it stands for
+        nonzeros = fine.nnz if fine is not None else int(A.getInfo(A.InfoType.GLOBAL_SUM)["nz_used"])
+        rows.append({"level": level, "rows": A.getSize()[0], "nonzeros": nonzeros})
+    complexity = sum(r["nonzeros"] for r in rows) / rows[0]["nonzeros"] if rows and rows[0]["nonzeros"] else None
+    return rows, complexity
