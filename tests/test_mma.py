@@ -149,4 +149,4 @@ def test_mma_on_2_ranks_follows_the_1_rank_run():
         one = driver.optimise(problem, settings, comm=petsc().COMM_SELF, **QUIET)
         assert one["iterations"] == two["iterations"]
         assert abs(one["compliance"] - two["compliance"]) < 1e-8 * one["compliance"]
-        assert np.abs(one["density"] - two["density"]).max() < 1e-6
+        assert np.abs(one["density"] - two["density"]).max() < 1e-8  # (1.1e-10 measured: the sums' order)
