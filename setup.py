@@ -25,7 +25,8 @@ from setuptools.command.build_ext import build_ext
 from setuptools.errors import CompileError
 
 KERNELS = ("sphyr_hpc/solvers/q4_apply.c", "sphyr_hpc/solvers/stencil_apply.c",
-           "sphyr_hpc/optimiser/oc_volume.c", "sphyr_hpc/optimiser/filter_stencil.c")
+           "sphyr_hpc/optimiser/oc_volume.c", "sphyr_hpc/optimiser/mma_dual.c",
+           "sphyr_hpc/optimiser/filter_stencil.c")
 HEADER = "sphyr_hpc/runtime/kernels.h"
 EXTENSION = "sphyr_hpc.runtime._kernels"
 # ISO C mode keeps -ffp-contract=off: no multiply-add is fused, so every build gives the same results.

@@ -27,12 +27,19 @@ from sphyr_hpc.optimiser import driver, mma, problems  # noqa: E402
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--old", required=True, help="the older checkout")
+    parser.add_argument("--iterations", type=int, default=3, help="the subproblems of this many iterations")
+    parser.add_argument("--epsilon-min", type=float, default=None,
+                        help="the older interior point's EPSILON_MIN for every iteration (default: its own, 1e-7)")
+    parser.add_argument("--continuation", default=None, help="p_start,p_step,every (default: none)")
     args = parser.parse_args()
     from mpi4py import MPI
 
     spec = importlib.util.spec_from_file_location("old_mma", Path(args.old) / "sphyr_hpc" / "optimiser" / "mma.py")
     old = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(old)
+    if args.epsilon_min is not None:
+        old.EPSILON_MIN = args.epsilon_min
+    continuation = tuple(float(v) for v in args.continuation.split(",")) if args.continuation else None
     subproblems = []
     step = mma.MMAUpdate.step
 
@@ -42,7 +49,8 @@ def main():
         return result
 
     mma.MMAUpdate.step = kept
-    driver.optimise(problems.preset("mbb", 64, 32, 0.5), driver.RunSettings(update="mma", iterations=3, tolerance=0),
+    driver.optimise(problems.preset("mbb", 64, 32, 0.5), driver.RunSettings(update="mma", iterations=args.iterations, tolerance=0,
+                                                                          continuation=continuation),
                     comm=None, log=lambda line: None)
 
     def interior_point(sub):
@@ -64,6 +72,8 @@ def main():
               f"x_interior_point| {np.abs(x - xo).max():.3g} (that cell: x - alpha {x[i] - sub.alpha[i]:.3g}); "
               f"objective dual {f(x):.12g}, interior point {f(xo):.12g}; constraint g - b: dual {g(x):.3g}, "
               f"interior point {g(xo):.3g}")
+    if args.epsilon_min is not None:
+        return
     sub = subproblems[0]
     x, _ = sub.solve()
     for epsilon in (1e-9, 1e-11, 1e-13):

@@ -49,7 +49,7 @@ class RunCheckpoint:
     # -- the record's JSON part ---------------------------------------------------------------------
     def _record(self, iteration, converged, update, scalars, solutions):
         return {"settings": self.options.settings, "optimizer": update.name, "optimizer_scalars": scalars,
-                "penal": self.iteration_log.penalty(iteration), "converged": bool(converged),
+                "penal": self.iteration_log.history[-1]["penal"], "converged": bool(converged),  # (saved after one)
                 "solver_solutions": int(solutions), "history": self.iteration_log.history,
                 "fields_steps": self.writer.steps if self.writer is not None else None}
 

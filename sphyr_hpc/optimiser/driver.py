@@ -163,8 +163,7 @@ def optimise(problem, settings=RunSettings(), comm=None, prefix="sphyr_", initia
     steps = resumed.get("fields_steps") or {} if resumed is not None else None
     writer = _fields_writer(settings.fields_dir, problem, system, settings.fields_every, log, settings.fields_format,
                             steps) if settings.fields_dir else None
-    penalty = simp.penalty_schedule(settings.penal, settings.continuation)
-    on_iteration = _IterationLog(system, mpi, lc, penalty, log, callback, writer, total=settings.iterations)
+    on_iteration = _IterationLog(system, mpi, lc, log, callback, writer, total=settings.iterations)
     hooks = RunCheckpoint(checkpoint, system, on_iteration, writer, log) if checkpoint is not None else None
     on_iteration.interrupts = mpi if hooks is None else None  # (a checkpoint takes it once written)
     labels = {"filter": settings.filter, "update": settings.update, "free_cells": int(free.sum())}
@@ -213,8 +212,8 @@ class _IterationLog:
     """What happens after every SIMP iteration: the history row (with the PETSc log events' seconds),
     the log line, the multigrid hierarchy after the first set-up, the callback and the fields step."""
 
-    def __init__(self, system, mpi, loadcase, penalty, log, callback, writer, total=None):
-        self.system, self.mpi, self.loadcase, self.penalty = system, mpi, loadcase, penalty
+    def __init__(self, system, mpi, loadcase, log, callback, writer, total=None):
+        self.system, self.mpi, self.loadcase = system, mpi, loadcase
         self.log, self.callback, self.writer, self.total = log, callback, writer, total
         self.history = []
         self.physical = None  # the design (physical densities) of the last iteration
@@ -224,7 +223,8 @@ class _IterationLog:
         self.events = {n: events.seconds(n) for n in events.EVENTS}
         self.passes = events.count(events.BISECTION_PASS)
 
-    def __call__(self, iteration, compliance, physical, change):
+    def __call__(self, iteration, compliance, physical, change, penal):
+        """After iteration ``iteration`` at penalty ``penal`` (run_simp's callback)."""
         from mpi4py import MPI
 
         system, log = self.system, self.log
@@ -232,7 +232,7 @@ class _IterationLog:
         seconds = {n: events.seconds(n) for n in events.EVENTS}
         volume = self.mpi.allreduce(float(np.sum(physical)), op=MPI.SUM) / self.loadcase.n_elements
         row = {"iteration": iteration, "compliance": float(compliance), "volume": volume, "change": float(change),
-               "penal": self.penalty(iteration), "ksp_iterations": int(system.last_iterations),
+               "penal": penal, "ksp_iterations": int(system.last_iterations),
                "seconds": now - self.last}
         row.update({f"{n}_seconds": seconds[n] - self.events[n] for n in events.EVENTS})
         row["bisection_passes"] = events.count(events.BISECTION_PASS) - self.passes

@@ -20,14 +20,15 @@ rank's slab.  Every iteration (the notes' section 2-3):
 * the subproblem with artificial variables ``y`` (weight ``c = 1000``, ``d = 1``) and ``z``
   (``a_0 = 1``, ``a = 0``), solved exactly through its dual (:class:`Subproblem`): with one
   constraint the dual is a concave function of one multiplier, whose derivative's root is found by
-  a safeguarded Newton iteration (a handful of passes over the cells, one allreduce of two numbers
-  each).
+  a safeguarded Newton iteration from the last iteration's multiplier (about four evaluations, each
+  one pass over the cells, compiled in mma_dual.c, and one allreduce of two numbers).
 
 Parallel: every n-sized quantity is this rank's free cells; what couples them are sums over j,
 reduced over the ranks (MPI allreduce), and every rank then takes the same step in the multiplier.
 The primal x is never gathered.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -40,7 +41,7 @@ ALBEFA = 0.1
 RAA0 = 1e-5
 CONSTRAINT_WEIGHT = 1000.0   # c_i: the artificial y_i costs this much a unit
 DUAL_ITERATIONS = 200        # at most this many evaluations of the dual's derivative (a handful are taken)
-DUAL_RELATIVE_STEP = 1e-14   # the multiplier is settled once Newton's step is below this (relative)
+DUAL_RELATIVE_STEP = 1e-12   # the multiplier is settled once Newton's step is below this (relative)
 OBJECTIVE_SCALE = 10.0       # f0 scaled so that sum(x df0) = 10 at the first iteration
 
 
@@ -63,14 +64,28 @@ class Reductions:
         return float(value) if self.single else self.mpi.allreduce(float(value), op=MPI.MAX)
 
 
+@functools.lru_cache(maxsize=1)
+def _kernels():
+    """The compiled ``mma_dual`` and ``mma_asymptotes`` (mma_dual.c: one pass over the cells each), or None
+    without the compiled kernels (numpy's passes)."""
+    from ..runtime import native
+
+    try:
+        return native.native_function("mma_dual"), native.native_function("mma_asymptotes")
+    except native.NativeUnavailable:
+        return None
+
+
 class Subproblem:
     """One MMA subproblem with one constraint on this rank's ``n`` variables, solved through its dual.
 
-    The subproblem (the notes' section 5 with ``m = 1``, ``a_0 = 1``, ``a = 0``)::
+    The subproblem (the notes' section 5 with ``m = 1``, ``a_0 = 1``, ``a = 0``) at the design ``x``::
 
         min  sum_j p0_j / (U_j - x_j) + q0_j / (x_j - L_j) + z + c y + d y^2 / 2
         s.t. sum_j P_j / (U_j - x_j) + Q_j / (x_j - L_j) - y <= b,  alpha <= x <= beta,  y, z >= 0
 
+    (``p0, q0`` the :func:`approximations` of the objective's gradient ``df0``, ``P, Q`` of the
+    constraint's ``g``, ``alpha, beta`` the move limits of ``x``, ``low`` and ``move``)
     is convex and separable: for a multiplier ``lam >= 0`` of the constraint its Lagrangian is
     minimised cell by cell in closed form, ``x_j(lam) = (sqrt(p_j) L_j + sqrt(q_j) U_j) / (sqrt(p_j)
     + sqrt(q_j))`` clipped to ``[alpha_j, beta_j]`` with ``p = p0 + lam P``, ``q = q0 + lam Q``, and
@@ -78,20 +93,47 @@ class Subproblem:
     ``phi(lam) = g(x(lam)) - y(lam) - b`` is continuous and non-increasing, so the optimum is
     ``lam = 0`` where ``phi(0) <= 0`` (the constraint inactive) and otherwise the root of ``phi``:
     Newton's method on ``phi`` (``phi' = -sum over the unclipped cells of G_j^2 / H_j``, ``G`` the
-    constraint's and ``H`` the Lagrangian's second derivative in x_j) kept inside a bracket that
-    halves where Newton would leave it, until the step is below :data:`DUAL_RELATIVE_STEP` of lam.
-    Every evaluation is one pass over the cells and one allreduce of two numbers.
+    constraint's and ``H`` the Lagrangian's second derivative in x_j) from ``start`` (the last
+    iteration's multiplier), kept inside a bracket that halves where Newton would leave it, until the
+    step is below :data:`DUAL_RELATIVE_STEP` of lam.  Every evaluation is one pass over the cells
+    (with the compiled kernels: one read of x, L, U, df0 and g, one write of x(lam): mma_dual.c) and
+    one allreduce of two numbers.
     """
 
-    def __init__(self, reduce, low, upp, alpha, beta, p0, q0, P, Q, b, c=CONSTRAINT_WEIGHT, d=1.0):
+    def __init__(self, reduce, x, low, upp, df0, g, move, b, c=CONSTRAINT_WEIGHT, d=1.0):
         self.reduce = reduce
-        self.low, self.upp, self.alpha, self.beta = low, upp, alpha, beta
-        self.p0, self.q0, self.P, self.Q, self.b = p0, q0, P, Q, float(b)
+        self.x, self.low, self.upp, self.df0, self.g = x, low, upp, df0, g
+        self.move, self.b = float(move), float(b)
         self.c, self.d = float(c), float(d)
+        self.kernel = None if _kernels() is None else _kernels()[0]  # None: numpy's passes
         self.evaluations = 0
 
+    # The numpy form of the subproblem (without the kernels; made when first asked for).
+    @functools.cached_property
+    def alpha(self):
+        x, low = self.x, self.low
+        return np.maximum(np.maximum(low + ALBEFA * (x - low), x - self.move), 0.0)
+
+    @functools.cached_property
+    def beta(self):
+        x, upp = self.x, self.upp
+        return np.minimum(np.minimum(upp - ALBEFA * (upp - x), x + self.move), 1.0)
+
+    @functools.cached_property
+    def _objective(self):
+        return approximations(self.x, self.low, self.upp, self.df0)
+
+    @functools.cached_property
+    def _constraint(self):
+        return approximations(self.x, self.low, self.upp, self.g)
+
+    p0 = property(lambda self: self._objective[0])
+    q0 = property(lambda self: self._objective[1])
+    P = property(lambda self: self._constraint[0])
+    Q = property(lambda self: self._constraint[1])
+
     def x_of(self, lam):
-        """This rank's minimiser of the Lagrangian at the multiplier ``lam``, with its ``p`` and ``q``."""
+        """This rank's minimiser of the Lagrangian at the multiplier ``lam``, with its ``p`` and ``q`` (numpy)."""
         p = self.p0 + lam * self.P
         q = self.q0 + lam * self.Q
         sp, sq = np.sqrt(p), np.sqrt(q)
@@ -103,9 +145,13 @@ class Subproblem:
         np.minimum(x, self.beta, out=x)
         return x, p, q
 
-    def _phi(self, lam):
-        """``(phi(lam), phi'(lam), x(lam))`` (collective: one allreduce)."""
-        self.evaluations += 1
+    def _sums(self, lam):
+        """``(x(lam), this rank's constraint g(x(lam)), its part of -phi'(lam))``."""
+        if self.kernel is not None:
+            x, sums = np.empty_like(self.x), np.empty(2)
+            self.kernel(x.size, self.x.ctypes.data, self.low.ctypes.data, self.upp.ctypes.data, self.df0.ctypes.data,
+                        self.g.ctypes.data, self.move, lam, x.ctypes.data, sums.ctypes.data)
+            return x, sums[0], 0.5 * sums[1]
         x, p, q = self.x_of(lam)
         ux = 1.0 / (self.upp - x)
         xl = 1.0 / (x - self.low)
@@ -120,21 +166,29 @@ class Subproblem:
         slope_terms *= slope_terms
         slope_terms /= p
         inside = (x > self.alpha) & (x < self.beta)        # clipped cells do not move with lam
-        slope = 0.5 * float(np.add.reduce(slope_terms, where=inside))
+        return x, constraint, 0.5 * float(np.add.reduce(slope_terms, where=inside))
+
+    def _phi(self, lam):
+        """``(phi(lam), phi'(lam), x(lam))`` (collective: one allreduce)."""
+        self.evaluations += 1
+        x, constraint, slope = self._sums(lam)
         constraint, slope = self.reduce.sum([constraint, slope])
         y, dy = (max(0.0, (lam - self.c) / self.d), 1.0 / self.d if lam > self.c else 0.0)
         return constraint - y - self.b, -slope - dy, x
 
     def solve(self, start=None):
         """``(x, lam)``: this rank's part of the subproblem's solution and its multiplier.  ``start``: a
-        guess of the multiplier (the previous iteration's); the root is the same to the stopping step."""
-        phi, slope, x = self._phi(0.0)
-        if phi <= 0.0:
-            return x, 0.0
-        low, high = 0.0, None                               # phi(low) > 0 >= phi(high)
+        guess of the multiplier (the previous iteration's); the root is the same to the stopping step.
+        ``phi(0)`` is evaluated only where Newton's step would leave ``lam > 0``."""
+        low, high = 0.0, None                               # phi(low) > 0 >= phi(high) (phi(0) unknown yet)
         lam = start if start is not None and start > 0.0 else 1.0
+        zero_known = False                                  # whether phi(0) > 0 has been seen
         for _ in range(DUAL_ITERATIONS):
             phi, slope, x = self._phi(lam)
+            if lam == 0.0:
+                if phi <= 0.0:                              # the constraint inactive: lam = 0
+                    return x, 0.0
+                zero_known = True
             if phi > 0.0:
                 low = lam
             else:
@@ -145,6 +199,13 @@ class Subproblem:
             if abs(step) <= DUAL_RELATIVE_STEP * lam:
                 break
             guess = lam + step
+            if low == 0.0 and not zero_known and guess <= 0.0:  # Newton's line ends at lam <= 0: look at 0
+                lam = 0.0
+                continue
+            if lam > 0.0 and math.isfinite(step):      # Newton's step in 1 / lam, where phi ~ A + B / lam
+                reciprocal = 1.0 / lam - step / (lam * lam)
+                if reciprocal > 0.0:
+                    guess = 1.0 / reciprocal
             if high is None:                                 # no upper end yet: Newton, or grow the bracket
                 lam = guess if math.isfinite(guess) and guess > low else 2.0 * max(lam, low, 1.0)
             elif low < guess < high:
@@ -182,6 +243,7 @@ class MMAUpdate(Update):
         self.reduce = Reductions(mpi)
         self.free_dv = dv[is_free]
         self.fixed = float(pinned[~is_free].sum() + np.dot(dv[~is_free], pinned[~is_free]))
+        self.gradient = self.free_dv / self.target  # the constraint's, V(x) / V* - 1, in x
         self.k = 0
         self.scale = None
         self.xold1 = self.xold2 = self.low = self.upp = None
@@ -207,21 +269,27 @@ class MMAUpdate(Update):
 
     # -- one iteration ------------------------------------------------------------------------------
     def _asymptotes(self, x):
+        """``(low, upp, this rank's sum_j P_j / (U_j - x_j) + Q_j / (x_j - L_j))`` of this iteration."""
+        first = self.k <= 2 or self.low is None
+        kernels = _kernels()
+        if kernels is not None:  # one pass (mma_dual.c), in place on copies of the last asymptotes
+            low, upp = (np.empty_like(x), np.empty_like(x)) if first else (self.low.copy(), self.upp.copy())
+            old1, old2 = (x, x) if first else (self.xold1, self.xold2)
+            local = kernels[1](x.size, int(first), x.ctypes.data, old1.ctypes.data, old2.ctypes.data, low.ctypes.data,
+                               upp.ctypes.data, self.gradient.ctypes.data)
+            return low, upp, local
         span = 1.0  # xmax - xmin
-        if self.k <= 2 or self.low is None:
-            return x - ASYINIT * span, x + ASYINIT * span
-        sign = (x - self.xold1) * (self.xold1 - self.xold2)
-        factor = np.where(sign > 0.0, ASYINCR, np.where(sign < 0.0, ASYDECR, 1.0))
-        low = x - factor * (self.xold1 - self.low)
-        upp = x + factor * (self.upp - self.xold1)
-        low = np.minimum(np.maximum(low, x - 10.0 * span), x - 0.01 * span)
-        upp = np.minimum(np.maximum(upp, x + 0.01 * span), x + 10.0 * span)
-        return low, upp
-
-    def constraint(self, x):
-        """``(value, gradient)`` of the one constraint at x: the volume's, ``V(x) / V* - 1``."""
-        volume = float(self.reduce.sum([self.fixed + float(np.dot(self.free_dv, x))])[0])
-        return volume / self.target - 1.0, self.free_dv / self.target
+        if first:
+            low, upp = x - ASYINIT * span, x + ASYINIT * span
+        else:
+            sign = (x - self.xold1) * (self.xold1 - self.xold2)
+            factor = np.where(sign > 0.0, ASYINCR, np.where(sign < 0.0, ASYDECR, 1.0))
+            low = x - factor * (self.xold1 - self.low)
+            upp = x + factor * (self.upp - self.xold1)
+            low = np.minimum(np.maximum(low, x - 10.0 * span), x - 0.01 * span)
+            upp = np.minimum(np.maximum(upp, x + 0.01 * span), x + 10.0 * span)
+        P, Q = approximations(x, low, upp, self.gradient)
+        return low, upp, float(P @ (1.0 / (upp - x)) + Q @ (1.0 / (x - low)))
 
     def step(self, design, physical, energies, p):
         self.k += 1
@@ -230,15 +298,12 @@ class MMAUpdate(Update):
                                         self.context.free_s)[self.is_free]
         if self.scale is None:
             self.scale = OBJECTIVE_SCALE / max(abs(float(self.reduce.sum([np.dot(x, df0)])[0])), 1e-300)
-        df0 = df0 * self.scale
-        value, gradient = self.constraint(x)
-        low, upp = self._asymptotes(x)
-        alpha = np.maximum(np.maximum(low + ALBEFA * (x - low), x - self.move), 0.0)
-        beta = np.minimum(np.minimum(upp - ALBEFA * (upp - x), x + self.move), 1.0)
-        p0, q0 = approximations(x, low, upp, df0)
-        P, Q = approximations(x, low, upp, gradient)
-        b = float(self.reduce.sum([P @ (1.0 / (upp - x)) + Q @ (1.0 / (x - low))])[0]) - value
-        self.last_subproblem = Subproblem(self.reduce, low, upp, alpha, beta, p0, q0, P, Q, b)
+        df0 *= self.scale
+        low, upp, local = self._asymptotes(x)
+        # One allreduce: the volume at x (the constraint V(x) / V* - 1) and the constraint's approximation there.
+        volume, approximation = self.reduce.sum([self.fixed + float(np.dot(self.free_dv, x)), local])
+        b = approximation - (volume / self.target - 1.0)
+        self.last_subproblem = Subproblem(self.reduce, x, low, upp, df0, self.gradient, self.move, b)
         new_x, self.dual = self.last_subproblem.solve(self.dual)
         self.xold2, self.xold1, self.low, self.upp = self.xold1, x, low, upp
         new_design = self.pinned.copy()

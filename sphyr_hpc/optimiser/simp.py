@@ -140,8 +140,8 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, settings=Sim
     """Minimise compliance; ``free``/``pinned`` as returned by :func:`design_space`, ``settings`` a
     :class:`SimpSettings` (its update made once, :func:`make_update`).
 
-    ``callback(iteration, compliance, physical, change)`` runs after every
-    iteration's update (``physical`` is this rank's slab).  ``gather=False``
+    ``callback(iteration, compliance, physical, change, p)`` runs after every
+    iteration's update (``physical`` is this rank's slab, ``p`` the iteration's penalty).  ``gather=False``
     leaves ``SimpResult.densities`` as this rank's slab (flattened) instead of
     the natural array on every rank.  ``checkpoint`` (:mod:`.checkpointing`) restores a saved run
     before the loop and saves the loop's state after its iterations.
@@ -178,7 +178,7 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, settings=Sim
         with events.timed(events.UPDATE):
             design, physical, change = update.step(design, physical, system.unit_energies(), p)
         if callback is not None:
-            callback(iteration, compliance, physical, change)
+            callback(iteration, compliance, physical, change, p)
         history.append((iteration, compliance, change))
         converged = update.stops(change, settings.tolerance) and p == settings.penal
         if checkpoint is not None:  # checkpoint: saved every few iterations, at the end, on SIGTERM/SIGINT

@@ -82,6 +82,12 @@ void grid_restrict(int64_t fny, int64_t fnx, const int64_t *cy, const double *wy
 double oc_volume(int64_t n, const double *scaled, const double *x, const double *dv, double move, double s);
 void oc_candidate(int64_t n, const double *scaled, const double *x, double move, double s, double *out);
 
+/* sphyr_hpc/optimiser/mma_dual.c: MMA's subproblem, one pass a dual evaluation */
+void mma_dual(int64_t n, const double *x, const double *low, const double *upp, const double *df0, const double *g,
+              double move, double lam, double *out, double *sums);
+double mma_asymptotes(int64_t n, int64_t first, const double *x, const double *xold1, const double *xold2,
+                      double *low, double *upp, const double *g);
+
 /* sphyr_hpc/optimiser/filter_stencil.c: the density filter */
 void filter_stencil(int64_t ny, int64_t nx, int64_t reach, const double *padded, int64_t n_terms,
                     const int64_t *dr, const int64_t *dc, const double *w, double *out);
