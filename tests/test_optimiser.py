@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import DATA
+from conftest import DATA, two_ranks_marker
 from sphyr_hpc.core import grid as grids
 from sphyr_hpc.core import loadcase as loadcases
 from sphyr_hpc.runtime.petsc import petsc
@@ -215,3 +215,23 @@ def test_the_command_names_the_option_of_a_setting_out_of_range(capsys):
     assert optimize.main(["--preset", "mbb", "--size", "30x10", "--move", "0"]) == 2
     err = capsys.readouterr().err
     assert "--move 0.0 must be in (0, 1]" in err and len(err.strip().splitlines()) == 1
+
+
+@two_ranks_marker("tests/test_optimiser.py")
+def test_a_run_with_no_free_cell_hands_back_this_ranks_slab_when_asked_not_to_gather():
+    # run_simp(gather=False) gives every rank its slab of the design (the driver gathers it); with no
+    # free cell it gave the whole grid, which the driver then gathered again.
+    from sphyr_hpc.optimiser import simp
+    from sphyr_hpc.optimiser.filter import DensityFilter
+
+    lc = loadcases.LoadCase(8, 16, ((4, 15),), ((7, 0), (7, 1)))
+    free, pinned = design_space(lc, np.zeros((8, 16), dtype=bool), np.ones((8, 16)))
+    assert not free.any()
+    with elasticity_system(lc, comm=petsc().COMM_WORLD, prefix="no_free_", solver="direct") as system:
+        dfilter = DensityFilter(system, 1.5)
+        try:
+            result = simp.run_simp(system, dfilter, 0.5, free, pinned, gather=False)
+            assert result.densities.shape == system.slab_of(pinned).shape
+            np.testing.assert_array_equal(system.gather(result.densities), pinned)
+        finally:
+            dfilter.close()

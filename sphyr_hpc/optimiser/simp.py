@@ -153,7 +153,7 @@ def run_simp(system, density_filter, volume_fraction, free, pinned, settings=Sim
     n_free = int(free.sum())
     if n_free == 0:
         c = system.solve(system.slab_of(fe.simp_modulus(pinned, settings.penal)))
-        return SimpResult(pinned.copy(), c, 0, True)
+        return SimpResult(pinned.copy() if gather else system.slab_of(pinned), c, 0, True)  # (as below)
 
     free_s = system.slab_of(free)
     is_free = free_s > 0.5
