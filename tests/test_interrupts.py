@@ -470,3 +470,27 @@ def test_a_signal_while_the_launcher_watch_starts_ends_the_command_as_interrupte
     err = capsys.readouterr().err
     assert "starting: interrupted (SIGINT)" in err and "Traceback" not in err, err
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # pytest's handler back
+
+
+def test_a_further_signal_while_an_interrupted_process_ends_cannot_raise_in_mpis_end(monkeypatch, capsys):
+    # The Debian 13 root: a rank that had ended its command interrupted got SIGINT again in MPI_Finalize
+    # (after cli.main returned), where interrupts() had given Python's handler back: a KeyboardInterrupt
+    # traceback and MPI's "called after MPI_FINALIZE" abort.  In a process of its own the quiet end holds.
+    from sphyr_hpc import cli
+    from sphyr_hpc.runtime import process
+
+    monkeypatch.setitem(process._held, "own_process", True)
+
+    def run(args, context):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)  # the handler raises in here
+
+    command = cli.Command(prog="ending", build_parser=lambda: cli.Parser(prog="ending"), run=run, mpi=False)
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        assert cli.main(command, []) == 128 + signal.SIGINT
+        assert {signal.getsignal(s) for s in saved} <= {signal.SIG_DFL, signal.SIG_IGN}
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+    assert "ending: interrupted (SIGINT)" in capsys.readouterr().err

@@ -175,6 +175,7 @@ _held = {"depth": 0, "signum": None,  # signals_deferred: how deep, and the sign
          "peers": None,  # the communicator interrupted ranks meet on (share_interrupts)
          "together": False,  # this rank ended an interrupt together with every other (end_interrupted)
          "own_process": False,  # the command is this process's own (own_process)
+         "quiet_end": False,  # _quiet_end has set what a further signal does while the process ends
          "ended": False,  # the command has returned its status (command_ended)
          "agreed": False}  # every rank took the interrupt at one safe point together (interrupt_point)
 
@@ -317,7 +318,7 @@ def _send_again(signum):
 def interrupts():
     """SIGINT and SIGTERM raise :class:`Interrupted` inside the block (main thread only), also
     when they arrive inside a callback that cannot raise (:func:`_redeliver`)."""
-    _held["raised"], _held["ended"], _held["agreed"] = None, False, False
+    _held["raised"], _held["ended"], _held["agreed"], _held["quiet_end"] = None, False, False, False
     previous, previous_hook = {}, sys.unraisablehook
     sys.unraisablehook = functools.partial(_redeliver, previous_hook)
     try:
@@ -328,6 +329,8 @@ def interrupts():
     finally:
         closing = _held["own_process"] and _held["ended"]  # own_process: ignored while it closes down
         for s, handler in previous.items():
+            if _held["own_process"] and _held["quiet_end"]:
+                continue  # what _quiet_end set holds until the process has ended (MPI's end included)
             signal.signal(s, signal.SIG_IGN if closing else handler)
         _unshare_interrupts()
         sys.unraisablehook = previous_hook
@@ -342,6 +345,7 @@ def _quiet_end():
     signal and OpenMPI's banner."""
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, signal.SIG_IGN if _held["agreed"] else signal.SIG_DFL)
+    _held["quiet_end"] = True
 
 
 def _say_interrupted(prog, err, note):
