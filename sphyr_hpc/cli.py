@@ -254,11 +254,15 @@ def main(command, argv=None):
                             from .solvers.probe import check_options
 
                             check_options(comm=context.comm)
-                if command.safe_points:
-                    with signals_deferred():
+                    if command.safe_points:
+                        # The start's end is the job's first safe point, in the same deferred block: a
+                        # signal that reached one rank during the start ends every rank here together
+                        # (raised at the block's end on that rank alone, it left the other inside the
+                        # job's first collective until MPI_Abort: the stress benchmark's banners).
+                        interrupt_point(context.comm)
                         status = command.run(args, context)
                         interrupt_point(context.comm)
-                else:
+                if not command.safe_points:
                     status = command.run(args, context)
                 command_ended()
                 release_garbage()  # (after command_ended: no signal cuts its collective short)

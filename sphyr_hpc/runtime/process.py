@@ -52,6 +52,9 @@ PEER_GRACE_SECONDS = 1.0
 # How long an interrupted rank waits for the others to be interrupted too (end_interrupted): they
 # are when the signal reached every rank, once each is back in Python from the call it was in.
 PEERS_SECONDS = 3.0
+# The same once the ranks have agreed on the interrupt at a safe point (interrupt_point): every rank is
+# on its way, only what it writes first (a checkpoint, a design) between, however slow the machine.
+AGREED_PEERS_SECONDS = 60.0
 # An interrupt lost inside a callback is sent again this long after the hook that caught it returned
 # (_redeliver).
 REDELIVER_SECONDS = 0.001
@@ -386,7 +389,8 @@ def end_interrupted(prog, err, comm, note=""):
     if size > 1 and _held["peers"] is None:  # the duplicate every rank makes first, in cli.main or here
         share_interrupts(comm)
     if size > 1 and _held["peers"] is not None:
-        if _peers_interrupted(PEERS_SECONDS + (PEER_GRACE_SECONDS if rank != 0 else 0.0)):
+        waited = AGREED_PEERS_SECONDS if _held["agreed"] else PEERS_SECONDS
+        if _peers_interrupted(waited + (PEER_GRACE_SECONDS if rank != 0 else 0.0)):
             _held["together"] = True
             if rank == 0:
                 _say_interrupted(prog, err, note)
