@@ -120,6 +120,18 @@ def example_results():
     return EXAMPLE_RESULTS
 
 
+@pytest.fixture(scope="session")
+def bundled_scored(tmp_path_factory):
+    """The output folder of one ``score`` run of the bundled examples (examples/results: 144 records), in
+    process, with its report: ``python -m sphyr_hpc.score examples/results --out OUT --quiet``.  Every test
+    that reads it only reads it (a test that writes copies what it needs to its own folder)."""
+    from sphyr_hpc.score import main
+
+    out = tmp_path_factory.mktemp("bundled") / "out"
+    assert main([str(EXAMPLE_RESULTS), "--out", str(out), "--quiet"]) == 0
+    return out
+
+
 @pytest.fixture(autouse=True)
 def _barrier_after_each_mpi_test(request):
     """Every rank finishes a test marked ``mpi`` before any starts the next."""

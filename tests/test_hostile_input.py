@@ -276,23 +276,23 @@ def hostile_files(folder):
     return {name: message for name, (_, message) in files.items()}
 
 
-def test_hostile_files_beside_the_bundled_examples_leave_their_144_records_exactly_as_alone(tmp_path, capsys):
+def test_hostile_files_beside_the_bundled_examples_leave_their_144_records_exactly_as_alone(tmp_path, capsys,
+                                                                                          bundled_scored):
     import shutil
 
     from conftest import EXAMPLE_RESULTS
 
     shutil.copytree(EXAMPLE_RESULTS, tmp_path / "results")
     messages = hostile_files(tmp_path / "results" / "hostile")
-    alone = main([str(EXAMPLE_RESULTS), "--out", str(tmp_path / "alone"), "--quiet"])
     capsys.readouterr()
     started = time.perf_counter()
     status = main([str(tmp_path / "results"), "--out", str(tmp_path / "mixed"), "--quiet"])
     seconds = time.perf_counter() - started
     err = capsys.readouterr().err
-    read = {p: [json.loads(line) for line in (tmp_path / p / "results.jsonl").read_text().splitlines()]
-            for p in ("alone", "mixed")}
+    read = {p: [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+            for p, folder in (("alone", bundled_scored), ("mixed", tmp_path / "mixed"))}
     examples = [r for r in read["mixed"] if r["model"] != "hostile"]
-    assert alone == 0 and status == 1
+    assert status == 1  # the bundled examples alone: 0 (conftest.bundled_scored asserts it)
     assert len(examples) == 144 and examples == read["alone"]
     hostile = {f"{r['subject']}_results.json": r.get("error") or r.get("invalid_reason")
                for r in read["mixed"] if r["model"] == "hostile"}
