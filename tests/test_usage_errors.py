@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import EXAMPLE_RESULTS, ROOT
+from conftest import EXAMPLE_RESULTS, ROOT, run_in_process
 from sphyr_hpc import score
 from sphyr_hpc.jobs import score_inputs
 from sphyr_hpc.score import main
@@ -294,7 +294,8 @@ def test_unread_formats_in_the_python_api_get_the_same_reason():
 def test_an_index_given_as_a_string_is_named_precisely(tmp_path):
     record, dataset, completions = _completions(tmp_path, "L L")
     completions.write_text(json.dumps({"index": str(record["index"]), "completion": "L L"}) + "\n")
-    run = _python("--dataset", dataset, "--completions", completions, "--out", tmp_path / "out", "--quiet")
+    run = run_in_process(main, ["--dataset", dataset, "--completions", completions, "--out", tmp_path / "out",
+                                "--quiet"])
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert (f"{completions}:1: 'index' is the string \"{record['index']}\", not an integer: "
             f"write \"index\": {record['index']}") in run.stderr
