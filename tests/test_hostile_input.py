@@ -27,7 +27,10 @@ def _folder(tmp_path, files):
 
 def _score(tmp_path, *args):
     out = tmp_path / "out"
-    status = main([*map(str, args), "--out", str(out), "--quiet", "--overwrite"])  # a test scores into out again
+    # --overwrite: a test scores into out again; --no-report: these claims are the rows, stderr and
+    # leaderboard.png (drawn without the report), and the report of hostile records is drawn by
+    # test_hostile_files_beside_the_bundled_examples... below and tests/test_fuzz.py.
+    status = main([*map(str, args), "--out", str(out), "--quiet", "--overwrite", "--no-report"])
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     return status, {(r["subject"], r["index"]): r for r in rows}
 
