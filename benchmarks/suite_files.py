@@ -39,14 +39,16 @@ def before_checkout(commit, scratch):
 
 
 def timed(checkout, files):
-    """(seconds, pytest's last line, load average before) of one pytest run of ``files`` in ``checkout``."""
+    """(seconds, pytest's last line with the tests that failed, load average before) of one pytest run of
+    ``files`` in ``checkout``."""
     load = os.getloadavg()[0]
     started = time.perf_counter()
     run = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          *files], cwd=checkout, capture_output=True, text=True)
+                          "-rf", *files], cwd=checkout, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     last = (run.stdout.strip().splitlines() or ["?"])[-1].strip("= ")
-    return seconds, last, load
+    failed = [line.split()[1] for line in run.stdout.splitlines() if line.startswith("FAILED ")]
+    return seconds, last + "".join(f"; failed: `{name}`" for name in failed), load
 
 
 def main(argv=None):
