@@ -1,9 +1,12 @@
 """Shared fixtures: the repository on sys.path and the parity fixtures' location."""
 
 import atexit
+import contextlib
+import io
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import traceback
@@ -120,6 +123,18 @@ def example_results():
     return EXAMPLE_RESULTS
 
 
+@pytest.fixture(scope="session")
+def bundled_scored(tmp_path_factory):
+    """The output folder of one ``score`` run of the bundled examples (examples/results: 144 records), in
+    process, with its report: ``python -m sphyr_hpc.score examples/results --out OUT --quiet``.  Every test
+    that reads it only reads it (a test that writes copies what it needs to its own folder)."""
+    from sphyr_hpc.score import main
+
+    out = tmp_path_factory.mktemp("bundled") / "out"
+    assert main([str(EXAMPLE_RESULTS), "--out", str(out), "--quiet"]) == 0
+    return out
+
+
 @pytest.fixture(autouse=True)
 def _barrier_after_each_mpi_test(request):
     """Every rank finishes a test marked ``mpi`` before any starts the next."""
@@ -187,6 +202,19 @@ def children(pid):
         except OSError:
             pass
     return started
+
+
+def run_in_process(main, argv, cwd=ROOT):
+    """A command's ``main(argv)`` (what ``python -m sphyr_hpc.<command>`` runs) in this process, from the
+    folder ``cwd``, as a ``subprocess.CompletedProcess``: its exit status and what it printed to
+    ``sys.stdout`` and ``sys.stderr``.  For tests of what a command prints and writes, where a process of
+    its own would add only its start-up; not for what only a process shows (signals, exit statuses under
+    bin/mpirun, PETSc's own printing)."""
+    argv = [str(arg) for arg in argv]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.chdir(cwd), contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        status = main(argv)
+    return subprocess.CompletedProcess(argv, status, stdout.getvalue(), stderr.getvalue())
 
 
 def console_script(name):

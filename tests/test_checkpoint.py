@@ -195,8 +195,9 @@ def test_resume_without_a_checkpoint_yet_starts_the_run(tmp_path, capsys):
 
 
 def test_the_slurm_optimisation_job_resubmits_itself_until_the_run_is_done(tmp_path):
-    """examples/slurm_optimize.sh with a fake srun (one rank; the first job's SIGTERM comes after 5 s, as
-    --signal=TERM@120 sends it before a time limit) and a fake sbatch (which records its arguments)."""
+    """examples/slurm_optimize.sh with a fake srun (one rank; the first job gets SIGTERM, as --signal=TERM@120
+    sends it before a time limit, once its first periodic checkpoint is written: mid-run however fast the
+    machine) and a fake sbatch (which records its arguments)."""
     import subprocess
     import sys
 
@@ -204,17 +205,24 @@ def test_the_slurm_optimisation_job_resubmits_itself_until_the_run_is_done(tmp_p
 
     bin_dir = tmp_path / "fake-bin"
     bin_dir.mkdir()
-    (bin_dir / "srun").write_text('#!/bin/bash\nif [ "${SUBMISSION:-1}" = 1 ]; then exec timeout --preserve-status '
-                                  '-s TERM 5 "$@"; fi\nexec "$@"\n')
+    (bin_dir / "srun").write_text(
+        '#!/bin/bash\nif [ "${SUBMISSION:-1}" != 1 ]; then exec "$@"; fi\n'
+        'args=("$@"); for i in "${!args[@]}"; do [ "${args[$i]}" = --checkpoint ] && ck=${args[$((i + 1))]}; done\n'
+        '"$@" & pid=$!\n'
+        f'until [ -e "$ck/{files.RECORD_NAME}" ] || ! kill -0 $pid 2>/dev/null; do sleep 0.05; done\n'
+        'kill -TERM $pid 2>/dev/null; wait $pid\n')
     (bin_dir / "sbatch").write_text(f'#!/bin/bash\necho "$@" >> {tmp_path}/sbatch.log\n')
     for name in ("srun", "sbatch"):
         (bin_dir / name).chmod(0o755)
+    iterations = 30  # the script checkpoints every 10: the SIGTERM lands with 20 iterations to go
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", SPHYR_HPC=str(ROOT), PYTHON=sys.executable,
-               SIZE="256x128", ITERATIONS="40")
+               SIZE="128x64", ITERATIONS=str(iterations))
     script = str(ROOT / "examples" / "slurm_optimize.sh")
     first = subprocess.run(["bash", script], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert first.returncode == 0, first.stderr[-2000:]
     assert "submitting the next job" in first.stdout
+    stopped_at = files.read_record(tmp_path / "run-mbb" / "checkpoint")["iteration"]
+    assert 10 <= stopped_at < iterations  # saved by the SIGTERM mid-run
     submitted = (tmp_path / "sbatch.log").read_text()
     assert "SUBMISSION=2" in submitted and f"OUT={tmp_path / 'run-mbb'}" in submitted
     # The next job (what sbatch would start): it resumes and finishes the run.
@@ -222,7 +230,7 @@ def test_the_slurm_optimisation_job_resubmits_itself_until_the_run_is_done(tmp_p
     second = subprocess.run(["bash", script], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert second.returncode == 0, second.stderr[-2000:]
     history = json.loads((tmp_path / "run-mbb" / "run.json").read_text())["history"]
-    assert [h["iteration"] for h in history] == list(range(1, len(history) + 1))
+    assert [h["iteration"] for h in history] == list(range(1, iterations + 1))
     assert len((tmp_path / "sbatch.log").read_text().splitlines()) == 1
 
 

@@ -9,22 +9,22 @@ Each run exits 1: my-model answers 6 of the 29 records, the others count 0 as un
 """
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_in_process
+from sphyr_hpc.prompts import main as prompts_main
+from sphyr_hpc.score import main as score_main
 
 DATASET = ROOT / "examples" / "data" / "v1" / "full_easy.jsonl"
 PLAIN = ROOT / "examples" / "completions" / "my-model.jsonl"  # records 0-5 of full_easy
 
 
 def score(tmp_path, name, completions, store, *extra):
+    """``python -m sphyr_hpc.score`` of the completions (its main, in this process)."""
     out = tmp_path / name
-    run = subprocess.run([sys.executable, "-m", "sphyr_hpc.score", "--dataset", str(DATASET), "--completions",
-                          str(completions), "--model", "my-model", "--out", str(out), "--store", str(store),
-                          "--quiet", "--no-report", *extra], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    run = run_in_process(score_main, ["--dataset", DATASET, "--completions", completions, "--model", "my-model",
+                                      "--out", out, "--store", store, "--quiet", "--no-report", *extra])
     rows = {row["index"]: row for row in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     return run, rows
 
@@ -79,8 +79,7 @@ def test_openai_batch_output_lines_are_read_as_they_are(plain, tmp_path):
 
 def test_the_prompts_file_with_a_completion_added_is_read_as_it_is(plain, tmp_path):
     store, reference = plain
-    subprocess.run([sys.executable, "-m", "sphyr_hpc.prompts", str(DATASET.parent), "--out",
-                    str(tmp_path / "prompts.jsonl")], cwd=ROOT, check=True, capture_output=True, timeout=120)
+    assert run_in_process(prompts_main, [DATASET.parent, "--out", tmp_path / "prompts.jsonl"]).returncode == 0
     given = {a["index"]: a["completion"] for a in answers()}
     lines = []
     for line in map(json.loads, (tmp_path / "prompts.jsonl").read_text().splitlines()):

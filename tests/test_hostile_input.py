@@ -27,7 +27,10 @@ def _folder(tmp_path, files):
 
 def _score(tmp_path, *args):
     out = tmp_path / "out"
-    status = main([*map(str, args), "--out", str(out), "--quiet", "--overwrite"])  # a test scores into out again
+    # --overwrite: a test scores into out again; --no-report: these claims are the rows, stderr and
+    # leaderboard.png (drawn without the report), and the report of hostile records is drawn by
+    # test_hostile_files_beside_the_bundled_examples... below and tests/test_fuzz.py.
+    status = main([*map(str, args), "--out", str(out), "--quiet", "--overwrite", "--no-report"])
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     return status, {(r["subject"], r["index"]): r for r in rows}
 
@@ -276,23 +279,23 @@ def hostile_files(folder):
     return {name: message for name, (_, message) in files.items()}
 
 
-def test_hostile_files_beside_the_bundled_examples_leave_their_144_records_exactly_as_alone(tmp_path, capsys):
+def test_hostile_files_beside_the_bundled_examples_leave_their_144_records_exactly_as_alone(tmp_path, capsys,
+                                                                                          bundled_scored):
     import shutil
 
     from conftest import EXAMPLE_RESULTS
 
     shutil.copytree(EXAMPLE_RESULTS, tmp_path / "results")
     messages = hostile_files(tmp_path / "results" / "hostile")
-    alone = main([str(EXAMPLE_RESULTS), "--out", str(tmp_path / "alone"), "--quiet"])
     capsys.readouterr()
     started = time.perf_counter()
     status = main([str(tmp_path / "results"), "--out", str(tmp_path / "mixed"), "--quiet"])
     seconds = time.perf_counter() - started
     err = capsys.readouterr().err
-    read = {p: [json.loads(line) for line in (tmp_path / p / "results.jsonl").read_text().splitlines()]
-            for p in ("alone", "mixed")}
+    read = {p: [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+            for p, folder in (("alone", bundled_scored), ("mixed", tmp_path / "mixed"))}
     examples = [r for r in read["mixed"] if r["model"] != "hostile"]
-    assert alone == 0 and status == 1
+    assert status == 1  # the bundled examples alone: 0 (conftest.bundled_scored asserts it)
     assert len(examples) == 144 and examples == read["alone"]
     hostile = {f"{r['subject']}_results.json": r.get("error") or r.get("invalid_reason")
                for r in read["mixed"] if r["model"] == "hostile"}

@@ -20,11 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, inspect_or_skip, needs_o200k
+from conftest import ROOT, inspect_or_skip, needs_o200k, run_in_process
 
 inspect_ai = inspect_or_skip()
 from inspect_ai.log import read_eval_log  # noqa: E402
 from inspect_ai.model import ModelOutput, ModelUsage, get_model  # noqa: E402
+
+from sphyr_hpc.score import main as score_main  # noqa: E402
 
 DATASET = ROOT / "examples" / "data" / "v1" / "full_easy.jsonl"
 TASK = "sphyr_hpc/inspect/task.py"
@@ -48,13 +50,16 @@ def answer_of(record):
 
 
 def score(out, *args, ranks=1, store):
-    prefix = [str(ROOT / "bin" / "mpirun"), "-n", str(ranks)] if ranks > 1 else []
+    """``python -m sphyr_hpc.score ARGS --out OUT`` from the checkout's folder: its exit status, stdout and
+    stderr.  On 1 rank its ``main`` in this process (what the command runs), on more under bin/mpirun."""
+    where = ["--store", str(store)] if store is not None else ["--no-store"]
+    argv = [*map(str, args), "--out", str(out), *where, "--quiet", "--no-report"]
+    if ranks == 1:
+        return run_in_process(score_main, argv)
     # not this process's MPI (the Inspect scorer started it here): mpirun's ranks are their own
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_COMM", "PMIX_RANK"))}
-    where = ["--store", str(store)] if store is not None else ["--no-store"]
-    return subprocess.run(prefix + [sys.executable, "-m", "sphyr_hpc.score", *map(str, args), "--out", str(out),
-                                    *where, "--quiet", "--no-report"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run([str(ROOT / "bin" / "mpirun"), "-n", str(ranks), sys.executable, "-m", "sphyr_hpc.score",
+                           *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 
 def rows_of(out):

@@ -8,15 +8,15 @@ grid, prose) is ``score``'s record of the same completion, to 1e-12.
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, run_in_process
 
 from sphyr_hpc.lm_eval import utils
+from sphyr_hpc.prompts import main as prompts_main
+from sphyr_hpc.score import main as score_main
 
 FOLDER = ROOT / "sphyr_hpc" / "lm_eval"
 DATA = ROOT / "examples" / "data" / "v1"
@@ -53,8 +53,7 @@ def test_one_task_per_subject_each_naming_functions_that_exist():
 
 
 def test_every_document_has_the_prompt_the_prompts_command_writes(tmp_path):
-    subprocess.run([sys.executable, "-m", "sphyr_hpc.prompts", str(DATA), "--out", str(tmp_path / "p.jsonl")],
-                   cwd=ROOT, check=True, capture_output=True, timeout=120)
+    assert run_in_process(prompts_main, [DATA, "--out", tmp_path / "p.jsonl"]).returncode == 0
     prompts = {(line["subject"], line["index"]): line["prompt"]
                for line in map(json.loads, (tmp_path / "p.jsonl").read_text().splitlines())}
     documents = [doc for subject in SUBJECTS for doc in utils.documents(DATA, subject)]
@@ -78,10 +77,8 @@ def test_process_results_is_scores_record_of_the_same_answer(subject, tmp_path):
     completions = tmp_path / "answers.jsonl"
     completions.write_text("".join(json.dumps({"index": d["index"], "completion": answer_of(d)}) + "\n"
                                    for d in documents))
-    run = subprocess.run([sys.executable, "-m", "sphyr_hpc.score", "--dataset", str(DATA / f"{subject}.jsonl"),
-                          "--completions", str(completions), "--out", str(tmp_path / "out"), "--quiet",
-                          "--no-report", "--store", str(tmp_path / "store")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    run = run_in_process(score_main, ["--dataset", DATA / f"{subject}.jsonl", "--completions", completions,
+                                      "--out", tmp_path / "out", "--quiet", "--no-report", "--store", tmp_path / "store"])
     assert run.returncode == 0, run.stderr
     rows = {row["index"]: row for row in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
     carrying = set()

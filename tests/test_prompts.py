@@ -7,15 +7,14 @@ and asks for what the subject's difficulty says; bad records cost only themselve
 """
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE_RESULTS, ROOT
+from conftest import EXAMPLE_RESULTS, ROOT, run_in_process
 
 import sphyr_hpc
+from sphyr_hpc.prompts import main as prompts_main
 from sphyr_hpc.core import grid as grids
 from sphyr_hpc.core.prompt import EASY_FILL, HARD_FILL
 
@@ -23,8 +22,8 @@ DATA = ROOT / "examples" / "data"
 
 
 def run_prompts(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "sphyr_hpc.prompts", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    """``python -m sphyr_hpc.prompts ARGS`` (its main, in this process)."""
+    return run_in_process(prompts_main, args, cwd=cwd)
 
 
 def read_lines(path):

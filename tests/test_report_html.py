@@ -18,10 +18,9 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
-def scored(tmp_path_factory):
-    out = tmp_path_factory.mktemp("report") / "out"
-    assert score_main([str(EXAMPLE_RESULTS), "--out", str(out), "--quiet"]) == 0
-    return out
+def scored(bundled_scored):
+    """The bundled examples' score run (conftest.py): read, never written."""
+    return bundled_scored
 
 
 class _Page(HTMLParser):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import EXAMPLE_RESULTS, ROOT
+from conftest import EXAMPLE_RESULTS, ROOT, run_in_process
 from sphyr_hpc import score
 from sphyr_hpc.jobs import score_inputs
 from sphyr_hpc.score import main
@@ -63,7 +63,7 @@ def test_a_missing_path_is_named(tmp_path, capsys):
 
 def test_resume_with_other_inputs_is_refused_naming_the_difference(tmp_path, capsys):
     out = tmp_path / "out"
-    assert main([str(ONE_FILE), "--out", str(out), "--quiet"]) == 0
+    assert main([str(ONE_FILE), "--out", str(out), "--quiet", "--no-report"]) == 0
     before = (out / "results.jsonl").read_text()
     capsys.readouterr()
     other = EXAMPLE_RESULTS / "baseline-random" / "full_easy.json"
@@ -71,7 +71,7 @@ def test_resume_with_other_inputs_is_refused_naming_the_difference(tmp_path, cap
     assert "--resume" in err and "other inputs" in err and str(other) in err and str(ONE_FILE) in err
     assert (out / "results.jsonl").read_text() == before  # nothing merged
     # The same inputs resume (nothing left to score).
-    assert main([str(ONE_FILE), "--out", str(out), "--resume", "--quiet"]) == 0
+    assert main([str(ONE_FILE), "--out", str(out), "--resume", "--quiet", "--no-report"]) == 0
     assert json.loads((out / "run.json").read_text())["inputs"]["paths"] == [str(ONE_FILE)]
 
 
@@ -84,18 +84,18 @@ def test_invalid_petsc_value_is_a_usage_error(tmp_path, capsys):
     err = _usage_error(capsys, ONE_FILE, "--out", tmp_path / "out", "-sphyr_ksp_type", "nonsense")
     assert "KSP type nonsense" in err
     # The options of one run do not leak into the next (main() runs in-process here).
-    assert main([str(ONE_FILE), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    assert main([str(ONE_FILE), "--out", str(tmp_path / "out"), "--quiet", "--no-report"]) == 0
 
 
 def test_valid_petsc_options_are_accepted(tmp_path):
-    assert main([str(ONE_FILE), "--out", str(tmp_path / "out"), "--quiet",
+    assert main([str(ONE_FILE), "--out", str(tmp_path / "out"), "--quiet", "--no-report",
                  "-sphyr_pc_factor_mat_ordering_type", "rcm"]) == 0
 
 
 def test_options_of_the_large_samples_multigrid_are_checked_too(tmp_path, capsys):
     # -sphyr_simp_* reach the multigrid system of large yardsticks (solvers/sizing.py), which a
     # 10x10 sample never builds: they are checked on a probe of that system.
-    assert main([str(ONE_FILE), "--out", str(tmp_path / "ok"), "--quiet",
+    assert main([str(ONE_FILE), "--out", str(tmp_path / "ok"), "--quiet", "--no-report",
                  "-sphyr_simp_mg_levels_ksp_max_it", "2", "-sphyr_simp_pc_mg_cycle_type", "v"]) == 0
     err = _usage_error(capsys, ONE_FILE, "--out", tmp_path / "out", "-sphyr_simp_mg_levels_ksp_typo", "1")
     assert "unknown PETSc option -sphyr_simp_mg_levels_ksp_typo" in err
@@ -232,7 +232,7 @@ def test_jsonl_content_in_a_json_file_gets_the_same_hint(tmp_path, capsys):
     named = tmp_path / "model" / "full_easy.json"
     named.parent.mkdir()
     named.write_text(V1_FULL_EASY.read_text())
-    assert main([str(named), "--out", str(tmp_path / "out"), "--quiet"]) == 1
+    assert main([str(named), "--out", str(tmp_path / "out"), "--quiet", "--no-report"]) == 1
     err = capsys.readouterr().err
     assert "Extra data" in err and "--dataset D.jsonl --completions C.jsonl" in err
 
@@ -294,7 +294,8 @@ def test_unread_formats_in_the_python_api_get_the_same_reason():
 def test_an_index_given_as_a_string_is_named_precisely(tmp_path):
     record, dataset, completions = _completions(tmp_path, "L L")
     completions.write_text(json.dumps({"index": str(record["index"]), "completion": "L L"}) + "\n")
-    run = _python("--dataset", dataset, "--completions", completions, "--out", tmp_path / "out", "--quiet")
+    run = run_in_process(main, ["--dataset", dataset, "--completions", completions, "--out", tmp_path / "out",
+                                "--quiet"])
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert (f"{completions}:1: 'index' is the string \"{record['index']}\", not an integer: "
             f"write \"index\": {record['index']}") in run.stderr
