@@ -349,7 +349,7 @@ def test_history_index_is_rewritten_after_every_step_and_every_k_skips(tmp_path)
             assert writer.path == tmp_path / "run.xdmf"
             assert writer.write_step(1, system.slab_of(rho), c) is False
             assert not writer.path.exists()
-            writer(2, c, system.slab_of(rho), 0.5)  # run_simp's callback signature
+            writer(2, c, system.slab_of(rho), 0.5, fe.PENAL)  # run_simp's callback signature
             assert _steps_in_index(writer.path) == [2.0]
             writer.write_step(3, rho, c)  # natural arrays are accepted too
             writer.write_step(4, rho * 0.5, c)

@@ -149,11 +149,13 @@ class _SystemFields:
                              f"{system.loadcase.shape} array, got {rho.size} values")
         return rho
 
-    def piece(self, densities, scalars):
-        """This rank's piece for its slab densities and the system's current ``u``."""
+    def piece(self, densities, scalars, penal=None):
+        """This rank's piece for its slab densities and the system's current ``u`` (the moduli at
+        ``penal``, default the writer's)."""
         system = self.system
         ue = system.local_displacements()[system.local_edofs]
-        cells = _element_fields(self.slab(densities), ue, self.penal, system.ke, self.d, self.b0)
+        cells = _element_fields(self.slab(densities), ue, self.penal if penal is None else penal, system.ke,
+                                self.d, self.b0)
         cells = {k: v.reshape(system.slab_shape) for k, v in cells.items()}
         cells["marker"] = self.markers
         u2 = system.u.array_r.reshape(self.node_shape + (2,))
@@ -277,7 +279,7 @@ class HistoryWriter:
     :meth:`write_step` takes the iteration's densities (this rank's slab or a
     natural array) and computes displacement, strain energy and stress from
     ``system.u`` as it stands.  As a ``run_simp`` callback (the writer is
-    callable with its signature ``(iteration, compliance, physical, change)``)
+    callable with its signature ``(iteration, compliance, physical, change, penal)``)
     the densities are the design *after* the iteration's update and ``u``,
     ``compliance`` come from the solve the iteration started with: the two
     differ by one optimality-criteria step.  After ``run_simp`` returns, its
@@ -322,16 +324,17 @@ class HistoryWriter:
         """Iterations written so far, in order."""
         return sorted(self._steps)
 
-    def write_step(self, iteration, densities_slab, compliance=None, change=None, force=False):
+    def write_step(self, iteration, densities_slab, compliance=None, change=None, force=False, penal=None):
         """Add (or replace) the step of ``iteration``; skipped unless ``iteration % every == 0``
-        or ``force``.  Returns whether it was written.  Collective."""
+        or ``force``; the moduli at ``penal`` (default the writer's).  Returns whether it was written.
+        Collective."""
         iteration = int(iteration)
         if not force and iteration % self.every:
             return False
         if self.system is None:
             raise ValueError("HistoryWriter is closed")
         scalars = {"compliance": compliance, "iteration": float(iteration), "change": change}
-        piece = self._fields.piece(densities_slab, scalars)
+        piece = self._fields.piece(densities_slab, scalars, penal)
         if self.fields_format == "vtu":
             name = f"{self.stem.name}_{iteration:06d}.vtu"
             _write_piece(self.stem.parent / name[:-len(".vtu")], piece, self.comm, "vtu")
@@ -351,9 +354,9 @@ class HistoryWriter:
             self.comm.Barrier()
         return True
 
-    def __call__(self, iteration, compliance, physical, change):
-        """``run_simp``'s callback signature."""
-        self.write_step(iteration, physical, compliance=compliance, change=change)
+    def __call__(self, iteration, compliance, physical, change, penal):
+        """``run_simp``'s callback signature: the step at the iteration's penalty (its solve's)."""
+        self.write_step(iteration, physical, compliance=compliance, change=change, penal=penal)
 
     def close(self):
         if self._sink is not None:

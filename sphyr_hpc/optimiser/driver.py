@@ -245,7 +245,7 @@ class _IterationLog:
         if self.callback is not None:
             self.callback(iteration, system, physical, compliance, change)
         if self.writer is not None:
-            self.writer.write_step(iteration, physical, compliance=compliance, change=change)
+            self.writer.write_step(iteration, physical, compliance=compliance, change=change, penal=penal)
         self.last = time.perf_counter()
         self.events = {n: events.seconds(n) for n in events.EVENTS}
         self.passes = events.count(events.BISECTION_PASS)
