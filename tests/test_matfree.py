@@ -48,10 +48,22 @@ def _coarse_max_dofs(n):
 def _finest(nelx, nely, coarse_max_dofs=COARSE):
     """PCMG's number of the finest level of a nelx x nely grid's hierarchy (one rank's levels)."""
     return hierarchy.mg_levels((nely, nelx), coarse_max_dofs=coarse_max_dofs) - 1
-# What setup.py digests into the extension's SOURCE_DIGEST, in its order.
-KERNEL_SOURCES = ("sphyr_hpc/solvers/q4_apply.c", "sphyr_hpc/solvers/stencil_apply.c",
-                  "sphyr_hpc/optimiser/oc_volume.c", "sphyr_hpc/optimiser/filter_stencil.c",
-                  "sphyr_hpc/runtime/kernels.h")
+
+
+def _kernel_sources():
+    """What setup.py digests into the extension's SOURCE_DIGEST: its KERNELS and HEADER, in that order
+    (read, not imported)."""
+    import ast
+
+    names = {}
+    for node in ast.parse((ROOT / "setup.py").read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id in ("KERNELS", "HEADER"):
+                names[node.targets[0].id] = ast.literal_eval(node.value)
+    return (*names["KERNELS"], names["HEADER"])
+
+
+KERNEL_SOURCES = _kernel_sources()
 
 
 def _with_options(prefix, values):
