@@ -50,8 +50,11 @@ ABORT_STATUS = 3
 # the message is printed once.
 PEER_GRACE_SECONDS = 1.0
 # How long an interrupted rank waits for the others to be interrupted too (end_interrupted): they
-# are when the signal reached every rank, once each is back in Python from the call it was in.
-PEERS_SECONDS = 3.0
+# are when the signal reached every rank, once each is back in Python from the call it was in, which
+# on a loaded machine can take seconds (rank 0 drawing the report while the others wait: 3 s was
+# too short for one 2-rank score at load 4, aborted with MPI_ABORT's banner).  It is the time a run
+# whose rank cannot come back (inside a collective the others left) takes to be aborted.
+PEERS_SECONDS = 10.0
 # The same once the ranks have agreed on the interrupt at a safe point (interrupt_point): every rank is
 # on its way, only what it writes first (a checkpoint, a design) between, however slow the machine.
 AGREED_PEERS_SECONDS = 60.0
