@@ -10,7 +10,7 @@ saves :meth:`Update.state` and a resumed run puts it back with :meth:`Update.loa
 """
 
 import abc
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,10 +30,12 @@ class UpdateContext:
     density_filter: object
     target: float
     move_limit: float
-    free_s: np.ndarray = field(init=False, repr=False)  # the free mask as 0/1 floats (the chain rule's weights)
 
-    def __post_init__(self):
-        object.__setattr__(self, "free_s", self.is_free.astype(float))
+    @property
+    def free_s(self):
+        """The chain rule's 0/1 weights: ``is_free`` itself (a product with a boolean is the product with
+        1.0 or 0.0; a float copy was one more slab-sized array at the run's peak memory)."""
+        return self.is_free
 
 
 class Update(abc.ABC):
