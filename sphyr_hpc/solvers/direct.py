@@ -32,7 +32,22 @@ def matrix_nbytes(A):
     return float(A.getInfo(A.InfoType.GLOBAL_SUM)["memory"])
 
 
-class InPlaceElements:
+class MatLevel:
+    """What a level operator that owns its PETSc matrix ``mat`` has in common: its bytes, its close."""
+
+    mat = None
+
+    @property
+    def nbytes(self):
+        return matrix_nbytes(self.mat)
+
+    def close(self):
+        if self.mat is not None:
+            self.mat.destroy()
+            self.mat = None
+
+
+class InPlaceElements(MatLevel):
     """K of a system from its element moduli through :class:`~.assembly.ElementAssembly`: in place on
     one rank in natural order (``values``: K's own CSR values), else into the DMDA's AIJ matrix
     (``values`` None).  A level operator (``mat``, ``assemble``, ``nbytes``, ``close``)."""
@@ -63,15 +78,6 @@ class InPlaceElements:
         self.mat.setValuesLocalCSR(self.assembly.indptr, self.assembly.indices, self.assembly.values(moduli),
                                  addv=self.PETSc.InsertMode.ADD_VALUES)
         self.mat.assemble()
-
-    @property
-    def nbytes(self):
-        return matrix_nbytes(self.mat)
-
-    def close(self):
-        if self.mat is not None:
-            self.mat.destroy()
-            self.mat = None
 
 
 class DirectMethod:

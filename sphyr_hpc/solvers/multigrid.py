@@ -52,7 +52,7 @@ from ..runtime.petsc import OptionsError
 from . import hierarchy
 from . import plan as mgplan
 from .assembly import ElementBlockAssembly
-from .direct import InPlaceElements, matrix_nbytes
+from .direct import InPlaceElements, MatLevel
 from .fused import ChebyshevSmoother
 from .hierarchy import MAX_LEVELS, interpolation_csr
 from .transfer import GridTransfer
@@ -111,7 +111,7 @@ def kernels_available(comm, prefix):
     return False
 
 
-class StoredLevel:
+class StoredLevel(MatLevel):
     """The finest level as a PETSc matrix on the system's nodal DMDA (``storage``: SBAIJ or AIJ),
     assembled from the element moduli in 2x2 element blocks (:class:`~.assembly.ElementBlockAssembly`)."""
 
@@ -129,15 +129,6 @@ class StoredLevel:
 
     def assemble(self, moduli):
         self._blocks.assemble(self.mat, moduli)
-
-    @property
-    def nbytes(self):
-        return matrix_nbytes(self.mat)
-
-    def close(self):
-        if self.mat is not None:
-            self.mat.destroy()
-            self.mat = None
 
 
 def finest_level(system, plan):
