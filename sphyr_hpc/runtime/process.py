@@ -359,7 +359,10 @@ def _say_interrupted(prog, err, note):
     if _held["launcher_gone"]:
         why += f": {_held['launcher_gone']}, the launcher that started it, is gone"
     try:
-        print(f"\n{prog}: interrupted ({why}){note}", file=sys.stderr, flush=True)
+        # One write of the whole line: Open MPI 5's output forwarding delivered the text of print()'s
+        # two writes ("\n" + the text, then "\n") on stdout now and then, its newlines on stderr.
+        sys.stderr.write(f"\n{prog}: interrupted ({why}){note}\n")
+        sys.stderr.flush()
     except OSError:  # stderr itself gone with the launcher
         pass
 
